@@ -1,0 +1,63 @@
+/* trainbig/dataset.h: the dataset vtable ([dataset] section).
+ *
+ * A dataset enumerates the samples of a split and decodes one: an RGB image and its label
+ * map. The core does everything after decoding (augmentation, batching, sharding) in its
+ * loader threads. */
+#ifndef TRAINBIG_DATASET_H
+#define TRAINBIG_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <trainbig/error.h>
+#include <trainbig/keys.h>
+#include <trainbig/plugin.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One decoded sample. The buffers are owned by the core, which reuses them from sample to
+ * sample (a fresh multi-megabyte buffer costs milliseconds in page faults): a plugin sizes
+ * them with tb_sample_reserve() and writes into them; it never frees them. */
+struct tb_sample {
+    uint32_t width, height; /* pixels, set by tb_sample_reserve() */
+    uint8_t *image;         /* [height][width][3] RGB */
+    uint8_t *label;         /* [height][width] class index, 255 = ignore */
+    size_t capacity;        /* pixels the buffers can hold; managed by the core */
+};
+
+/* Sets s->width and s->height and makes the buffers hold that many pixels, keeping them
+ * when they already do. Contents are undefined afterwards. Returns TB_ERR_NOMEM (with err
+ * filled) when memory runs out, leaving s as it was. */
+int tb_sample_reserve(struct tb_sample *s, uint32_t width, uint32_t height, struct tb_err *err);
+
+/* Frees the buffers and zeroes s. For the core and for tools that own samples. */
+void tb_sample_release(struct tb_sample *s);
+
+struct tb_class {
+    const char *name;  /* "road" */
+    uint8_t color[3];  /* RGB, for rendered predictions */
+};
+
+struct tb_dataset_ops {
+    /* Opens `split` ("train", "val", "test") of the dataset the validated [dataset]
+     * section describes. On success *ctx belongs to the caller until close(). On failure
+     * returns a tb_status with err naming the file or directory at fault. */
+    int (*open)(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err);
+    void (*close)(void *ctx);
+    /* Number of samples in the split. */
+    size_t (*count)(void *ctx);
+    /* A stable name for sample i (usually its file), owned by ctx; used in messages. */
+    const char *(*sample_name)(void *ctx, size_t i);
+    /* Decodes sample i into out (see struct tb_sample). May be called from several
+     * threads at once for different samples and different out structs. A sample that
+     * cannot be read returns TB_ERR_RUNTIME with err naming it and why. */
+    int (*load)(void *ctx, size_t i, struct tb_sample *out, struct tb_err *err);
+    /* The classes, label values 0..n-1; *classes is owned by ctx. */
+    size_t (*classes)(void *ctx, const struct tb_class **classes);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* trainbig/plugin.h: the plugin ABI.
+ *
+ * A plugin is a shared object that exports exactly one symbol, `trainbig_plugin`, a
+ * const struct tb_plugin. Define it with TB_PLUGIN_EXPORT and build with
+ * -fvisibility=hidden so nothing else leaks:
+ *
+ *     TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
+ *         .abi_major = TB_ABI_MAJOR, .abi_minor = TB_ABI_MINOR,
+ *         .kind = TB_KIND_DATASET, .name = "ppm", .version = "1.0.0",
+ *         .description = "...", .keys = my_keys, .ops.dataset = &my_ops,
+ *     };
+ *
+ * The file is named "<kind>-<name>.so" (dataset-ppm.so) so the core finds it by name
+ * without opening every plugin; a file named in the INI by path (plugin = ./x.so) may have
+ * any name.
+ *
+ * ABI rules: the version fields come first because they protect the rest. Growing a
+ * kind's vtable at its end, or adding a kind, bumps TB_ABI_MINOR; any other change bumps
+ * TB_ABI_MAJOR and resets the minor. The loader accepts a plugin built for the same major
+ * and a minor no newer than its own; a newer-minor plugin may use members this core does
+ * not have, so it is refused, naming the file and both versions. */
+#ifndef TRAINBIG_PLUGIN_H
+#define TRAINBIG_PLUGIN_H
+
+#include <stdint.h>
+#include <trainbig/keys.h>
+#include <trainbig/log.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TB_ABI_MAJOR 1
+#define TB_ABI_MINOR 0
+
+/* The name of the one exported symbol. */
+#define TB_PLUGIN_ENTRY "trainbig_plugin"
+
+#if defined(__GNUC__)
+#define TB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define TB_PLUGIN_EXPORT
+#endif
+
+/* A plugin's kind is also the INI section that names it. */
+enum tb_plugin_kind {
+    TB_KIND_BACKEND = 1,  /* [backend]:  compute devices, memory, streams and ops */
+    TB_KIND_PLATFORM = 2, /* [platform]: a machine class: link bandwidths, tunings */
+    TB_KIND_MODEL = 3,    /* [model]:    builds a network */
+    TB_KIND_DATASET = 4,  /* [dataset]:  enumerates and decodes samples */
+    TB_KIND_SWAP = 5,     /* [swap]:     the large-model-support policy */
+};
+#define TB_KIND_FIRST TB_KIND_BACKEND
+#define TB_KIND_LAST TB_KIND_SWAP
+
+struct tb_backend_ops;
+struct tb_platform_ops;
+struct tb_model_ops;
+struct tb_dataset_ops;
+struct tb_swap_ops;
+
+struct tb_plugin {
+    uint32_t abi_major;        /* TB_ABI_MAJOR the plugin was built with */
+    uint32_t abi_minor;        /* TB_ABI_MINOR the plugin was built with */
+    int32_t kind;              /* enum tb_plugin_kind */
+    const char *name;          /* [a-z0-9_.-], unique within its kind */
+    const char *version;       /* the plugin's own version, free text */
+    const char *description;   /* one line */
+    const struct tb_key *keys; /* ended by TB_KEYS_END; NULL = no keys */
+    union {                    /* the vtable of `kind` */
+        const void *any;
+        const struct tb_backend_ops *backend;
+        const struct tb_platform_ops *platform;
+        const struct tb_model_ops *model;
+        const struct tb_dataset_ops *dataset;
+        const struct tb_swap_ops *swap;
+    } ops;
+};
+
+/* Every plugin defines this; declared here so tb_plog() can name the plugin. */
+extern TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin;
+
+/* The section name of a kind ("backend"), or NULL for an unknown kind. Static storage. */
+const char *tb_kind_name(int kind);
+
+/* Logs with "kind/name" of plugin p as the tag. */
+void tb_log_plugin(const struct tb_plugin *p, enum tb_log_level level, const char *fmt, ...)
+    TB_PRINTF(3, 4);
+
+/* Inside a plugin: log tagged with this plugin's kind and name. */
+#define tb_plog(level, ...) tb_log_plugin(&trainbig_plugin, (level), __VA_ARGS__)
+
+/* score() of backends and platforms, optional (NULL = only chosen by name):
+ * 0 = not usable on this machine, higher = better fit; `plugin = auto` picks the highest
+ * non-zero score. Always writes a short reason into why (why_size > 0), which the core
+ * logs: "x86_64 CPU, GPUs attach over PCIe". */
+typedef int (*tb_score_fn)(char *why, size_t why_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,16 @@
+/* trainbig/trainbig.h: the whole plugin SDK in one include. */
+#ifndef TRAINBIG_TRAINBIG_H
+#define TRAINBIG_TRAINBIG_H
+
+#include <trainbig/backend.h>
+#include <trainbig/dataset.h>
+#include <trainbig/error.h>
+#include <trainbig/keys.h>
+#include <trainbig/log.h>
+#include <trainbig/model.h>
+#include <trainbig/platform.h>
+#include <trainbig/plugin.h>
+#include <trainbig/swap.h>
+#include <trainbig/version.h>
+
+#endif

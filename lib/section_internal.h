@@ -1,0 +1,28 @@
+/* lib/section_internal.h: one validated INI section (section.c). */
+#ifndef TB_LIB_SECTION_INTERNAL_H
+#define TB_LIB_SECTION_INTERNAL_H
+
+#include "lib/config_internal.h"
+#include "lib/keys_internal.h"
+
+struct tb_section {
+    char *name;                /* "backend" */
+    const struct tb_key *keys; /* the table it was validated against (not owned) */
+    size_t nkeys;
+    struct tb_value *values;   /* [nkeys], in table order */
+    char **origins;            /* [nkeys]: "run.ini:12", "--set", "default" */
+};
+
+/* Builds section `name` of config c against keys: every key of c's section must be in
+ * keys (except those listed in `skip`, NULL-terminated, handled by the caller), parse
+ * and lie in range; keys not given take their defaults; a required key not given is an
+ * error. `owner` names the table's owner in messages ("backend plugin 'cpu'").
+ * Every problem is one line in err. On success *out is the caller's (tb_section_free). */
+int tb_section_build(const struct tb_config *c, const char *name, const struct tb_key *keys, const char *owner,
+                     const char *const *skip, struct tb_section **out, struct tb_err *err);
+void tb_section_free(struct tb_section *s);
+
+/* The value of key i as text ("" for an empty list), for printing. */
+const char *tb_section_text(const struct tb_section *s, size_t i);
+
+#endif

@@ -1,0 +1,214 @@
+/* setup.c: from a parsed INI file to validated sections and loaded plugins. */
+#include "config.h"
+
+#include "lib/setup_internal.h"
+
+#include "lib/log_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+static const struct {
+    const char *name;
+    int kind;
+    const char *default_plugin; /* NULL: the user must name one */
+    const struct tb_key *keys;  /* core sections */
+} sections[TB_SEC_COUNT] = {
+    [TB_SEC_RUN] = { "run", 0, NULL, tb_run_keys },
+    [TB_SEC_BACKEND] = { "backend", TB_KIND_BACKEND, "auto", NULL },
+    [TB_SEC_PLATFORM] = { "platform", TB_KIND_PLATFORM, "auto", NULL },
+    [TB_SEC_MODEL] = { "model", TB_KIND_MODEL, NULL, NULL },
+    [TB_SEC_DATASET] = { "dataset", TB_KIND_DATASET, NULL, NULL },
+    [TB_SEC_SWAP] = { "swap", TB_KIND_SWAP, "none", NULL },
+    [TB_SEC_TRAIN] = { "train", 0, NULL, tb_train_keys },
+    [TB_SEC_REPORT] = { "report", 0, NULL, tb_report_keys },
+};
+
+void tb_plugin_names(int kind, char *buf, size_t size)
+{
+    struct tb_plugin_list l;
+    size_t o = 0;
+    buf[0] = '\0';
+    if (tb_plugin_list(kind, &l) == 0) {
+        for (size_t i = 0; i < l.n && o < size; i++)
+            o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : "", l.items[i]->p->name);
+        tb_plugin_list_free(&l);
+    }
+    if (!o)
+        snprintf(buf, size, "none");
+}
+
+static int check_sections(const struct tb_config *c, struct tb_err *err)
+{
+    const char *names[TB_SEC_COUNT];
+    for (int i = 0; i < TB_SEC_COUNT; i++)
+        names[i] = sections[i].name;
+    int rc = TB_OK;
+    for (size_t i = 0; i < c->nsections; i++) {
+        bool known = false;
+        for (int j = 0; j < TB_SEC_COUNT; j++)
+            known |= strcmp(c->sections[i].name, names[j]) == 0;
+        if (known)
+            continue;
+        char where[1200], hint[200] = "";
+        tb_config_section_where(c, &c->sections[i], where, sizeof where);
+        const char *near = tb_nearest(c->sections[i].name, names, TB_SEC_COUNT);
+        if (near)
+            snprintf(hint, sizeof hint, "did you mean [%s]? ", near);
+        rc = tb_err_add(err, TB_ERR_CONFIG,
+                        "%s: unknown section [%s]; %sknown sections: run, backend, platform, model, dataset, swap, "
+                        "train, report",
+                        where, c->sections[i].name, hint);
+    }
+    return rc;
+}
+
+static bool is_path(const char *v)
+{
+    size_t n = strlen(v);
+    return strchr(v, '/') || (n > 3 && strcmp(v + n - 3, ".so") == 0);
+}
+
+/* Finds and loads the plugin a section names, then validates the section's keys. */
+static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slot *slot, struct tb_err *err)
+{
+    const char *sec = sections[id].name;
+    int kind = sections[id].kind;
+    const struct tb_entry *e = tb_config_find(c, sec, "plugin");
+    const char *value = e ? e->value : sections[id].default_plugin;
+    char where[1200];
+    tb_config_where(c, e, where, sizeof where);
+
+    if (!value || !*value) {
+        char names[1024];
+        tb_plugin_names(kind, names, sizeof names);
+        return tb_err_add(err, TB_ERR_CONFIG, "%s: [%s] plugin is required: name a %s plugin (available: %s)", where,
+                          sec, sec, names);
+    }
+    slot->plugin_origin = strdup(!e ? "default" : e->origin == TB_ORIGIN_SET ? "--set" : where);
+    if (!slot->plugin_origin)
+        return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
+
+    struct tb_err perr;
+    tb_err_clear(&perr);
+    int rc;
+    if (strcmp(value, "auto") == 0) {
+        if (kind != TB_KIND_BACKEND && kind != TB_KIND_PLATFORM) {
+            char names[1024];
+            tb_plugin_names(kind, names, sizeof names);
+            return tb_err_add(err, TB_ERR_CONFIG,
+                              "%s: [%s] plugin = 'auto': only [backend] and [platform] choose by score; name a %s "
+                              "plugin (available: %s)",
+                              where, sec, sec, names);
+        }
+        char why[2048];
+        rc = tb_plugin_auto(kind, &slot->plugin, why, sizeof why, &perr);
+        if (rc == TB_OK) {
+            tb_log(TB_LOG_INFO, "[%s] plugin = auto: %s", sec, why);
+            size_t n = strlen(why) + 8;
+            slot->plugin_note = malloc(n);
+            if (slot->plugin_note)
+                snprintf(slot->plugin_note, n, "auto: %s", why);
+        }
+    } else if (is_path(value)) {
+        char path[4096];
+        if (value[0] != '/' && e && e->origin == TB_ORIGIN_FILE && strcmp(c->dir, ".") != 0)
+            snprintf(path, sizeof path, "%s/%s", c->dir, value);
+        else
+            snprintf(path, sizeof path, "%s", value);
+        rc = tb_plugin_open(path, kind, &slot->plugin, &perr);
+    } else {
+        rc = tb_plugin_find(kind, value, &slot->plugin, &perr);
+    }
+    if (rc)
+        return tb_err_add(err, rc, "%s: [%s] plugin = '%s': %s", where, sec, value, perr.msg);
+
+    char owner[300];
+    snprintf(owner, sizeof owner, "%s plugin '%s'", sec, slot->plugin->p->name);
+    static const char *const skip[] = { "plugin", NULL };
+    return tb_section_build(c, sec, slot->plugin->p->keys, owner, skip, &slot->section, err);
+}
+
+int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err)
+{
+    *out = NULL;
+    tb_err_clear(err);
+    struct tb_setup *s = calloc(1, sizeof *s);
+    if (!s)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    s->cfg = cfg;
+    int rc = check_sections(cfg, err);
+    for (int i = 0; i < TB_SEC_COUNT; i++) {
+        struct tb_setup_slot *slot = &s->slot[i];
+        slot->name = sections[i].name;
+        slot->kind = sections[i].kind;
+        int r = slot->kind ? resolve_plugin(cfg, i, slot, err)
+                           : tb_section_build(cfg, slot->name, sections[i].keys, "trainbig", NULL, &slot->section, err);
+        if (r && !rc)
+            rc = r;
+        if (i == TB_SEC_RUN && r == TB_OK)
+            tb_log_set_level((enum tb_log_level)tb_section_enum(slot->section, "log_level"), false);
+    }
+    if (rc) {
+        tb_setup_free(s);
+        return err->status ? err->status : rc;
+    }
+    *out = s;
+    return TB_OK;
+}
+
+void tb_setup_free(struct tb_setup *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < TB_SEC_COUNT; i++) {
+        tb_section_free(s->slot[i].section);
+        tb_plugin_close(s->slot[i].plugin);
+        free(s->slot[i].plugin_origin);
+        free(s->slot[i].plugin_note);
+    }
+    free(s);
+}
+
+/* Writes "key = value" so that iniparser reads the same value back. */
+static void print_pair(FILE *out, const char *key, const char *value, const char *origin)
+{
+    char line[4096];
+    bool quote = strpbrk(value, ";#") || (*value && (value[0] == ' ' || value[strlen(value) - 1] == ' '));
+    char q = strchr(value, '"') ? '\'' : '"';
+    if (quote)
+        snprintf(line, sizeof line, "%s = %c%s%c", key, q, value, q);
+    else
+        snprintf(line, sizeof line, "%s = %s", key, value);
+    fprintf(out, "%-40s ; %s\n", line, origin);
+}
+
+void tb_setup_print(const struct tb_setup *s, FILE *out)
+{
+    fprintf(out, "; effective configuration of %s\n; each key: its value ; where it came from\n", s->cfg->path);
+    for (int i = 0; i < TB_SEC_COUNT; i++) {
+        const struct tb_setup_slot *slot = &s->slot[i];
+        fprintf(out, "\n[%s]\n", slot->name);
+        if (slot->plugin) {
+            const struct tb_plugin *p = slot->plugin->p;
+            print_pair(out, "plugin", p->name, slot->plugin_note ? slot->plugin_note : slot->plugin_origin);
+            fprintf(out, "; %s %s (ABI %u.%u): %s\n", slot->plugin->path, p->version, p->abi_major, p->abi_minor,
+                    p->description);
+        }
+        const struct tb_section *sec = slot->section;
+        for (size_t k = 0; sec && k < sec->nkeys; k++) {
+            const struct tb_value *v = &sec->values[k];
+            if (sec->keys[k].type == TB_KEY_LIST) {
+                char joined[4096];
+                size_t o = 0;
+                joined[0] = '\0';
+                for (size_t j = 0; j < v->nitems && o < sizeof joined; j++)
+                    o += (size_t)snprintf(joined + o, sizeof joined - o, "%s%s", j ? ", " : "", v->items[j]);
+                print_pair(out, sec->keys[k].name, joined, sec->origins[k]);
+            } else {
+                print_pair(out, sec->keys[k].name, tb_section_text(sec, k), sec->origins[k]);
+            }
+        }
+    }
+}

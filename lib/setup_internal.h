@@ -1,0 +1,58 @@
+/* lib/setup_internal.h: a whole configuration resolved: every section validated, every
+ * plugin found and loaded (setup.c). This is what `trainbig config` prints and what the
+ * training pipeline starts from. */
+#ifndef TB_LIB_SETUP_INTERNAL_H
+#define TB_LIB_SETUP_INTERNAL_H
+
+#include <stdio.h>
+
+#include "lib/config_internal.h"
+#include "lib/loader_internal.h"
+#include "lib/section_internal.h"
+
+extern const struct tb_key tb_run_keys[];
+extern const struct tb_key tb_train_keys[];
+extern const struct tb_key tb_report_keys[];
+
+/* The sections, in the order they are validated and printed. */
+enum tb_section_id {
+    TB_SEC_RUN,
+    TB_SEC_BACKEND,
+    TB_SEC_PLATFORM,
+    TB_SEC_MODEL,
+    TB_SEC_DATASET,
+    TB_SEC_SWAP,
+    TB_SEC_TRAIN,
+    TB_SEC_REPORT,
+    TB_SEC_COUNT
+};
+
+struct tb_setup_slot {
+    const char *name;                /* section name, static */
+    int kind;                        /* plugin kind, 0 for the core's own sections */
+    struct tb_section *section;      /* validated values */
+    struct tb_plugin_handle *plugin; /* plugin sections: the loaded plugin */
+    char *plugin_origin;             /* where `plugin = ...` came from */
+    char *plugin_note;               /* "auto: chose ..." when chosen by score */
+};
+
+struct tb_setup {
+    const struct tb_config *cfg; /* not owned: outlives the setup */
+    struct tb_setup_slot slot[TB_SEC_COUNT];
+};
+
+/* Validates all of cfg and loads its plugins. Every problem found is one line in err
+ * (TB_ERR_CONFIG or TB_ERR_PLUGIN): nothing runs until the whole file is right. Applies
+ * [run] log_level. On success *out is the caller's (tb_setup_free), and cfg must outlive
+ * it. */
+int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err);
+void tb_setup_free(struct tb_setup *s);
+
+/* The effective configuration as INI text: every key, its value, and where it came from
+ * (file and line, --set, default, auto). */
+void tb_setup_print(const struct tb_setup *s, FILE *out);
+
+/* The names of the installed plugins of a kind, "a, b" or "none". */
+void tb_plugin_names(int kind, char *buf, size_t size);
+
+#endif

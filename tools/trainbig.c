@@ -1,0 +1,341 @@
+/* trainbig: the command. Parses argv and calls the core; all the work is in libtrainbig.
+ * Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+#include "lib/config_internal.h"
+#include "lib/keys_internal.h"
+#include "lib/loader_internal.h"
+#include "lib/setup_internal.h"
+
+enum { EXIT_USAGE = 2 };
+
+static const char usage_main[] =
+    "usage: trainbig COMMAND [ARGS]\n"
+    "\n"
+    "Trains large segmentation networks with tensors swapped between device and host memory.\n"
+    "\n"
+    "commands:\n"
+    "  train CONFIG [--set SECTION.KEY=VALUE]...   validate CONFIG and train\n"
+    "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
+    "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
+    "  version                                     print version, ABI and build features\n"
+    "  help [COMMAND]                              this text, or a command's\n"
+    "\n"
+    "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.\n"
+    "Environment: TRAINBIG_PLUGIN_PATH (plugin directories, searched first),\n"
+    "TRAINBIG_LOG (error, warn, info, debug). See trainbig(1) and trainbig.ini(5).\n";
+
+static const char usage_train[] =
+    "usage: trainbig train CONFIG [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Validates the whole of CONFIG (every section, key and value, and every plugin it\n"
+    "names) and then trains. --set overrides one key and may be repeated; it is validated\n"
+    "like the file.\n"
+    "\n"
+    "This version of trainbig has no training pipeline yet: after validating, train stops\n"
+    "with exit code 1 and runs nothing.\n";
+
+static const char usage_config[] =
+    "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Validates CONFIG like train does, then prints the effective configuration as an INI\n"
+    "file: every key of every section, its value, and where the value came from (FILE:LINE,\n"
+    "--set, default, or auto with the score that chose the plugin).\n";
+
+static const char usage_plugins[] =
+    "usage: trainbig plugins [--kind KIND]\n"
+    "\n"
+    "Lists every plugin found in the plugin search path, in search order: its kind, name,\n"
+    "version, ABI, file, description, and each key with its type, default, allowed values\n"
+    "and help. Files that were refused (and why) or shadowed by an earlier file of the same\n"
+    "name are listed after them. KIND is backend, platform, model, dataset or swap.\n";
+
+static const char usage_version[] = "usage: trainbig version\n\nPrints the version, the plugin ABI, the optional\n"
+                                    "features this build has, and the plugin search path.\n";
+
+static int usage_error(const char *fmt, const char *arg, const char *cmd)
+{
+    fprintf(stderr, "trainbig: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'trainbig %s--help'.\n", cmd ? cmd : "");
+    return EXIT_USAGE;
+}
+
+static void print_error(const struct tb_err *err)
+{
+    const char *p = err->msg;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(stderr, "trainbig: error: %.*s\n", n, p);
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+/* Options shared by train and config. */
+struct run_args {
+    const char *config;
+    const char **sets;
+    int nsets;
+};
+
+static int parse_run_args(const char *cmd, const char *usage, int argc, char **argv, struct run_args *a)
+{
+    static const struct option opts[] = {
+        { "set", required_argument, NULL, 's' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
+    if (!a->sets)
+        return 1;
+    char cmdsp[32];
+    snprintf(cmdsp, sizeof cmdsp, "%s ", cmd);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hs:", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            a->sets[a->nsets++] = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return -1;
+        case ':':
+            return usage_error("option '%s' needs a value: --set SECTION.KEY=VALUE", argv[optind - 1], cmdsp);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
+        }
+    }
+    if (optind >= argc)
+        return usage_error("%s: missing CONFIG (the INI file to use)", cmd, cmdsp);
+    if (argc - optind > 1)
+        return usage_error("unexpected argument '%s': give one CONFIG", argv[optind + 1], cmdsp);
+    a->config = argv[optind];
+    return 0;
+}
+
+/* Loads, overrides and resolves: shared by train and config. */
+static int load_setup(const struct run_args *a, struct tb_config **cfg, struct tb_setup **setup)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_config_load(a->config, cfg, &err);
+    for (int i = 0; rc == TB_OK && i < a->nsets; i++)
+        rc = tb_config_set(*cfg, a->sets[i], &err);
+    if (rc == TB_OK)
+        rc = tb_setup_resolve(*cfg, setup, &err);
+    if (rc) {
+        print_error(&err);
+        tb_config_free(*cfg);
+        *cfg = NULL;
+    }
+    return rc;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    struct run_args a = { 0 };
+    int urc = parse_run_args("train", usage_train, argc, argv, &a);
+    if (urc) {
+        free(a.sets);
+        return urc < 0 ? 0 : urc;
+    }
+    struct tb_config *cfg;
+    struct tb_setup *setup;
+    int rc = load_setup(&a, &cfg, &setup);
+    free(a.sets);
+    if (rc)
+        return tb_exit_code(rc);
+    tb_log(TB_LOG_INFO, "%s: configuration is valid", a.config);
+    fprintf(stderr,
+            "trainbig: error: %s: this version of trainbig cannot train yet: the training pipeline (compute "
+            "engine, model, trainer) is not built; nothing was run\n",
+            a.config);
+    tb_setup_free(setup);
+    tb_config_free(cfg);
+    return 1;
+}
+
+static int cmd_config(int argc, char **argv)
+{
+    struct run_args a = { 0 };
+    int urc = parse_run_args("config", usage_config, argc, argv, &a);
+    if (urc) {
+        free(a.sets);
+        return urc < 0 ? 0 : urc;
+    }
+    struct tb_config *cfg;
+    struct tb_setup *setup;
+    int rc = load_setup(&a, &cfg, &setup);
+    free(a.sets);
+    if (rc)
+        return tb_exit_code(rc);
+    tb_setup_print(setup, stdout);
+    tb_setup_free(setup);
+    tb_config_free(cfg);
+    return 0;
+}
+
+static void print_plugin(const struct tb_plugin_handle *h)
+{
+    const struct tb_plugin *p = h->p;
+    printf("%s %s %s (ABI %u.%u)\n", tb_kind_name(p->kind), p->name, p->version, p->abi_major, p->abi_minor);
+    printf("    file: %s\n", h->path);
+    printf("    %s\n", p->description);
+    size_t n = tb_keys_count(p->keys);
+    if (n == 0) {
+        printf("    keys: plugin only\n");
+        return;
+    }
+    printf("    keys:\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct tb_key *k = &p->keys[i];
+        char allowed[600], def[300];
+        tb_key_describe(k, allowed, sizeof allowed);
+        if (k->def)
+            snprintf(def, sizeof def, "default '%s'", k->def);
+        else
+            snprintf(def, sizeof def, "required");
+        printf("      %-18s %-6s %s; %s\n", k->name, tb_key_type_name(k->type), def, allowed);
+        printf("      %-18s %s\n", "", k->help);
+    }
+}
+
+static int cmd_plugins(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "kind", required_argument, NULL, 'k' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int kind = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hk:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k':
+            kind = tb_kind_from_name(optarg);
+            if (!kind)
+                return usage_error("--kind %s: allowed kinds are backend, platform, model, dataset, swap", optarg,
+                                   "plugins ");
+            break;
+        case 'h':
+            fputs(usage_plugins, stdout);
+            return 0;
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1], "plugins ");
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1], "plugins ");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind], "plugins ");
+
+    struct tb_dirs dirs;
+    struct tb_plugin_list l;
+    if (tb_plugin_dirs(&dirs) || tb_plugin_list(kind, &l)) {
+        fprintf(stderr, "trainbig: error: out of memory\n");
+        return 1;
+    }
+    printf("plugin search path: %s\n", tb_dirs_text(&dirs));
+    tb_dirs_free(&dirs);
+    if (l.n == 0)
+        printf("\nno %s%splugins found\n", kind ? tb_kind_name(kind) : "", kind ? " " : "");
+    for (size_t i = 0; i < l.n; i++) {
+        printf("\n");
+        print_plugin(l.items[i]);
+    }
+    if (l.nnotes) {
+        printf("\nnot listed:\n");
+        for (size_t i = 0; i < l.nnotes; i++)
+            printf("  %s\n", l.notes[i]);
+    }
+    tb_plugin_list_free(&l);
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(usage_version, stdout);
+        return 0;
+    }
+    if (argc > 1)
+        return usage_error("unexpected argument '%s'", argv[1], "version ");
+    struct tb_dirs dirs;
+    if (tb_plugin_dirs(&dirs)) {
+        fprintf(stderr, "trainbig: error: out of memory\n");
+        return 1;
+    }
+    printf("trainbig %s\n", TB_VERSION);
+    printf("plugin ABI %d.%d\n", TB_ABI_MAJOR, TB_ABI_MINOR);
+    printf("features: %s\n", TB_BUILD_FEATURES);
+    printf("plugin search path: %s\n", tb_dirs_text(&dirs));
+    tb_dirs_free(&dirs);
+    return 0;
+}
+
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} commands[] = {
+    { "train", cmd_train, usage_train },
+    { "config", cmd_config, usage_config },
+    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version },
+};
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0)
+        return cmd_version(1, argv + 1);
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) {
+            fputs(usage_main, stdout);
+            return 0;
+        }
+        const struct command *c = find_command(argv[2]);
+        if (!c)
+            return usage_error("help: unknown command '%s'", argv[2], NULL);
+        fputs(c->usage, stdout);
+        return 0;
+    }
+    const struct command *c = find_command(cmd);
+    if (!c) {
+        const char *names[] = { "train", "config", "plugins", "version", "help" };
+        const char *near = tb_nearest(cmd, names, 5);
+        if (near)
+            fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);
+        else
+            fprintf(stderr, "trainbig: unknown command '%s'\n", cmd);
+        fprintf(stderr, "Try 'trainbig --help'.\n");
+        return EXIT_USAGE;
+    }
+    return c->run(argc - 1, argv + 1);
+}
