@@ -256,8 +256,15 @@ int tb_config_load(const char *path, struct tb_config **out, struct tb_err *err)
         return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
     }
     c->path = strdup(path);
+    /* Absolute, so that paths resolved against it stay right whatever the working
+     * directory of whoever reads them later (the printed effective configuration). */
     const char *slash = strrchr(path, '/');
-    c->dir = slash ? trimmed_copy(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *dir = slash ? trimmed_copy(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    c->dir = dir ? realpath(dir, NULL) : NULL;
+    if (dir && !c->dir)
+        c->dir = dir;
+    else
+        free(dir);
     if (!c->path || !c->dir) {
         fclose(f);
         tb_config_free(c);

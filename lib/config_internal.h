@@ -30,7 +30,7 @@ struct tb_config_section {
 
 struct tb_config {
     char *path;      /* as given */
-    char *dir;       /* its directory: base of relative paths in the file */
+    char *dir;       /* its directory, made absolute: base of relative paths in the file */
     struct tb_entry *entries;
     size_t nentries, cap;
     struct tb_config_section *sections; /* in order of first appearance */

@@ -355,7 +355,7 @@ int tb_plugin_find(int kind, const char *name, struct tb_plugin_handle **out, st
         o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", avail.v[i]);
     const char *near = tb_nearest(name, (const char *const *)avail.v, avail.n);
     char hint[300] = "";
-    if (near)
+    if (near && strcmp(near, name) != 0)
         snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
     rc = tb_err_set(err, TB_ERR_PLUGIN, "no %s plugin named '%s'; %savailable %s plugins: %s (searched %s)",
                     tb_kind_name(kind), name, hint, tb_kind_name(kind), avail.n ? list : "none",

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool skipped(const char *key, const char *const *skip)
 {
@@ -65,6 +66,10 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
                         name, e->key, e->value, owner, hint, all);
     }
 
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, ".");
+
     /* Every key declared gets a value: given, or its default. */
     for (size_t i = 0; i < s->nkeys; i++) {
         const struct tb_key *k = &keys[i];
@@ -79,8 +84,9 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
         }
         const char *text = e ? e->value : k->def;
         /* Relative paths are relative to the file they are written in; --set and
-         * defaults are relative to the working directory. */
-        const char *base = e && e->origin == TB_ORIGIN_FILE ? c->dir : NULL;
+         * defaults are relative to the working directory. Both become absolute, so the
+         * printed effective configuration means the same wherever it is read. */
+        const char *base = e && e->origin == TB_ORIGIN_FILE ? c->dir : cwd;
         int prc = tb_key_parse(k, text, base, &s->values[i], why, sizeof why);
         if (prc) {
             tb_config_where(c, e, where, sizeof where);

@@ -1,0 +1,499 @@
+/* check_loader: plugin search order, refusals, lookup by name, auto selection, listing. */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <trainbig/trainbig.h>
+#include <unistd.h>
+
+#include "lib/loader_internal.h"
+#include "testutil.h"
+
+static const char *test_plugins; /* $TB_TEST_PLUGINS */
+static const char *builddir;     /* $TB_BUILDDIR */
+
+static void setup(void)
+{
+    test_plugins = getenv("TB_TEST_PLUGINS");
+    builddir = getenv("TB_BUILDDIR");
+    ck_assert_msg(test_plugins && builddir, "run through make check (TB_TEST_PLUGINS and TB_BUILDDIR unset)");
+    unsetenv("TRAINBIG_PLUGIN_PATH");
+    setenv("TRAINBIG_LOG", "error", 1);
+}
+
+/* A new empty directory under the test's temporary directory. */
+static char *new_dir(const char *name)
+{
+    char *d = test_path(name);
+    ck_assert_int_eq(mkdir(d, 0755), 0);
+    return d;
+}
+
+/* dir/link_name -> target_file: a test plugin's file name, or an absolute path. */
+static void link_plugin(const char *dir, const char *link_name, const char *target_file)
+{
+    char *target, *link;
+    if (target_file[0] == '/')
+        target = strdup(target_file);
+    else
+        ck_assert_int_ge(asprintf(&target, "%s/%s", test_plugins, target_file), 0);
+    ck_assert_int_ge(asprintf(&link, "%s/%s", dir, link_name), 0);
+    ck_assert_int_eq(symlink(target, link), 0);
+    free(target);
+    free(link);
+}
+
+static char *test_plugin(const char *file)
+{
+    char *p;
+    ck_assert_int_ge(asprintf(&p, "%s/%s", test_plugins, file), 0);
+    return p;
+}
+
+/* Opens a test plugin that must be refused; returns the message. */
+static const char *refusal(const char *file, int want_kind, struct tb_err *err)
+{
+    char *path = test_plugin(file);
+    struct tb_plugin_handle *h = (void *)1;
+    tb_err_clear(err);
+    int rc = tb_plugin_open(path, want_kind, &h, err);
+    ck_assert_int_eq(rc, TB_ERR_PLUGIN);
+    ck_assert_ptr_null(h);
+    ck_assert_contains(err->msg, path); /* every refusal names the file */
+    free(path);
+    return err->msg;
+}
+
+/* ------------------------------------------------------------------ directories */
+
+START_TEST(dirs_env_first_then_build_tree_then_install)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", "/nonexistent/a:/nonexistent/b", 1);
+    struct tb_dirs d;
+    ck_assert_int_eq(tb_plugin_dirs(&d), 0);
+    ck_assert_uint_ge(d.n, 4);
+    ck_assert_str_eq(d.dir[0], "/nonexistent/a");
+    ck_assert_str_eq(d.dir[1], "/nonexistent/b");
+    /* These tests link the uninstalled libtrainbig, so the build tree comes next... */
+    char swapdir[PATH_MAX * 2];
+    snprintf(swapdir, sizeof swapdir, "%s/plugins/swap/.libs", builddir);
+    size_t swap_at = d.n;
+    for (size_t i = 0; i < d.n; i++)
+        if (strcmp(d.dir[i], swapdir) == 0)
+            swap_at = i;
+    ck_assert_msg(swap_at < d.n - 1, "build-tree plugin directory %s missing or last in %s", swapdir,
+                  tb_dirs_text(&d));
+    /* ...and the install directory comes last. */
+    ck_assert_contains(d.dir[d.n - 1], "/trainbig/plugins");
+    tb_dirs_free(&d);
+}
+END_TEST
+
+START_TEST(dirs_empty_entries_ignored)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", "::/x::", 1);
+    struct tb_dirs d;
+    ck_assert_int_eq(tb_plugin_dirs(&d), 0);
+    ck_assert_str_eq(d.dir[0], "/x");
+    ck_assert_str_ne(d.dir[1], "");
+    tb_dirs_free(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ one file */
+
+START_TEST(open_good_plugin)
+{
+    char *path = test_plugin("backend-testgood.so");
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_open(path, TB_KIND_BACKEND, &h, &err), TB_OK);
+    ck_assert_str_eq(h->p->name, "testgood");
+    ck_assert_int_eq(h->p->kind, TB_KIND_BACKEND);
+    ck_assert_str_eq(h->p->version, "1.2.3");
+    ck_assert_uint_eq(h->p->abi_major, TB_ABI_MAJOR);
+    ck_assert_str_eq(h->path, path);
+    char why[128] = "";
+    ck_assert_int_eq(h->p->ops.backend->score(why, sizeof why), 5);
+    ck_assert_str_eq(why, "test backend, always usable");
+    tb_plugin_close(h);
+    /* Any kind accepted when none is asked for. */
+    ck_assert_int_eq(tb_plugin_open(path, 0, &h, &err), TB_OK);
+    tb_plugin_close(h);
+    free(path);
+}
+END_TEST
+
+START_TEST(refuses_newer_abi_major)
+{
+    struct tb_err err;
+    const char *m = refusal("backend-abimajor.so", TB_KIND_BACKEND, &err);
+    char plugin_abi[32], own_abi[32];
+    snprintf(plugin_abi, sizeof plugin_abi, "ABI %d.%d", TB_ABI_MAJOR + 1, TB_ABI_MINOR);
+    snprintf(own_abi, sizeof own_abi, "ABI %d.%d", TB_ABI_MAJOR, TB_ABI_MINOR);
+    ck_assert_contains(m, plugin_abi);
+    ck_assert_contains(m, own_abi);
+}
+END_TEST
+
+START_TEST(refuses_newer_abi_minor)
+{
+    struct tb_err err;
+    const char *m = refusal("backend-abiminor.so", TB_KIND_BACKEND, &err);
+    char plugin_abi[32], own_abi[32];
+    snprintf(plugin_abi, sizeof plugin_abi, "ABI %d.%d", TB_ABI_MAJOR, TB_ABI_MINOR + 1);
+    snprintf(own_abi, sizeof own_abi, "ABI %d.%d", TB_ABI_MAJOR, TB_ABI_MINOR);
+    ck_assert_contains(m, plugin_abi);
+    ck_assert_contains(m, own_abi);
+}
+END_TEST
+
+START_TEST(refuses_wrong_kind)
+{
+    struct tb_err err;
+    const char *m = refusal("backend-wrongkind.so", TB_KIND_BACKEND, &err);
+    ck_assert_contains(m, "is a swap plugin");
+    ck_assert_contains(m, "[backend] needs a backend plugin");
+}
+END_TEST
+
+START_TEST(refuses_missing_entry_symbol)
+{
+    struct tb_err err;
+    const char *m = refusal("backend-noentry.so", 0, &err);
+    ck_assert_contains(m, "does not export the symbol 'trainbig_plugin'");
+}
+END_TEST
+
+START_TEST(refuses_unloadable_with_dlerror)
+{
+    struct tb_err err;
+    const char *m = refusal("backend-unloadable.so", 0, &err);
+    ck_assert_contains(m, "cannot load the plugin");
+    /* dlerror() names the symbol that could not be resolved. */
+    ck_assert_contains(m, "tb_test_symbol_that_does_not_exist");
+}
+END_TEST
+
+START_TEST(refuses_bad_key_table)
+{
+    struct tb_err err;
+    const char *m = refusal("backend-badkeys.so", 0, &err);
+    ck_assert_contains(m, "key 'threads' has a bad default 'zero'");
+}
+END_TEST
+
+START_TEST(refuses_non_elf_file)
+{
+    char *path = test_write_file("backend-text.so", "this is not a shared object\n");
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_open(path, 0, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, path);
+    ck_assert_contains(err.msg, "cannot load the plugin: ");
+    ck_assert_contains(err.msg, "backend-text.so"); /* dlerror's own text names it too */
+    free(path);
+}
+END_TEST
+
+START_TEST(refuses_missing_file)
+{
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_open("/nonexistent/backend-x.so", 0, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "/nonexistent/backend-x.so: no such plugin file");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ by name */
+
+START_TEST(find_by_name_in_env_path)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", test_plugins, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "testgood", &h, &err), TB_OK);
+    ck_assert_str_eq(h->p->name, "testgood");
+    ck_assert_contains(h->path, test_plugins);
+    tb_plugin_close(h);
+}
+END_TEST
+
+START_TEST(find_shipped_plugin_in_build_tree)
+{
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_SWAP, "none", &h, &err), TB_OK);
+    char expect[PATH_MAX * 2];
+    snprintf(expect, sizeof expect, "%s/plugins/swap/.libs/swap-none.so", builddir);
+    ck_assert_str_eq(h->path, expect);
+    tb_plugin_close(h);
+}
+END_TEST
+
+START_TEST(find_follows_search_order)
+{
+    char *a = new_dir("order-a");
+    link_plugin(a, "backend-testgood.so", "backend-testgood.so");
+    char path[PATH_MAX * 3];
+    snprintf(path, sizeof path, "%s/plugins/swap/.libs/swap-none.so", builddir);
+    link_plugin(a, "swap-none.so", path);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+
+    snprintf(path, sizeof path, "%s:%s", a, test_plugins);
+    setenv("TRAINBIG_PLUGIN_PATH", path, 1);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "testgood", &h, &err), TB_OK);
+    ck_assert_contains(h->path, a);
+    tb_plugin_close(h);
+
+    snprintf(path, sizeof path, "%s:%s", test_plugins, a);
+    setenv("TRAINBIG_PLUGIN_PATH", path, 1);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "testgood", &h, &err), TB_OK);
+    ck_assert_str_eq(h->path, test_plugin("backend-testgood.so"));
+    tb_plugin_close(h);
+
+    /* TRAINBIG_PLUGIN_PATH comes before the build tree. */
+    setenv("TRAINBIG_PLUGIN_PATH", a, 1);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_SWAP, "none", &h, &err), TB_OK);
+    ck_assert_contains(h->path, a);
+    tb_plugin_close(h);
+    free(a);
+}
+END_TEST
+
+START_TEST(find_unknown_name_lists_available)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", test_plugins, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "tesgood", &h, &err), TB_ERR_PLUGIN);
+    ck_assert_ptr_null(h);
+    ck_assert_contains(err.msg, "no backend plugin named 'tesgood'");
+    ck_assert_contains(err.msg, "did you mean 'testgood'?");
+    ck_assert_contains(err.msg, "available backend plugins: ");
+    ck_assert_contains(err.msg, "testfast");
+    ck_assert_contains(err.msg, "testzero");
+    ck_assert_contains(err.msg, test_plugins); /* where it looked */
+
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_MODEL, "zzzzzzzz", &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "available model plugins: testmodel");
+    ck_assert_not_contains(err.msg, "did you mean");
+}
+END_TEST
+
+START_TEST(find_refuses_file_named_for_another_plugin)
+{
+    char *a = new_dir("misnamed");
+    link_plugin(a, "backend-other.so", "backend-testgood.so");
+    setenv("TRAINBIG_PLUGIN_PATH", a, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "other", &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "named for 'other' but the plugin calls itself 'testgood'");
+    free(a);
+}
+END_TEST
+
+START_TEST(find_reports_broken_file_of_that_name)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", test_plugins, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    /* A broken file that has the name asked for is reported, not skipped. */
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "abimajor", &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "backend-abimajor.so: built for plugin ABI");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ auto */
+
+START_TEST(auto_picks_highest_nonzero_score)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", test_plugins, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    char why[2048];
+    ck_assert_int_eq(tb_plugin_auto(TB_KIND_BACKEND, &h, why, sizeof why, &err), TB_OK);
+    /* The broken plugins claim 1000 but are refused before they are scored. */
+    ck_assert_str_eq(h->p->name, "testfast");
+    ck_assert_contains(why, "chose 'testfast' with score 7 (test score 7)");
+    ck_assert_contains(why, "testgood 5 (test backend, always usable)");
+    ck_assert_contains(why, "testzero 0 (test score 0)");
+    ck_assert_contains(why, "testnoscore (no score()");
+    ck_assert_contains(why, "abimajor (refused)");
+    tb_plugin_close(h);
+}
+END_TEST
+
+START_TEST(auto_fails_when_nothing_scores)
+{
+    char *a = new_dir("unusable");
+    link_plugin(a, "backend-testzero.so", "backend-testzero.so");
+    link_plugin(a, "backend-testnoscore.so", "backend-testnoscore.so");
+    setenv("TRAINBIG_PLUGIN_PATH", a, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    char why[2048];
+    ck_assert_int_eq(tb_plugin_auto(TB_KIND_BACKEND, &h, why, sizeof why, &err), TB_ERR_PLUGIN);
+    ck_assert_ptr_null(h);
+    ck_assert_contains(err.msg, "no usable backend plugin for 'auto'");
+    ck_assert_contains(err.msg, "testzero 0 (test score 0)");
+    ck_assert_contains(err.msg, "testnoscore (no score()");
+    free(a);
+}
+END_TEST
+
+START_TEST(auto_platform_on_this_machine)
+{
+    /* The shipped platforms score themselves from /proc/cpuinfo: exactly one of them
+     * must claim an x86 or POWER9 machine. */
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    char why[2048];
+    ck_assert_int_eq(tb_plugin_auto(TB_KIND_PLATFORM, &h, why, sizeof why, &err), TB_OK);
+#if defined(__x86_64__)
+    ck_assert_str_eq(h->p->name, "x86-pcie");
+    ck_assert_contains(why, "power9-nvlink 0 (not a POWER9 CPU");
+#endif
+    tb_plugin_close(h);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ listing */
+
+static bool listed(const struct tb_plugin_list *l, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i]->p->name, name) == 0)
+            return true;
+    return false;
+}
+
+static const char *note_with(const struct tb_plugin_list *l, const char *needle)
+{
+    for (size_t i = 0; i < l->nnotes; i++)
+        if (strstr(l->notes[i], needle))
+            return l->notes[i];
+    return NULL;
+}
+
+START_TEST(list_all_kinds_with_notes)
+{
+    char *a = new_dir("listing");
+    link_plugin(a, "backend-testgood.so", "backend-testgood.so"); /* shadows the original */
+    link_plugin(a, "dataset-foo.so", "backend-testgood.so");     /* misnamed */
+    char path[PATH_MAX * 3];
+    snprintf(path, sizeof path, "%s:%s", a, test_plugins);
+    setenv("TRAINBIG_PLUGIN_PATH", path, 1);
+
+    struct tb_plugin_list l;
+    ck_assert_int_eq(tb_plugin_list(0, &l), 0);
+    ck_assert(listed(&l, "testgood"));
+    ck_assert(listed(&l, "testfast"));
+    ck_assert(listed(&l, "testmodel"));
+    ck_assert(listed(&l, "testdata"));
+    ck_assert(listed(&l, "none"));     /* build tree */
+    ck_assert(listed(&l, "x86-pcie")); /* build tree */
+    ck_assert(!listed(&l, "abimajor"));
+    ck_assert(!listed(&l, "foo"));
+    ck_assert_ptr_nonnull(note_with(&l, "refused: "));
+    ck_assert_ptr_nonnull(note_with(&l, "backend-abimajor.so: built for plugin ABI"));
+    ck_assert_ptr_nonnull(note_with(&l, "backend-unloadable.so: cannot load"));
+    ck_assert_ptr_nonnull(note_with(&l, "backend-noentry.so: not a trainbig plugin"));
+    ck_assert_ptr_nonnull(note_with(&l, "dataset-foo.so: not found by name: rename it to backend-testgood.so"));
+    const char *shadow = note_with(&l, "shadowed: ");
+    ck_assert_ptr_nonnull(shadow);
+    ck_assert_contains(shadow, test_plugins);
+    /* The first of a name wins: testgood comes from directory a. */
+    for (size_t i = 0; i < l.n; i++)
+        if (strcmp(l.items[i]->p->name, "testgood") == 0)
+            ck_assert_contains(l.items[i]->path, a);
+    tb_plugin_list_free(&l);
+    free(a);
+}
+END_TEST
+
+START_TEST(list_one_kind)
+{
+    setenv("TRAINBIG_PLUGIN_PATH", test_plugins, 1);
+    struct tb_plugin_list l;
+    ck_assert_int_eq(tb_plugin_list(TB_KIND_MODEL, &l), 0);
+    ck_assert_uint_eq(l.n, 1);
+    ck_assert_str_eq(l.items[0]->p->name, "testmodel");
+    tb_plugin_list_free(&l);
+}
+END_TEST
+
+START_TEST(kind_names_round_trip)
+{
+    for (int k = TB_KIND_FIRST; k <= TB_KIND_LAST; k++)
+        ck_assert_int_eq(tb_kind_from_name(tb_kind_name(k)), k);
+    ck_assert_ptr_null(tb_kind_name(0));
+    ck_assert_ptr_null(tb_kind_name(TB_KIND_LAST + 1));
+    ck_assert_int_eq(tb_kind_from_name("backends"), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("directories");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, dirs_env_first_then_build_tree_then_install);
+    tcase_add_test(tc, dirs_empty_entries_ignored);
+    tcase_add_test(tc, kind_names_round_trip);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("open");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, open_good_plugin);
+    tcase_add_test(tc, refuses_newer_abi_major);
+    tcase_add_test(tc, refuses_newer_abi_minor);
+    tcase_add_test(tc, refuses_wrong_kind);
+    tcase_add_test(tc, refuses_missing_entry_symbol);
+    tcase_add_test(tc, refuses_unloadable_with_dlerror);
+    tcase_add_test(tc, refuses_bad_key_table);
+    tcase_add_test(tc, refuses_non_elf_file);
+    tcase_add_test(tc, refuses_missing_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("find");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, find_by_name_in_env_path);
+    tcase_add_test(tc, find_shipped_plugin_in_build_tree);
+    tcase_add_test(tc, find_follows_search_order);
+    tcase_add_test(tc, find_unknown_name_lists_available);
+    tcase_add_test(tc, find_refuses_file_named_for_another_plugin);
+    tcase_add_test(tc, find_reports_broken_file_of_that_name);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("auto");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, auto_picks_highest_nonzero_score);
+    tcase_add_test(tc, auto_fails_when_nothing_scores);
+    tcase_add_test(tc, auto_platform_on_this_machine);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("list");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, list_all_kinds_with_notes);
+    tcase_add_test(tc, list_one_kind);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
