@@ -258,7 +258,9 @@ START_TEST(find_follows_search_order)
     snprintf(path, sizeof path, "%s:%s", test_plugins, a);
     setenv("TRAINBIG_PLUGIN_PATH", path, 1);
     ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "testgood", &h, &err), TB_OK);
-    ck_assert_str_eq(h->path, test_plugin("backend-testgood.so"));
+    char *original = test_plugin("backend-testgood.so");
+    ck_assert_str_eq(h->path, original);
+    free(original);
     tb_plugin_close(h);
 
     /* TRAINBIG_PLUGIN_PATH comes before the build tree. */
