@@ -133,8 +133,8 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
         if (*s == '[') {
             const char *close = strchr(s, ']');
             if (!close) {
-                rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: section header '%s' has no closing ']'", c->path, lineno,
-                                s);
+                rc =
+                    tb_err_add(err, TB_ERR_CONFIG, "%s:%d: section header '%s' has no closing ']'", c->path, lineno, s);
                 continue;
             }
             free(section);
@@ -170,8 +170,8 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
         } else {
             struct tb_entry *prev = tb_config_find(c, section, key);
             if (prev) {
-                rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: [%s] %s is set twice (lines %d and %d); keep one",
-                                c->path, lineno, section, key, prev->line, lineno);
+                rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: [%s] %s is set twice (lines %d and %d); keep one", c->path,
+                                lineno, section, key, prev->line, lineno);
             } else {
                 struct tb_entry *e = add_entry(c, section, key);
                 if (!e) {

@@ -14,23 +14,23 @@ enum tb_origin {
 };
 
 struct tb_entry {
-    char *section;   /* lower case */
-    char *key;       /* lower case */
-    char *value;     /* as iniparser returns it: trimmed, quotes removed */
+    char *section; /* lower case */
+    char *key;     /* lower case */
+    char *value;   /* as iniparser returns it: trimmed, quotes removed */
     enum tb_origin origin;
-    int line;        /* FILE: its line (1-based); 0 when unknown */
-    char *set_arg;   /* SET: the argument as given */
+    int line;      /* FILE: its line (1-based); 0 when unknown */
+    char *set_arg; /* SET: the argument as given */
 };
 
 struct tb_config_section {
     char *name;
-    int line;        /* first [name] line; 0 when only --set mentions it */
-    char *set_arg;   /* when only --set mentions it */
+    int line;      /* first [name] line; 0 when only --set mentions it */
+    char *set_arg; /* when only --set mentions it */
 };
 
 struct tb_config {
-    char *path;      /* as given */
-    char *dir;       /* its directory, made absolute: base of relative paths in the file */
+    char *path; /* as given */
+    char *dir;  /* its directory, made absolute: base of relative paths in the file */
     struct tb_entry *entries;
     size_t nentries, cap;
     struct tb_config_section *sections; /* in order of first appearance */

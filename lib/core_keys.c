@@ -5,17 +5,20 @@
 
 const struct tb_key tb_run_keys[] = {
     { "name", TB_KEY_STRING, "trainbig", NULL, "name of the run, used in output file names" },
-    { "seed", TB_KEY_INT, "1", "0..2147483647", "seed of every random choice: data order, augmentation, dropout, initial weights" },
+    { "seed", TB_KEY_INT, "1", "0..2147483647",
+      "seed of every random choice: data order, augmentation, dropout, initial weights" },
     { "output", TB_KEY_PATH, "runs", NULL, "directory for checkpoints, logs and reports" },
     { "epochs", TB_KEY_INT, "1", "1..", "passes over the training split" },
-    { "log_level", TB_KEY_ENUM, "info", "error|warn|info|debug", "log verbosity; the TRAINBIG_LOG environment variable wins over it" },
+    { "log_level", TB_KEY_ENUM, "info", "error|warn|info|debug",
+      "log verbosity; the TRAINBIG_LOG environment variable wins over it" },
     TB_KEYS_END,
 };
 
 const struct tb_key tb_train_keys[] = {
     { "batch", TB_KEY_INT, "2", "1..", "images per step, over all ranks together" },
     { "lr", TB_KEY_FLOAT, "0.01", "0..", "base learning rate" },
-    { "lr_policy", TB_KEY_ENUM, "poly", "poly|constant", "learning-rate schedule: poly decays to 0 over the run, constant keeps lr" },
+    { "lr_policy", TB_KEY_ENUM, "poly", "poly|constant",
+      "learning-rate schedule: poly decays to 0 over the run, constant keeps lr" },
     { "momentum", TB_KEY_FLOAT, "0.9", "0..1", "SGD momentum" },
     { "weight_decay", TB_KEY_FLOAT, "1e-4", "0..", "L2 weight decay" },
     { "val_every", TB_KEY_INT, "1", "0..", "validate every N epochs; 0 = never" },
@@ -26,7 +29,8 @@ const struct tb_key tb_train_keys[] = {
 const struct tb_key tb_report_keys[] = {
     { "csv", TB_KEY_PATH, "", NULL, "per-epoch CSV report; empty = none" },
     { "jsonl", TB_KEY_PATH, "", NULL, "per-epoch JSON-lines report; empty = none" },
-    { "trace", TB_KEY_PATH, "", NULL, "Chrome-trace JSON of compute and copy streams (opens in Perfetto); empty = none" },
+    { "trace", TB_KEY_PATH, "", NULL,
+      "Chrome-trace JSON of compute and copy streams (opens in Perfetto); empty = none" },
     { "progress", TB_KEY_ENUM, "auto", "auto|yes|no", "progress line: auto = only when stderr is a terminal" },
     TB_KEYS_END,
 };

@@ -509,8 +509,8 @@ int tb_keys_check_table(const struct tb_key *keys, const char *who, struct tb_er
             bool has_a, has_b;
             if (split_range(k->allowed, lo, hi, sizeof lo) || range_side(k->type, lo, &a, &has_a) ||
                 range_side(k->type, hi, &b, &has_b) || (has_a && has_b && a > b))
-                rc = tb_err_add(err, TB_ERR_PLUGIN, "%s: key '%s' has a bad range '%s' (want lo..hi of its type)",
-                                who, k->name, k->allowed);
+                rc = tb_err_add(err, TB_ERR_PLUGIN, "%s: key '%s' has a bad range '%s' (want lo..hi of its type)", who,
+                                k->name, k->allowed);
         }
         if ((k->type == TB_KEY_BOOL || k->type == TB_KEY_STRING || k->type == TB_KEY_PATH) && k->allowed)
             rc = tb_err_add(err, TB_ERR_PLUGIN, "%s: %s key '%s' cannot have allowed values", who,

@@ -192,8 +192,9 @@ static int check_descriptor(const struct tb_plugin *p, const char *path, int wan
                           path, p->abi_major, p->abi_minor, TB_ABI_MAJOR, TB_ABI_MINOR, TB_ABI_MAJOR, TB_ABI_MAJOR,
                           TB_ABI_MINOR);
     if (!tb_kind_name(p->kind))
-        return tb_err_set(err, TB_ERR_PLUGIN, "%s: unknown plugin kind %d (known: backend, platform, model, dataset, swap)",
-                          path, (int)p->kind);
+        return tb_err_set(err, TB_ERR_PLUGIN,
+                          "%s: unknown plugin kind %d (known: backend, platform, model, dataset, swap)", path,
+                          (int)p->kind);
     if (!valid_plugin_name(p->name))
         return tb_err_set(err, TB_ERR_PLUGIN, "%s: plugin name '%s' is not lower case [a-z0-9_.-]", path,
                           p->name ? p->name : "(null)");
@@ -202,7 +203,9 @@ static int check_descriptor(const struct tb_plugin *p, const char *path, int wan
                           tb_kind_name(p->kind), p->name, tb_kind_name(want_kind), tb_kind_name(want_kind));
     if (!p->version || !p->description || !p->ops.any)
         return tb_err_set(err, TB_ERR_PLUGIN, "%s: plugin '%s' has no %s", path, p->name,
-                          !p->version ? "version" : !p->description ? "description" : "vtable");
+                          !p->version       ? "version"
+                          : !p->description ? "description"
+                                            : "vtable");
     char who[PATH_MAX + 64];
     snprintf(who, sizeof who, "%s: plugin '%s'", path, p->name);
     struct tb_err table;
@@ -337,8 +340,8 @@ int tb_plugin_find(int kind, const char *name, struct tb_plugin_handle **out, st
             continue;
         rc = tb_plugin_open(file, kind, out, err);
         if (rc == TB_OK && strcmp((*out)->p->name, name) != 0) {
-            rc = tb_err_set(err, TB_ERR_PLUGIN, "%s: the file is named for '%s' but the plugin calls itself '%s'",
-                            file, name, (*out)->p->name);
+            rc = tb_err_set(err, TB_ERR_PLUGIN, "%s: the file is named for '%s' but the plugin calls itself '%s'", file,
+                            name, (*out)->p->name);
             tb_plugin_close(*out);
             *out = NULL;
         }
@@ -358,8 +361,7 @@ int tb_plugin_find(int kind, const char *name, struct tb_plugin_handle **out, st
     if (near && strcmp(near, name) != 0)
         snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
     rc = tb_err_set(err, TB_ERR_PLUGIN, "no %s plugin named '%s'; %savailable %s plugins: %s (searched %s)",
-                    tb_kind_name(kind), name, hint, tb_kind_name(kind), avail.n ? list : "none",
-                    tb_dirs_text(&dirs));
+                    tb_kind_name(kind), name, hint, tb_kind_name(kind), avail.n ? list : "none", tb_dirs_text(&dirs));
     for (size_t i = 0; i < avail.n; i++)
         free(avail.v[i]);
     free(avail.v);

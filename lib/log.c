@@ -43,7 +43,8 @@ static void decide_level(void)
     } else {
         log_level = TB_LOG_INFO;
         if (env && *env)
-            fprintf(stderr, "trainbig: TRAINBIG_LOG=%s is not a log level (allowed: error, warn, info, debug); using info\n",
+            fprintf(stderr,
+                    "trainbig: TRAINBIG_LOG=%s is not a log level (allowed: error, warn, info, debug); using info\n",
                     env);
     }
 }
@@ -107,8 +108,7 @@ void tb_vlog_tagged(const char *tag, enum tb_log_level level, const char *fmt, v
     unsigned l = (unsigned)level < 4 ? (unsigned)level : 3;
     pthread_mutex_lock(&log_lock);
     FILE *out = log_stream ? log_stream : stderr;
-    fprintf(out, "%s.%03ld %-5s [%s] %s\n", stamp, (long)(tv.tv_usec / 1000), level_names[l], tag ? tag : "core",
-            msg);
+    fprintf(out, "%s.%03ld %-5s [%s] %s\n", stamp, (long)(tv.tv_usec / 1000), level_names[l], tag ? tag : "core", msg);
     fflush(out);
     pthread_mutex_unlock(&log_lock);
 }

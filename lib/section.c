@@ -62,8 +62,8 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
         const char *near = tb_nearest(e->key, names, nnames);
         if (near)
             snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
-        rc = tb_err_add(err, TB_ERR_CONFIG, "%s: [%s] unknown key '%s' (= '%s') for %s; %sknown keys: %s", where,
-                        name, e->key, e->value, owner, hint, all);
+        rc = tb_err_add(err, TB_ERR_CONFIG, "%s: [%s] unknown key '%s' (= '%s') for %s; %sknown keys: %s", where, name,
+                        e->key, e->value, owner, hint, all);
     }
 
     char cwd[4096];

@@ -83,8 +83,7 @@ START_TEST(dirs_env_first_then_build_tree_then_install)
     for (size_t i = 0; i < d.n; i++)
         if (strcmp(d.dir[i], swapdir) == 0)
             swap_at = i;
-    ck_assert_msg(swap_at < d.n - 1, "build-tree plugin directory %s missing or last in %s", swapdir,
-                  tb_dirs_text(&d));
+    ck_assert_msg(swap_at < d.n - 1, "build-tree plugin directory %s missing or last in %s", swapdir, tb_dirs_text(&d));
     /* ...and the install directory comes last. */
     ck_assert_contains(d.dir[d.n - 1], "/trainbig/plugins");
     tb_dirs_free(&d);
@@ -399,7 +398,7 @@ START_TEST(list_all_kinds_with_notes)
 {
     char *a = new_dir("listing");
     link_plugin(a, "backend-testgood.so", "backend-testgood.so"); /* shadows the original */
-    link_plugin(a, "dataset-foo.so", "backend-testgood.so");     /* misnamed */
+    link_plugin(a, "dataset-foo.so", "backend-testgood.so");      /* misnamed */
     char path[PATH_MAX * 3];
     snprintf(path, sizeof path, "%s:%s", a, test_plugins);
     setenv("TRAINBIG_PLUGIN_PATH", path, 1);

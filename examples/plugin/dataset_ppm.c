@@ -215,8 +215,7 @@ static int ppm_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *e
     }
     int rc = TB_OK;
     if (lw != w || lh != h) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s is %ux%u but its label %s is %ux%u", s->image, w, h, s->label, lw,
-                        lh);
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s is %ux%u but its label %s is %ux%u", s->image, w, h, s->label, lw, lh);
     } else if ((rc = tb_sample_reserve(out, w, h, err)) == TB_OK) {
         size_t pixels = (size_t)w * h;
         if (fread(out->image, 3, pixels, img) != pixels)

@@ -35,8 +35,8 @@ int tb_sample_reserve(struct tb_sample *s, uint32_t width, uint32_t height, stru
 void tb_sample_release(struct tb_sample *s);
 
 struct tb_class {
-    const char *name;  /* "road" */
-    uint8_t color[3];  /* RGB, for rendered predictions */
+    const char *name; /* "road" */
+    uint8_t color[3]; /* RGB, for rendered predictions */
 };
 
 struct tb_dataset_ops {

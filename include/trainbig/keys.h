@@ -50,15 +50,18 @@ enum tb_key_type {
 };
 
 struct tb_key {
-    const char *name;      /* lower case, [a-z0-9_] */
+    const char *name; /* lower case, [a-z0-9_] */
     enum tb_key_type type;
-    const char *def;       /* default in file syntax; NULL = required */
-    const char *allowed;   /* range or names, see above; NULL = anything of the type */
-    const char *help;      /* one line, shown by `trainbig plugins` and `trainbig config` */
+    const char *def;     /* default in file syntax; NULL = required */
+    const char *allowed; /* range or names, see above; NULL = anything of the type */
+    const char *help;    /* one line, shown by `trainbig plugins` and `trainbig config` */
 };
 
 /* Ends every key table. */
-#define TB_KEYS_END { NULL, (enum tb_key_type)0, NULL, NULL, NULL }
+#define TB_KEYS_END                                 \
+    {                                               \
+        NULL, (enum tb_key_type)0, NULL, NULL, NULL \
+    }
 
 /* The validated values of one INI section. Owned by the core; valid from the plugin's
  * create/open call until the run ends. */

@@ -84,8 +84,7 @@ extern TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin;
 const char *tb_kind_name(int kind);
 
 /* Logs with "kind/name" of plugin p as the tag. */
-void tb_log_plugin(const struct tb_plugin *p, enum tb_log_level level, const char *fmt, ...)
-    TB_PRINTF(3, 4);
+void tb_log_plugin(const struct tb_plugin *p, enum tb_log_level level, const char *fmt, ...) TB_PRINTF(3, 4);
 
 /* Inside a plugin: log tagged with this plugin's kind and name. */
 #define tb_plog(level, ...) tb_log_plugin(&trainbig_plugin, (level), __VA_ARGS__)

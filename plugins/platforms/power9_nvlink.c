@@ -16,7 +16,8 @@ static int power9_score(char *why, size_t why_size)
 }
 
 static const struct tb_key power9_keys[] = {
-    { "h2d_gbps", TB_KEY_FLOAT, "68", "0.001..", "host-to-device bandwidth of one GPU's link, GB/s (AC922 measured: ~68)" },
+    { "h2d_gbps", TB_KEY_FLOAT, "68", "0.001..",
+      "host-to-device bandwidth of one GPU's link, GB/s (AC922 measured: ~68)" },
     { "d2h_gbps", TB_KEY_FLOAT, "68", "0.001..", "device-to-host bandwidth of one GPU's link, GB/s" },
     { "accel_tflops", TB_KEY_FLOAT, "15.7", "0.001..", "fp32 TFLOP/s of the reference GPU (V100 SXM2: 15.7)" },
     TB_KEYS_END,

@@ -19,7 +19,8 @@ static int x86_pcie_score(char *why, size_t why_size)
 }
 
 static const struct tb_key x86_pcie_keys[] = {
-    { "h2d_gbps", TB_KEY_FLOAT, "12", "0.001..", "host-to-device bandwidth of one GPU's link, GB/s (PCIe 3.0 x16: ~12)" },
+    { "h2d_gbps", TB_KEY_FLOAT, "12", "0.001..",
+      "host-to-device bandwidth of one GPU's link, GB/s (PCIe 3.0 x16: ~12)" },
     { "d2h_gbps", TB_KEY_FLOAT, "12", "0.001..", "device-to-host bandwidth of one GPU's link, GB/s" },
     { "accel_tflops", TB_KEY_FLOAT, "15.7", "0.001..", "fp32 TFLOP/s of the reference GPU (V100 SXM2: 15.7)" },
     TB_KEYS_END,
