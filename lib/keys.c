@@ -376,10 +376,15 @@ static int parse_list(const struct tb_key *k, const char *text, struct tb_value 
         if (!*item) {
             return fail(why, why_size, k, "empty list item");
         }
-        if (k->allowed && name_index(k->allowed, item) < 0) {
-            char problem[256];
-            snprintf(problem, sizeof problem, "unknown item '%s'", item);
-            return fail(why, why_size, k, problem);
+        if (k->allowed) {
+            int idx = name_index(k->allowed, item);
+            if (idx < 0) {
+                char problem[256];
+                snprintf(problem, sizeof problem, "unknown item '%s'", item);
+                return fail(why, why_size, k, problem);
+            }
+            /* The table's spelling, as for ENUM values. */
+            name_at(k->allowed, idx, item, strlen(item) + 1);
         }
         if (!comma)
             return 0;

@@ -211,7 +211,8 @@ static int check_descriptor(const struct tb_plugin *p, const char *path, int wan
     struct tb_err table;
     tb_err_clear(&table);
     if (tb_keys_check_table(p->keys, who, &table)) {
-        tb_err_set(err, TB_ERR_PLUGIN, "%s", table.msg);
+        if (err)
+            *err = table; /* every line of it, not one formatted line */
         return TB_ERR_PLUGIN;
     }
     return check_ops(p, path, err);
@@ -470,6 +471,7 @@ int tb_plugin_auto(int kind, struct tb_plugin_handle **out, char *why, size_t wh
 struct list_state {
     int kind;
     struct tb_plugin_list *l;
+    struct names files; /* file names seen: the first of a name is what lookup finds */
 };
 
 static int add_note(struct tb_plugin_list *l, const char *fmt, const char *a, const char *b)
@@ -492,11 +494,21 @@ static int list_one(const char *dir, const char *file, const char *unused, void 
     struct list_state *st = arg;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, file);
+    char prefix[32] = "";
+    if (st->kind)
+        snprintf(prefix, sizeof prefix, "%s-", tb_kind_name(st->kind));
+    bool named_for_kind = strncmp(file, prefix, strlen(prefix)) == 0;
+    /* Lookup by name takes the first file of a name, refused or not: so does the list. */
+    for (size_t i = 0; i < st->files.n; i++)
+        if (strcmp(strrchr(st->files.v[i], '/') + 1, file) == 0)
+            return named_for_kind ? add_note(st->l, "shadowed: %s (by %s)", path, st->files.v[i]) : 0;
+    if (collect_name(dir, file, path, &st->files))
+        return TB_ERR_NOMEM;
     struct tb_plugin_handle *h;
     struct tb_err err;
     tb_err_clear(&err);
     if (tb_plugin_open(path, 0, &h, &err))
-        return add_note(st->l, "refused: %s%s", err.msg, "");
+        return named_for_kind ? add_note(st->l, "refused: %s%s", err.msg, "") : 0;
     if (st->kind && h->p->kind != st->kind) {
         tb_plugin_close(h);
         return 0;
@@ -508,14 +520,6 @@ static int list_one(const char *dir, const char *file, const char *unused, void 
         snprintf(why, sizeof why, "%s: not found by name: rename it to %s", path, expect);
         tb_plugin_close(h);
         return add_note(st->l, "%s%s", why, "");
-    }
-    for (size_t i = 0; i < st->l->n; i++) {
-        const struct tb_plugin *q = st->l->items[i]->p;
-        if (q->kind == h->p->kind && strcmp(q->name, h->p->name) == 0) {
-            int rc = add_note(st->l, "shadowed: %s (by %s)", path, st->l->items[i]->path);
-            tb_plugin_close(h);
-            return rc;
-        }
     }
     struct tb_plugin_handle **p = realloc(st->l->items, (st->l->n + 1) * sizeof *p);
     if (!p) {
@@ -533,11 +537,14 @@ int tb_plugin_list(int kind, struct tb_plugin_list *out)
     struct tb_dirs dirs;
     if (tb_plugin_dirs(&dirs))
         return TB_ERR_NOMEM;
-    struct list_state st = { kind, out };
+    struct list_state st = { kind, out, { 0 } };
     int rc = 0;
     for (size_t i = 0; i < dirs.n && rc == 0; i++)
         rc = visit_dir(dirs.dir[i], 0, list_one, &st);
     tb_dirs_free(&dirs);
+    for (size_t i = 0; i < st.files.n; i++)
+        free(st.files.v[i]);
+    free(st.files.v);
     if (rc) {
         tb_plugin_list_free(out);
         return TB_ERR_NOMEM;

@@ -40,12 +40,13 @@ int tb_plugin_open(const char *path, int want_kind, struct tb_plugin_handle **ou
 int tb_plugin_find(int kind, const char *name, struct tb_plugin_handle **out, struct tb_err *err);
 
 /* Opens every plugin of `kind` that has a score() and keeps the highest non-zero score.
- * why receives "chose 'x' (score 7: ...); also: y 5 (...), z 0 (...)". */
+ * why receives "chose 'x' with score 7 (reason); other candidates: y 5 (reason), ...". */
 int tb_plugin_auto(int kind, struct tb_plugin_handle **out, char *why, size_t why_size, struct tb_err *err);
 
-/* Every plugin in the search directories (kind 0 = all kinds), first of each kind and
- * name only; files that were refused, or shadowed by an earlier one of the same name, are
- * described in notes. Free with tb_plugin_list_free(). */
+/* Every plugin in the search directories (kind 0 = all kinds). As for lookup by name, the
+ * first file of a name wins; files that were refused, misnamed, or shadowed by an earlier
+ * file of the same name are described in notes (with a kind, only files named for that
+ * kind). Free with tb_plugin_list_free(). */
 struct tb_plugin_list {
     struct tb_plugin_handle **items;
     size_t n;

@@ -44,7 +44,7 @@ static void decide_level(void)
         log_level = TB_LOG_INFO;
         if (env && *env)
             fprintf(stderr,
-                    "trainbig: TRAINBIG_LOG=%s is not a log level (allowed: error, warn, info, debug); using info\n",
+                    "trainbig: TRAINBIG_LOG=%s is not a log level (allowed: error, warn, info, debug); ignoring it\n",
                     env);
     }
 }

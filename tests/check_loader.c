@@ -430,6 +430,39 @@ START_TEST(list_all_kinds_with_notes)
 }
 END_TEST
 
+START_TEST(list_agrees_with_lookup_when_first_file_is_refused)
+{
+    /* A refused file shadows a good one of the same name later in the path, for lookup
+     * by name and for the listing alike. */
+    char *a = new_dir("refused-first");
+    link_plugin(a, "backend-testgood.so", "backend-abimajor.so");
+    char path[PATH_MAX * 3];
+    snprintf(path, sizeof path, "%s:%s", a, test_plugins);
+    setenv("TRAINBIG_PLUGIN_PATH", path, 1);
+
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_plugin_find(TB_KIND_BACKEND, "testgood", &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "built for plugin ABI");
+
+    struct tb_plugin_list l;
+    ck_assert_int_eq(tb_plugin_list(TB_KIND_BACKEND, &l), 0);
+    ck_assert(!listed(&l, "testgood"));
+    const char *refused = note_with(&l, "refused: ");
+    ck_assert_ptr_nonnull(refused);
+    ck_assert_contains(refused, a);
+    const char *shadow = note_with(&l, "shadowed: ");
+    ck_assert_ptr_nonnull(shadow);
+    ck_assert_contains(shadow, "backend-testgood.so (by ");
+    ck_assert_contains(shadow, a);
+    /* Only files named for the kind asked for are described. */
+    ck_assert_ptr_null(note_with(&l, "swap-"));
+    tb_plugin_list_free(&l);
+    free(a);
+}
+END_TEST
+
 START_TEST(list_one_kind)
 {
     setenv("TRAINBIG_PLUGIN_PATH", test_plugins, 1);
@@ -495,6 +528,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, list_all_kinds_with_notes);
     tcase_add_test(tc, list_one_kind);
+    tcase_add_test(tc, list_agrees_with_lookup_when_first_file_is_refused);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -283,6 +283,8 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
+static const char usage_help[] = "usage: trainbig help [COMMAND]\n\nPrints the overview, or COMMAND's usage.\n";
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -292,6 +294,7 @@ static const struct command {
     { "config", cmd_config, usage_config },
     { "plugins", cmd_plugins, usage_plugins },
     { "version", cmd_version, usage_version },
+    { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -316,7 +319,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--version") == 0)
         return cmd_version(1, argv + 1);
     if (strcmp(cmd, "help") == 0) {
-        if (argc < 3) {
+        if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) {
             fputs(usage_main, stdout);
             return 0;
         }
@@ -327,7 +330,7 @@ int main(int argc, char **argv)
         return 0;
     }
     const struct command *c = find_command(cmd);
-    if (!c) {
+    if (!c || !c->run) {
         const char *names[] = { "train", "config", "plugins", "version", "help" };
         const char *near = tb_nearest(cmd, names, 5);
         if (near)

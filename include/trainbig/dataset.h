@@ -27,8 +27,9 @@ struct tb_sample {
 };
 
 /* Sets s->width and s->height and makes the buffers hold that many pixels, keeping them
- * when they already do. Contents are undefined afterwards. Returns TB_ERR_NOMEM (with err
- * filled) when memory runs out, leaving s as it was. */
+ * when they already do. Contents are undefined afterwards. Leaves s as it was and fills
+ * err on failure: TB_ERR_NOMEM when memory runs out, TB_ERR_RUNTIME for a zero or
+ * unrepresentably large size. */
 int tb_sample_reserve(struct tb_sample *s, uint32_t width, uint32_t height, struct tb_err *err);
 
 /* Frees the buffers and zeroes s. For the core and for tools that own samples. */
