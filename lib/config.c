@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define LINE_MAX_CHARS 1000 /* iniparser's own limit is 1024 bytes a line */
 
@@ -250,6 +251,11 @@ int tb_config_load(const char *path, struct tb_config **out, struct tb_err *err)
     FILE *f = fopen(path, "r");
     if (!f)
         return tb_err_set(err, TB_ERR_CONFIG, "%s: cannot open the configuration: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return tb_err_set(err, TB_ERR_CONFIG, "%s: cannot open the configuration: %s", path, strerror(EISDIR));
+    }
     struct tb_config *c = calloc(1, sizeof *c);
     if (!c) {
         fclose(f);

@@ -100,6 +100,14 @@ int tb_parse_size(const char *s, uint64_t *bytes)
         return -1;
     char *end;
     errno = 0;
+    if (isdigit((unsigned char)*s)) {
+        unsigned long long whole = strtoull(s, &end, 10);
+        if (!errno && (!*end || ((*end == 'b' || *end == 'B') && !end[1]))) {
+            *bytes = whole;
+            return 0;
+        }
+        errno = 0;
+    }
     double v = strtod(s, &end);
     if (errno || end == s || !isfinite(v) || v < 0)
         return -1;
@@ -407,8 +415,13 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
     case TB_KEY_INT:
         if (parse_int(t, &out->v.i))
             rc = fail(why, why_size, k, *t ? "not an integer" : "empty value");
-        else
-            rc = check_range(k, (double)out->v.i, why, why_size);
+        else {
+            char lo[64], hi[64];
+            int64_t a, b;
+            if (k->allowed && split_range(k->allowed, lo, hi, sizeof lo) == 0 &&
+                ((*lo && parse_int(lo, &a) == 0 && out->v.i < a) || (*hi && parse_int(hi, &b) == 0 && out->v.i > b)))
+                rc = fail(why, why_size, k, "out of range");
+        }
         break;
     case TB_KEY_FLOAT:
         if (parse_float(t, &out->v.f))

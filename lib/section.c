@@ -50,6 +50,8 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
     /* Every key given must be known. */
     const char *names[256];
     size_t nnames = 0;
+    for (const char *const *sk = skip; sk && *sk && nnames < 256; sk++)
+        names[nnames++] = *sk;
     for (size_t i = 0; i < s->nkeys && nnames < 256; i++)
         names[nnames++] = keys[i].name;
     for (size_t i = 0; i < c->nentries; i++) {

@@ -175,7 +175,8 @@ void tb_setup_free(struct tb_setup *s)
 static void print_pair(FILE *out, const char *key, const char *value, const char *origin)
 {
     char line[4096];
-    bool quote = strpbrk(value, ";#") || (*value && (value[0] == ' ' || value[strlen(value) - 1] == ' '));
+    bool quote = strpbrk(value, ";#") || value[0] == '"' || value[0] == '\'' ||
+                 (*value && (value[0] == ' ' || value[strlen(value) - 1] == ' '));
     char q = strchr(value, '"') ? '\'' : '"';
     if (quote)
         snprintf(line, sizeof line, "%s = %c%s%c", key, q, value, q);
