@@ -47,16 +47,6 @@ static void expect_all(const char *text, int line, va_list ap)
         ck_assert_msg(strstr(text, n), "line %d: expected \"%s\" in:\n%s", line, n, text);
 }
 
-static size_t count_lines(const char *s)
-{
-    if (!*s)
-        return 0;
-    size_t n = 1;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 /* Line i (0-based) of text, malloc'ed; NULL past the end. */
 static char *line_at(const char *text, size_t i)
 {
@@ -118,7 +108,7 @@ static void load_fails_at(const char *path, int nlines, struct tb_err *err, int 
     ck_assert_msg(rc == TB_ERR_CONFIG, "line %d: loading %s gave %d, want TB_ERR_CONFIG: %s", line, path, rc, err->msg);
     ck_assert_ptr_null(c);
     ck_assert_int_eq(err->status, TB_ERR_CONFIG);
-    ck_assert_msg(err->count == nlines && count_lines(err->msg) == (size_t)nlines,
+    ck_assert_msg(err->count == nlines && test_count_lines(err->msg) == (size_t)nlines,
                   "line %d: want %d message lines, got %d: %s", line, nlines, err->count, err->msg);
     va_list ap;
     va_start(ap, line);
@@ -512,7 +502,7 @@ static void build_fails_at(const struct tb_config *c, const struct tb_key *keys,
     ck_assert_msg(rc == TB_ERR_CONFIG, "line %d: building gave %d, want TB_ERR_CONFIG: %s", line, rc, err->msg);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(err->status, TB_ERR_CONFIG);
-    ck_assert_msg(err->count == nlines && count_lines(err->msg) == (size_t)nlines,
+    ck_assert_msg(err->count == nlines && test_count_lines(err->msg) == (size_t)nlines,
                   "line %d: want %d message lines, got %d: %s", line, nlines, err->count, err->msg);
     va_list ap;
     va_start(ap, line);
@@ -906,7 +896,7 @@ static void resolve_fails_at(const struct tb_config *c, int status, int nlines, 
     ck_assert_msg(rc == status, "line %d: resolving gave %d, want %d: %s", line, rc, status, err->msg);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(err->status, status);
-    ck_assert_msg(err->count == nlines && count_lines(err->msg) == (size_t)nlines,
+    ck_assert_msg(err->count == nlines && test_count_lines(err->msg) == (size_t)nlines,
                   "line %d: want %d message lines, got %d: %s", line, nlines, err->count, err->msg);
     va_list ap;
     va_start(ap, line);

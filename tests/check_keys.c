@@ -67,16 +67,6 @@ static uint64_t size_of(const char *text)
     return b;
 }
 
-static size_t count_lines(const char *s)
-{
-    if (!*s)
-        return 0;
-    size_t n = 1;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 /* ------------------------------------------------------------------ int */
 
 static const struct tb_key k_int = { "threads", TB_KEY_INT, "1", NULL, "h" };
@@ -644,7 +634,7 @@ static void table_refused_at(const struct tb_key *keys, int want_lines, int line
     ck_assert_msg(rc == TB_ERR_PLUGIN, "line %d: the table was accepted (rc %d)", line, rc);
     ck_assert_int_eq(err.status, TB_ERR_PLUGIN);
     ck_assert_msg(err.count == want_lines, "line %d: %d messages, want %d: %s", line, err.count, want_lines, err.msg);
-    ck_assert_uint_eq(count_lines(err.msg), (size_t)want_lines);
+    ck_assert_uint_eq(test_count_lines(err.msg), (size_t)want_lines);
     /* Every line names the plugin. */
     for (const char *p = err.msg; p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
         ck_assert_msg(strncmp(p, "plug.so: plugin 'p': ", 21) == 0, "line %d: a line lacks the prefix: %s", line,

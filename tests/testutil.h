@@ -53,6 +53,17 @@ static inline char *test_write_file(const char *name, const char *text)
         ck_assert_msg(!strstr(h_, n_), "did not expect \"%s\" in \"%s\"", n_, h_);                                    \
     } while (0)
 
+/* Lines in s: 0 for "", else 1 + the newlines (no trailing newline expected). */
+static inline size_t test_count_lines(const char *s)
+{
+    if (!*s)
+        return 0;
+    size_t n = 1;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
 /* Runs one suite and returns the process exit status. */
 static inline int test_run_suite(Suite *s)
 {
