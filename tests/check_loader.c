@@ -340,7 +340,7 @@ START_TEST(auto_picks_highest_nonzero_score)
 }
 END_TEST
 
-START_TEST(auto_fails_when_nothing_scores)
+START_TEST(auto_skips_unusable_candidates)
 {
     char *a = new_dir("unusable");
     link_plugin(a, "backend-testzero.so", "backend-testzero.so");
@@ -350,12 +350,37 @@ START_TEST(auto_fails_when_nothing_scores)
     struct tb_err err;
     tb_err_clear(&err);
     char why[2048];
-    ck_assert_int_eq(tb_plugin_auto(TB_KIND_BACKEND, &h, why, sizeof why, &err), TB_ERR_PLUGIN);
-    ck_assert_ptr_null(h);
-    ck_assert_contains(err.msg, "no usable backend plugin for 'auto'");
-    ck_assert_contains(err.msg, "testzero 0 (test score 0)");
-    ck_assert_contains(err.msg, "testnoscore (no score()");
+    /* Score 0 and no score() are never chosen: the build tree's cpu backend (score 1) is. */
+    ck_assert_int_eq(tb_plugin_auto(TB_KIND_BACKEND, &h, why, sizeof why, &err), TB_OK);
+    ck_assert_str_eq(h->p->name, "cpu");
+    ck_assert_contains(why, "chose 'cpu' with score 1");
+    ck_assert_contains(why, "testzero 0 (test score 0)");
+    ck_assert_contains(why, "testnoscore (no score()");
+    tb_plugin_close(h);
     free(a);
+}
+END_TEST
+
+START_TEST(auto_fails_when_nothing_scores)
+{
+#if defined(__x86_64__)
+    /* Shadow the build tree's x86-pcie platform with a broken file of the same name: the
+     * only platform left, power9-nvlink, scores 0 on x86. */
+    char *a = new_dir("no-platform");
+    link_plugin(a, "platform-x86-pcie.so", "backend-testzero.so");
+    setenv("TRAINBIG_PLUGIN_PATH", a, 1);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    char why[2048];
+    ck_assert_int_eq(tb_plugin_auto(TB_KIND_PLATFORM, &h, why, sizeof why, &err), TB_ERR_PLUGIN);
+    ck_assert_ptr_null(h);
+    ck_assert_contains(err.msg, "no usable platform plugin for 'auto'");
+    ck_assert_contains(err.msg, "x86-pcie (refused)");
+    ck_assert_contains(err.msg, "power9-nvlink 0 (not a POWER9 CPU");
+    ck_assert_contains(err.msg, "name one with plugin = NAME");
+    free(a);
+#endif
 }
 END_TEST
 
@@ -520,6 +545,7 @@ int main(void)
     tc = tcase_create("auto");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, auto_picks_highest_nonzero_score);
+    tcase_add_test(tc, auto_skips_unusable_candidates);
     tcase_add_test(tc, auto_fails_when_nothing_scores);
     tcase_add_test(tc, auto_platform_on_this_machine);
     suite_add_tcase(s, tc);

@@ -7,6 +7,11 @@ TRAINBIG="$TB_BUILDDIR/trainbig"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/trainbig-sh-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 checks=0
+# The plugin ABI of this source tree, and the one a plugin of the next major would have.
+abi_major=$(sed -n 's/^#define TB_ABI_MAJOR //p' "$TB_SRCDIR/include/trainbig/plugin.h")
+abi_minor=$(sed -n 's/^#define TB_ABI_MINOR //p' "$TB_SRCDIR/include/trainbig/plugin.h")
+ABI="$abi_major.$abi_minor"
+NEXT_MAJOR_ABI="$((abi_major + 1)).$abi_minor"
 
 fail() {
     echo "FAIL: $*" >&2

@@ -1,27 +1,161 @@
-/* trainbig/backend.h: the compute backend vtable ([backend] section).
+/* trainbig/backend.h: the compute backend contract ([backend] section).
  *
- * A backend owns devices: memory, streams, events, copies and the ops. This first ABI
- * carries what the loader needs (score, create, destroy); the device, memory, stream and
- * op members are added at the end of this struct by the compute-engine work, with the
- * semantics of CUDA written next to each. */
+ * A backend owns devices: their memory, streams, events, copies and the ops of
+ * trainbig/ops.h. The core owns tensors and decides where they live. The semantics are
+ * CUDA's, so a CUDA backend maps each member 1:1 onto the runtime, and the CPU backend
+ * implements the same rules on host memory and threads, so that every swap policy runs
+ * identically on both.
+ *
+ * Streams. Each device has three streams (enum tb_stream): compute, host-to-device and
+ * device-to-host. Work submitted to one stream runs in submission order; work on
+ * different streams runs concurrently unless ordered by events. Calls that submit work
+ * (copy_async, op_forward, op_backward, tensor_fill, tensor_accumulate, sgd_update)
+ * return once it is queued; it may already have run.
+ *
+ * Events. event_record(ev, stream) marks the point in `stream` after all work submitted
+ * to it so far; the event completes when that work has. stream_wait(stream, ev) makes
+ * work submitted to `stream` afterwards wait until ev completes (without blocking the
+ * caller). event_query tells whether ev has completed; event_sync blocks the caller until
+ * it has. An event never recorded counts as complete. Recording an event again moves it
+ * to the new point.
+ *
+ * Memory. mem_alloc returns NULL when the device cannot hold the request: it never
+ * aborts, so the core's memory manager can make room (swap) and retry. Memory may be
+ * freed while work that uses it is queued only after that work is known complete (an
+ * event): as with cudaFree, the backend does not track it.
+ *
+ * Threads. One core thread drives a backend instance; members are not called concurrently
+ * for the same instance, except that queued work runs on the backend's own threads. */
 #ifndef TRAINBIG_BACKEND_H
 #define TRAINBIG_BACKEND_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
+#include <trainbig/ops.h>
 #include <trainbig/plugin.h>
+#include <trainbig/tensor.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+enum tb_stream {
+    TB_STREAM_COMPUTE = 0, /* ops, fills, SGD, device-to-device copies */
+    TB_STREAM_H2D = 1,     /* copies from pinned host memory to the device */
+    TB_STREAM_D2H = 2,     /* copies from the device to pinned host memory */
+    TB_STREAMS = 3
+};
+
+struct tb_device_info {
+    char name[128];    /* "cpu: AMD EPYC 9R14 (2 threads)", "NVIDIA H100 80GB HBM3" */
+    uint64_t capacity; /* bytes of device memory trainbig may use (after any cap) */
+};
+
+struct tb_mem_stats {
+    uint64_t in_use;   /* bytes handed out by mem_alloc and not freed */
+    uint64_t peak;     /* the largest in_use since create (or the last reset) */
+    uint64_t reserved; /* bytes the backend holds from the system, cache included */
+    uint64_t capacity; /* as in tb_device_info */
+    uint64_t allocs;   /* mem_alloc calls that succeeded */
+    uint64_t fails;    /* mem_alloc calls that returned NULL */
+};
+
+/* Opaque to the core; created and owned by the backend. */
+struct tb_event;
+
+/* Link emulation: makes every copy on the H2D and D2H streams take at least
+ * bytes / bytes_per_s + latency_s (one value per direction), as if the host-device link
+ * had that bandwidth. NULL link = copies at full speed. The CPU backend implements it;
+ * a real device may leave the member NULL. */
+struct tb_link_throttle {
+    double h2d_bytes_per_s, d2h_bytes_per_s; /* 0 = unthrottled */
+    double latency_s;
+};
+
 struct tb_backend_ops {
+    /* ---- ABI 1.0 ---- */
     tb_score_fn score; /* optional, see trainbig/plugin.h */
     /* Creates an instance from the validated [backend] section. On success *ctx is owned
      * by the caller, who releases it with destroy(). On failure returns a tb_status, fills
-     * err, and leaves nothing to free. */
+     * err, and leaves nothing to free. destroy() waits for all queued work. */
     int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
     void (*destroy)(void *ctx);
+
+    /* ---- ABI 1.1: devices, memory, streams, events, copies, tensors, ops ---- */
+    int (*device_count)(void *ctx);
+    int (*device_info)(void *ctx, int device, struct tb_device_info *out);
+
+    /* Device memory, aligned to at least 64 bytes; NULL when it does not fit. bytes > 0.
+     * The pointer is freed with mem_free on the same device. */
+    void *(*mem_alloc)(void *ctx, int device, size_t bytes);
+    void (*mem_free)(void *ctx, int device, void *ptr);
+    void (*mem_stats)(void *ctx, int device, struct tb_mem_stats *out);
+    /* Starts a new peak: peak = in_use. */
+    void (*mem_reset_peak)(void *ctx, int device);
+
+    /* Pinned (page-locked) host memory, for copies that overlap compute; NULL on failure.
+     * Freed with host_free. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *ptr);
+
+    /* Events; event_create returns NULL when out of memory. */
+    struct tb_event *(*event_create)(void *ctx, int device);
+    void (*event_destroy)(void *ctx, struct tb_event *ev);
+    int (*event_record)(void *ctx, struct tb_event *ev, enum tb_stream stream);
+    int (*stream_wait)(void *ctx, int device, enum tb_stream stream, struct tb_event *ev);
+    /* 1 when complete, 0 when not yet. */
+    int (*event_query)(void *ctx, struct tb_event *ev);
+    int (*event_sync)(void *ctx, struct tb_event *ev);
+    /* Blocks until all work submitted to the stream so far has completed. */
+    int (*stream_sync)(void *ctx, int device, enum tb_stream stream);
+
+    /* Queues a copy of `bytes` bytes on `stream` of `device`: on TB_STREAM_H2D from
+     * pinned host memory to device memory, on TB_STREAM_D2H from device to pinned host
+     * memory, on TB_STREAM_COMPUTE from device to device memory. */
+    int (*copy_async)(void *ctx, int device, enum tb_stream stream, void *dst, const void *src, size_t bytes,
+                      struct tb_err *err);
+    /* Optional (NULL when unsupported): see struct tb_link_throttle. */
+    int (*set_link_throttle)(void *ctx, int device, const struct tb_link_throttle *link, struct tb_err *err);
+
+    /* Bytes of device memory a tensor of this description takes in this backend's layout. */
+    size_t (*tensor_bytes)(void *ctx, const struct tb_tensor_desc *desc);
+    /* Synchronous conversions between the canonical NCHW layout in ordinary host memory
+     * and the tensor's device memory; they wait for the compute stream first. */
+    int (*tensor_write)(void *ctx, const struct tb_tensor *t, const void *host_nchw, struct tb_err *err);
+    int (*tensor_read)(void *ctx, const struct tb_tensor *t, void *host_nchw, struct tb_err *err);
+    /* Compute stream: every element of t (f32) = value. */
+    int (*tensor_fill)(void *ctx, const struct tb_tensor *t, float value, struct tb_err *err);
+    /* Compute stream: dst += alpha * src, equal descriptions (f32). For gradients of
+     * tensors used more than once. */
+    int (*tensor_accumulate)(void *ctx, const struct tb_tensor *dst, const struct tb_tensor *src, float alpha,
+                             struct tb_err *err);
+
+    /* Ops (trainbig/ops.h). op_prepare is called once per op of a graph, before any run,
+     * with the exact descriptions it will see; *state (may be NULL) belongs to the backend
+     * and is released by op_release. An op kind or parameter the backend does not support
+     * is TB_ERR_RUNTIME from op_prepare, naming the op. */
+    int (*op_prepare)(void *ctx, int device, const struct tb_op *op, void **state, struct tb_err *err);
+    void (*op_release)(void *ctx, void *state);
+    /* Compute stream. in[nin], out[nout] have op's descriptions; `step` is the training
+     * step, which seeds dropout. */
+    int (*op_forward)(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
+                      const struct tb_tensor *out, struct tb_err *err);
+    /* Compute stream. in and out as in forward (only the tensors the op's backward reads
+     * need to hold data); dout[nout], din[nin] as described in trainbig/ops.h. */
+    int (*op_backward)(void *ctx, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                       const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                       struct tb_err *err);
+
+    /* Compute stream: SGD with momentum and weight decay, PyTorch's semantics with
+     * dampening 0 and no Nesterov, on f32 tensors of equal description:
+     *   d = grad + weight_decay * param;  momentum_buf = momentum * momentum_buf + d;
+     *   param -= lr * momentum_buf
+     * (a zeroed momentum_buf makes the first step PyTorch's first step). */
+    int (*sgd_update)(void *ctx, const struct tb_tensor *param, const struct tb_tensor *grad,
+                      const struct tb_tensor *momentum_buf, float lr, float momentum, float weight_decay,
+                      struct tb_err *err);
 };
 
 #ifdef __cplusplus

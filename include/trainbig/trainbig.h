@@ -8,9 +8,11 @@
 #include <trainbig/keys.h>
 #include <trainbig/log.h>
 #include <trainbig/model.h>
+#include <trainbig/ops.h>
 #include <trainbig/platform.h>
 #include <trainbig/plugin.h>
 #include <trainbig/swap.h>
+#include <trainbig/tensor.h>
 #include <trainbig/version.h>
 
 #endif

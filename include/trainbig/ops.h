@@ -1,0 +1,149 @@
+/* trainbig/ops.h: the operators every backend implements, forward and backward, float32.
+ *
+ * An op is described by a struct tb_op: its kind, the descriptions of its inputs and
+ * outputs, and its parameters. The graph builder fills it; a backend prepares it once
+ * (op_prepare: pick algorithms, build primitives) and then runs it every step
+ * (op_forward, op_backward) on tensors of exactly the described shapes.
+ *
+ * For each kind below: inputs in order, outputs in order, and which forward tensors the
+ * backward pass reads (the executor keeps exactly those alive until then, and frees the
+ * rest at their last forward use; swap policies plan on this). In backward, din[i] is the
+ * gradient of input i, written (not accumulated) by the op, or has data == NULL when it is
+ * not wanted; dout[j] is the gradient of output j, data == NULL for outputs that carry no
+ * gradient (marked "no grad").
+ *
+ * Numerics follow PyTorch's definitions, so a network here and its PyTorch twin agree. */
+#ifndef TRAINBIG_OPS_H
+#define TRAINBIG_OPS_H
+
+#include <stdint.h>
+#include <trainbig/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tb_op_kind {
+    /* in: x (N,C,H,W), weight (O,C,KH,KW), [bias (1,O,1,1) when has_bias]
+     * out: y (N,O,OH,OW), OH = (H + 2*pad_h - dil_h*(KH-1) - 1) / stride_h + 1 (same for W)
+     * backward reads: x, weight */
+    TB_OP_CONV2D = 1,
+    /* in: x (N,C,H,W), gamma (1,C,1,1), beta (1,C,1,1), running_mean (1,C,1,1) no grad,
+     *     running_var (1,C,1,1) no grad
+     * out: y (N,C,H,W), save_mean (1,C,1,1) no grad, save_invstd (1,C,1,1) no grad
+     * training: normalises with the batch statistics (biased variance), writes them to
+     * save_mean and save_invstd = 1/sqrt(var + eps), and updates the running statistics in
+     * place: r = (1 - momentum) * r + momentum * batch (unbiased variance for running_var).
+     * inference: normalises with the running statistics; save_* are left untouched.
+     * backward (training only) reads: x, gamma, save_mean, save_invstd */
+    TB_OP_BATCHNORM,
+    /* in: x; out: y = max(x, 0); backward reads: y */
+    TB_OP_RELU,
+    /* in: x; out: y = 1 / (1 + exp(-x)); backward reads: y */
+    TB_OP_SIGMOID,
+    /* in: x (N,C,H,W); out: y (N,C,OH,OW) with padding that never wins (as -inf);
+     * OH = (H + 2*pad - k) / stride + 1, floor; backward reads: x, y
+     * (the gradient goes to the first maximum in row-major window order) */
+    TB_OP_MAXPOOL,
+    /* in: x (N,C,H,W); out: y (N,C,1,1), the mean over H and W; backward reads: nothing */
+    TB_OP_GLOBAL_AVGPOOL,
+    /* in: x (N,C,H,W); out: y (N,C,out_h,out_w), bilinear; align_corners as in PyTorch's
+     * F.interpolate; backward reads: nothing */
+    TB_OP_RESIZE,
+    /* in: x0..x(k-1), k >= 2, equal N, H, W; out: y with C = sum of their C, in order;
+     * backward reads: nothing */
+    TB_OP_CONCAT,
+    /* in: a, b of equal shape; out: y = a + b; backward reads: nothing */
+    TB_OP_ADD,
+    /* in: x (N,C,H,W), g (N,C,H,W) or (N,1,H,W) broadcast over C; out: y = x * g;
+     * backward reads: x, g */
+    TB_OP_MUL,
+    /* in: x (N,C,H,W); out: y (N,C,H,W), mask (N,C,1,1) u8 when channelwise (whole feature
+     * maps dropped), else (N,C,H,W) u8; no grad.
+     * training: mask = 1 with probability 1-p, y = x * mask / (1-p); the mask is a pure
+     * function of (seed, step, element index), so runs are reproducible.
+     * inference: y = x, mask untouched. backward reads: mask */
+    TB_OP_DROPOUT,
+    /* in: logits (N,K,H,W), labels (N,1,H,W) u8 no grad, [weights (N,K,1,1) no grad when
+     * weighted: class weights per image]
+     * out: loss (1,1,1,1).
+     * With w = weights[n, label] (1 when not weighted) over the pixels whose label is not
+     * ignore_label, nll = -log softmax(logits)[label]:
+     *   per_image:  loss = sum_n (sum_p w * nll) / (sum_p w)   (an image with no counted
+     *               pixel adds 0)
+     *   otherwise:  loss = (sum_{n,p} w * nll) / (sum_{n,p} w)  (PyTorch's weighted mean)
+     * Labels >= K other than ignore_label are an error. backward reads: logits, labels,
+     * weights */
+    TB_OP_SOFTMAX_CE,
+    /* in: logits (N,1,H,W), targets (N,1,H,W) u8: 0, 1, or anything else = ignored; no grad
+     * out: loss (1,1,1,1).
+     * Class-balanced over the whole batch: with P positives and Q negatives, a positive
+     * weighs Q/(P+Q), a negative P/(P+Q), an ignored pixel 0; loss = mean over all N*H*W
+     * pixels of weight * BCE-with-logits (PyTorch's binary_cross_entropy_with_logits with
+     * a weight tensor). backward reads: logits, targets */
+    TB_OP_BCE_LOGITS,
+    TB_OP_KIND_COUNT
+};
+
+#define TB_OP_MAX_IN 8
+#define TB_OP_MAX_OUT 3
+
+struct tb_conv2d_params {
+    int32_t kh, kw;
+    int32_t stride_h, stride_w;
+    int32_t pad_h, pad_w;
+    int32_t dil_h, dil_w; /* 1 = dense */
+    int32_t has_bias;
+};
+
+struct tb_batchnorm_params {
+    float eps;      /* PyTorch default 1e-5 */
+    float momentum; /* PyTorch default 0.1 */
+    int32_t training;
+};
+
+struct tb_pool_params {
+    int32_t k, stride, pad;
+};
+
+struct tb_resize_params {
+    int32_t out_h, out_w;
+    int32_t align_corners;
+};
+
+struct tb_dropout_params {
+    float p; /* probability of dropping, 0 <= p < 1 */
+    int32_t channelwise;
+    int32_t training;
+    uint64_t seed;
+};
+
+struct tb_ce_params {
+    int32_t ignore_label; /* usually 255 */
+    int32_t weighted;     /* the weights input is present */
+    int32_t per_image;
+};
+
+struct tb_op {
+    enum tb_op_kind kind;
+    uint32_t id; /* unique within a graph: part of dropout's seed, and in messages */
+    uint32_t nin, nout;
+    struct tb_tensor_desc in[TB_OP_MAX_IN];
+    struct tb_tensor_desc out[TB_OP_MAX_OUT];
+    union {
+        struct tb_conv2d_params conv;
+        struct tb_batchnorm_params bn;
+        struct tb_pool_params pool;
+        struct tb_resize_params resize;
+        struct tb_dropout_params dropout;
+        struct tb_ce_params ce;
+    } p;
+};
+
+/* "conv2d", "batchnorm", ... for messages; NULL for an unknown kind. Static storage. */
+const char *tb_op_kind_name(enum tb_op_kind kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,4 @@
+/* backends/cpu/cpu_resize.c: not written yet; every row below is empty, so op_prepare refuses the op. */
+#include "cpu_internal.h"
+
+const struct tb_cpu_kernel tb_cpu_resize_kernel = { 0 };

@@ -1,0 +1,292 @@
+/* tests/opcheck.h: run one backend op from a test, and check its backward against
+ * central finite differences of its forward (header-only; include after testutil.h).
+ *
+ *   struct test_backend b;
+ *   test_backend_open(&b, "cpu", "threads = 2\n");
+ *   struct opcheck oc;
+ *   opcheck_init(&oc, &b, &op);           // allocates every input and output, op_prepare
+ *   opcheck_set_input(&oc, 0, x_nchw);    // host values in the canonical NCHW layout
+ *   opcheck_forward(&oc, 0);
+ *   opcheck_get_output(&oc, 0, y_nchw);
+ *   opcheck_gradients(&oc, ...);          // backward vs finite differences
+ *   opcheck_fini(&oc);
+ *   test_backend_close(&b);
+ *
+ * The backend plugin is found by name through the normal search path (the build tree). */
+#ifndef TB_TESTS_OPCHECK_H
+#define TB_TESTS_OPCHECK_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+#include "lib/config_internal.h"
+#include "lib/loader_internal.h"
+#include "lib/section_internal.h"
+#include "testutil.h"
+
+struct test_backend {
+    struct tb_plugin_handle *h;
+    const struct tb_backend_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* Opens backend plugin `name` with `keys` as the body of its [backend] section. */
+static inline void test_backend_open(struct test_backend *b, const char *name, const char *keys)
+{
+    memset(b, 0, sizeof *b);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_plugin_find(TB_KIND_BACKEND, name, &b->h, &err) == TB_OK, "%s", err.msg);
+    b->ops = b->h->p->ops.backend;
+    char *text;
+    ck_assert_int_ge(asprintf(&text, "[backend]\n%s", keys ? keys : ""), 0);
+    char *path = test_write_file("backend.ini", text);
+    free(text);
+    ck_assert_msg(tb_config_load(path, &b->cfg, &err) == TB_OK, "%s", err.msg);
+    free(path);
+    static const char *const skip[] = { "plugin", NULL };
+    ck_assert_msg(tb_section_build(b->cfg, "backend", b->h->p->keys, "test", skip, &b->sec, &err) == TB_OK, "%s",
+                  err.msg);
+    ck_assert_msg(b->ops->create(b->sec, &b->ctx, &err) == TB_OK, "%s", err.msg);
+}
+
+static inline void test_backend_close(struct test_backend *b)
+{
+    if (b->ctx)
+        b->ops->destroy(b->ctx);
+    tb_section_free(b->sec);
+    tb_config_free(b->cfg);
+    tb_plugin_close(b->h);
+    memset(b, 0, sizeof *b);
+}
+
+/* A device tensor of the given description (device 0). */
+static inline struct tb_tensor test_tensor(struct test_backend *b, struct tb_tensor_desc d)
+{
+    struct tb_tensor t = { d, 0, NULL };
+    size_t bytes = b->ops->tensor_bytes(b->ctx, &d);
+    t.data = b->ops->mem_alloc(b->ctx, 0, bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(t.data);
+    return t;
+}
+
+static inline void test_tensor_free(struct test_backend *b, struct tb_tensor *t)
+{
+    if (t->data)
+        b->ops->mem_free(b->ctx, 0, t->data);
+    t->data = NULL;
+}
+
+static inline void test_upload(struct test_backend *b, const struct tb_tensor *t, const void *host)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(b->ops->tensor_write(b->ctx, t, host, &err) == TB_OK, "%s", err.msg);
+}
+
+static inline void test_download(struct test_backend *b, const struct tb_tensor *t, void *host)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(b->ops->tensor_read(b->ctx, t, host, &err) == TB_OK, "%s", err.msg);
+}
+
+/* Deterministic pseudo-random floats in [lo, hi). */
+static inline void test_random(float *x, size_t n, uint64_t seed, float lo, float hi)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = lo + (hi - lo) * (float)(s >> 40) / 16777216.0f;
+    }
+}
+
+static inline struct tb_tensor_desc test_desc(enum tb_dtype t, int n, int c, int h, int w)
+{
+    struct tb_tensor_desc d = { t, { n, c, h, w } };
+    return d;
+}
+
+/* ------------------------------------------------------------------ one op */
+
+struct opcheck {
+    struct test_backend *b;
+    struct tb_op op;
+    void *state;
+    struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
+    struct tb_tensor din[TB_OP_MAX_IN], dout[TB_OP_MAX_OUT];
+    void *host_in[TB_OP_MAX_IN]; /* the current input values, NCHW */
+};
+
+static inline size_t opcheck_bytes(struct tb_tensor_desc d)
+{
+    return tb_shape_elems(d.shape) * tb_dtype_size(d.dtype);
+}
+
+/* Allocates every input, output and gradient, zeroes the inputs, and prepares the op. */
+static inline void opcheck_init(struct opcheck *oc, struct test_backend *b, const struct tb_op *op)
+{
+    memset(oc, 0, sizeof *oc);
+    oc->b = b;
+    oc->op = *op;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        oc->in[i] = test_tensor(b, op->in[i]);
+        oc->host_in[i] = calloc(1, opcheck_bytes(op->in[i]) + 1);
+        ck_assert_ptr_nonnull(oc->host_in[i]);
+        test_upload(b, &oc->in[i], oc->host_in[i]);
+        if (op->in[i].dtype == TB_F32)
+            oc->din[i] = test_tensor(b, op->in[i]);
+    }
+    for (uint32_t j = 0; j < op->nout; j++) {
+        oc->out[j] = test_tensor(b, op->out[j]);
+        if (op->out[j].dtype == TB_F32)
+            oc->dout[j] = test_tensor(b, op->out[j]);
+    }
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(b->ops->op_prepare(b->ctx, 0, &oc->op, &oc->state, &err) == TB_OK, "%s", err.msg);
+}
+
+static inline void opcheck_fini(struct opcheck *oc)
+{
+    oc->b->ops->op_release(oc->b->ctx, oc->state);
+    for (uint32_t i = 0; i < oc->op.nin; i++) {
+        test_tensor_free(oc->b, &oc->in[i]);
+        test_tensor_free(oc->b, &oc->din[i]);
+        free(oc->host_in[i]);
+    }
+    for (uint32_t j = 0; j < oc->op.nout; j++) {
+        test_tensor_free(oc->b, &oc->out[j]);
+        test_tensor_free(oc->b, &oc->dout[j]);
+    }
+}
+
+/* Sets input i from host values (NCHW, the input's dtype). */
+static inline void opcheck_set_input(struct opcheck *oc, uint32_t i, const void *host)
+{
+    memcpy(oc->host_in[i], host, opcheck_bytes(oc->op.in[i]));
+    test_upload(oc->b, &oc->in[i], host);
+}
+
+static inline void opcheck_forward(struct opcheck *oc, uint64_t step)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(oc->b->ops->op_forward(oc->b->ctx, &oc->op, oc->state, step, oc->in, oc->out, &err) == TB_OK, "%s",
+                  err.msg);
+}
+
+static inline void opcheck_get_output(struct opcheck *oc, uint32_t j, void *host)
+{
+    test_download(oc->b, &oc->out[j], host);
+}
+
+/* Runs forward then backward with the given output gradients (host NCHW floats, one per
+ * f32 output; NULL entries = zero). din[i] for f32 inputs is then readable with
+ * test_download(oc->b, &oc->din[i], ...). */
+static inline void opcheck_backward(struct opcheck *oc, float *const *dout_host)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    for (uint32_t j = 0; j < oc->op.nout; j++) {
+        if (!oc->dout[j].data)
+            continue;
+        if (dout_host && dout_host[j])
+            test_upload(oc->b, &oc->dout[j], dout_host[j]);
+        else
+            ck_assert(oc->b->ops->tensor_fill(oc->b->ctx, &oc->dout[j], 0.0f, &err) == TB_OK);
+    }
+    ck_assert_msg(oc->b->ops->op_backward(oc->b->ctx, &oc->op, oc->state, oc->in, oc->out, oc->dout, oc->din, &err) ==
+                      TB_OK,
+                  "%s", err.msg);
+}
+
+/* L = sum over f32 outputs j of sum_e w_j[e] * out_j[e], from a fresh forward (in double). */
+static inline double opcheck_objective(struct opcheck *oc, float *const *w, uint64_t step)
+{
+    opcheck_forward(oc, step);
+    double L = 0;
+    for (uint32_t j = 0; j < oc->op.nout; j++) {
+        if (oc->op.out[j].dtype != TB_F32 || !w[j])
+            continue;
+        size_t n = tb_shape_elems(oc->op.out[j].shape);
+        float *y = malloc(n * sizeof *y);
+        ck_assert_ptr_nonnull(y);
+        opcheck_get_output(oc, j, y);
+        for (size_t e = 0; e < n; e++)
+            L += (double)w[j][e] * (double)y[e];
+        free(y);
+    }
+    return L;
+}
+
+/* Checks the gradient of every f32 input i with check[i] true: backward with random output
+ * weights w against central differences (x +- eps) of L = sum w * out. At most `samples`
+ * elements of each input are perturbed (spread over it). An element passes when
+ * |analytic - numeric| <= atol + rtol * |numeric|. Outputs listed in `skip_out` (a
+ * bitmask) get zero weight (for example a batch-norm's saved statistics). */
+static inline void opcheck_gradients(struct opcheck *oc, const bool *check, float eps, double atol, double rtol,
+                                     size_t samples, uint32_t skip_out, uint64_t step)
+{
+    float *w[TB_OP_MAX_OUT] = { 0 };
+    for (uint32_t j = 0; j < oc->op.nout; j++) {
+        if (oc->op.out[j].dtype != TB_F32 || (skip_out >> j & 1))
+            continue;
+        size_t n = tb_shape_elems(oc->op.out[j].shape);
+        w[j] = malloc(n * sizeof *w[j]);
+        ck_assert_ptr_nonnull(w[j]);
+        test_random(w[j], n, 1000 + j, -1.0f, 1.0f);
+    }
+    opcheck_forward(oc, step);
+    opcheck_backward(oc, w);
+    for (uint32_t i = 0; i < oc->op.nin; i++) {
+        if (!check[i] || oc->op.in[i].dtype != TB_F32)
+            continue;
+        size_t n = tb_shape_elems(oc->op.in[i].shape);
+        float *g = malloc(n * sizeof *g);
+        float *x = malloc(n * sizeof *x);
+        ck_assert(g && x);
+        test_download(oc->b, &oc->din[i], g);
+        memcpy(x, oc->host_in[i], n * sizeof *x);
+        size_t stride = n > samples ? n / samples : 1;
+        for (size_t e = 0; e < n; e += stride) {
+            float keep = x[e];
+            x[e] = keep + eps;
+            opcheck_set_input(oc, i, x);
+            double lp = opcheck_objective(oc, w, step);
+            x[e] = keep - eps;
+            opcheck_set_input(oc, i, x);
+            double lm = opcheck_objective(oc, w, step);
+            x[e] = keep;
+            opcheck_set_input(oc, i, x);
+            double numeric = (lp - lm) / (2.0 * eps);
+            ck_assert_msg(fabs((double)g[e] - numeric) <= atol + rtol * fabs(numeric),
+                          "%s op %u: d input %u [%zu]: backward %.6g, finite differences %.6g",
+                          tb_op_kind_name(oc->op.kind), oc->op.id, i, e, (double)g[e], numeric);
+        }
+        free(g);
+        free(x);
+    }
+    for (uint32_t j = 0; j < oc->op.nout; j++)
+        free(w[j]);
+}
+
+/* Asserts |got - want| <= atol + rtol * |want| elementwise, naming the first mismatch. */
+static inline void test_assert_close(const char *what, const float *got, const double *want, size_t n, double atol,
+                                     double rtol)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)got[i] - want[i]) <= atol + rtol * fabs(want[i]), "%s[%zu]: got %.8g, want %.8g",
+                      what, i, (double)got[i], want[i]);
+}
+
+#endif
