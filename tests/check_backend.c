@@ -1,2 +1,415 @@
-/* placeholder */
-int main(void) { return 77; }
+/* check_backend: the CPU backend's devices, memory (cap, caching, statistics), streams,
+ * events and copies, tensor layout conversions, fill/accumulate and the SGD update. */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+#include "opcheck.h"
+#include "testutil.h"
+
+static struct test_backend b;
+
+static void open_capped(void)
+{
+    setenv("TRAINBIG_LOG", "error", 1);
+    test_backend_open(&b, "cpu", "threads = 2\ndevice_memory = 1M\n");
+}
+
+static void open_uncapped(void)
+{
+    setenv("TRAINBIG_LOG", "error", 1);
+    test_backend_open(&b, "cpu", "threads = 2\n");
+}
+
+static void close_backend(void)
+{
+    test_backend_close(&b);
+}
+
+/* ------------------------------------------------------------------ devices and memory */
+
+START_TEST(device_and_capacity)
+{
+    ck_assert_int_eq(b.ops->device_count(b.ctx), 1);
+    struct tb_device_info info;
+    ck_assert_int_eq(b.ops->device_info(b.ctx, 0, &info), TB_OK);
+    ck_assert_uint_eq(info.capacity, 1u << 20);
+    ck_assert_contains(info.name, "cpu: ");
+    ck_assert_contains(info.name, "(2 threads)");
+    ck_assert_int_ne(b.ops->device_info(b.ctx, 1, &info), TB_OK);
+}
+END_TEST
+
+START_TEST(alloc_within_cap_and_null_beyond)
+{
+    void *a = b.ops->mem_alloc(b.ctx, 0, 512 << 10);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq((uintptr_t)a % 64, 0);
+    memset(a, 1, 512 << 10); /* it is real memory */
+    /* 512K + 600K > 1M: exhaustion is NULL, like a device, never an abort. */
+    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, 600 << 10));
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.in_use, 512 << 10);
+    ck_assert_uint_eq(st.peak, 512 << 10);
+    ck_assert_uint_eq(st.capacity, 1 << 20);
+    ck_assert_uint_eq(st.allocs, 1);
+    ck_assert_uint_eq(st.fails, 1);
+    b.ops->mem_free(b.ctx, 0, a);
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.in_use, 0);
+    ck_assert_uint_eq(st.peak, 512 << 10);
+    ck_assert_uint_eq(st.reserved, 512 << 10); /* kept in the cache */
+    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, (1 << 20) + 1));
+}
+END_TEST
+
+START_TEST(freed_blocks_are_reused)
+{
+    void *a = b.ops->mem_alloc(b.ctx, 0, 100000);
+    b.ops->mem_free(b.ctx, 0, a);
+    /* The same rounded size comes back from the cache: no new system allocation. */
+    void *again = b.ops->mem_alloc(b.ctx, 0, 99950);
+    ck_assert_ptr_eq(again, a);
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, st.in_use);
+    b.ops->mem_free(b.ctx, 0, again);
+}
+END_TEST
+
+START_TEST(cache_is_released_under_pressure)
+{
+    void *a = b.ops->mem_alloc(b.ctx, 0, 600 << 10);
+    ck_assert_ptr_nonnull(a);
+    b.ops->mem_free(b.ctx, 0, a);
+    /* 600K cached + 700K new > 1M: the cache gives way instead of the request failing. */
+    void *c = b.ops->mem_alloc(b.ctx, 0, 700 << 10);
+    ck_assert_ptr_nonnull(c);
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, 700 << 10);
+    ck_assert_uint_eq(st.fails, 0);
+    b.ops->mem_free(b.ctx, 0, c);
+}
+END_TEST
+
+START_TEST(peak_and_reset)
+{
+    void *a = b.ops->mem_alloc(b.ctx, 0, 256 << 10);
+    void *c = b.ops->mem_alloc(b.ctx, 0, 256 << 10);
+    b.ops->mem_free(b.ctx, 0, c);
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.peak, 512 << 10);
+    b.ops->mem_reset_peak(b.ctx, 0);
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.peak, 256 << 10);
+    b.ops->mem_free(b.ctx, 0, a);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ streams and events */
+
+#define BIG (8u << 20)
+
+START_TEST(copies_round_trip)
+{
+    unsigned char *host = b.ops->host_alloc(b.ctx, BIG), *back = b.ops->host_alloc(b.ctx, BIG);
+    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    ck_assert(host && back && dev);
+    for (size_t i = 0; i < BIG; i++)
+        host[i] = (unsigned char)(i * 7 + 3);
+    memset(back, 0, BIG);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, host, BIG, &err), TB_OK);
+    struct tb_event *up = b.ops->event_create(b.ctx, 0);
+    ck_assert_int_eq(b.ops->event_record(b.ctx, up, TB_STREAM_H2D), TB_OK);
+    /* The download waits for the upload through the event, not through the caller. */
+    ck_assert_int_eq(b.ops->stream_wait(b.ctx, 0, TB_STREAM_D2H, up), TB_OK);
+    ck_assert_int_eq(b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, back, dev, BIG, &err), TB_OK);
+    ck_assert_int_eq(b.ops->stream_sync(b.ctx, 0, TB_STREAM_D2H), TB_OK);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, up), 1);
+    ck_assert_int_eq(memcmp(host, back, BIG), 0);
+    b.ops->event_destroy(b.ctx, up);
+    b.ops->mem_free(b.ctx, 0, dev);
+    b.ops->host_free(b.ctx, host);
+    b.ops->host_free(b.ctx, back);
+}
+END_TEST
+
+/* With the link throttled to 40 MB/s, an 8 MB copy takes at least 0.2 s: long enough that
+ * an event recorded after it is certainly still pending when queried at once. */
+static void throttle(double bytes_per_s)
+{
+    struct tb_link_throttle link = { bytes_per_s, bytes_per_s, 0 };
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(b.ops->set_link_throttle(b.ctx, 0, &link, &err), TB_OK);
+}
+
+START_TEST(event_pending_until_its_work_is_done)
+{
+    throttle(40e6);
+    unsigned char *host = b.ops->host_alloc(b.ctx, BIG);
+    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    memset(host, 0x5a, BIG);
+    struct tb_err err;
+    tb_err_clear(&err);
+    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1); /* never recorded: complete */
+    b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, host, BIG, &err);
+    b.ops->event_record(b.ctx, ev, TB_STREAM_H2D);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 0);
+    ck_assert_int_eq(b.ops->event_sync(b.ctx, ev), TB_OK);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
+    ck_assert_int_eq(((unsigned char *)dev)[BIG - 1], 0x5a);
+    b.ops->event_destroy(b.ctx, ev);
+    b.ops->mem_free(b.ctx, 0, dev);
+    b.ops->host_free(b.ctx, host);
+}
+END_TEST
+
+START_TEST(compute_waits_for_copy_event)
+{
+    throttle(40e6);
+    float *host = b.ops->host_alloc(b.ctx, BIG);
+    for (size_t i = 0; i < BIG / 4; i++)
+        host[i] = 2.0f;
+    struct tb_tensor t = test_tensor(&b, test_desc(TB_F32, 1, 1, 1, BIG / 4));
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &t, 0.0f, &err), TB_OK);
+    b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, t.data, host, BIG, &err);
+    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
+    b.ops->event_record(b.ctx, ev, TB_STREAM_H2D);
+    /* Compute work submitted after the wait sees the copied data. */
+    ck_assert_int_eq(b.ops->stream_wait(b.ctx, 0, TB_STREAM_COMPUTE, ev), TB_OK);
+    ck_assert_int_eq(b.ops->tensor_accumulate(b.ctx, &t, &t, 1.0f, &err), TB_OK);
+    ck_assert_float_eq(((float *)t.data)[0], 4.0f);
+    ck_assert_float_eq(((float *)t.data)[BIG / 4 - 1], 4.0f);
+    /* An event recorded on the compute stream completes with the work before it. */
+    b.ops->event_record(b.ctx, ev, TB_STREAM_COMPUTE);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
+    b.ops->event_destroy(b.ctx, ev);
+    test_tensor_free(&b, &t);
+    b.ops->host_free(b.ctx, host);
+}
+END_TEST
+
+START_TEST(copy_after_wait_waits_on_other_stream)
+{
+    /* A D2H copy queued behind a wait for an H2D event reads what the H2D copy wrote,
+     * although the D2H stream itself is idle and the H2D copy is slow. */
+    throttle(40e6);
+    unsigned char *src = b.ops->host_alloc(b.ctx, BIG), *dst = b.ops->host_alloc(b.ctx, BIG);
+    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    memset(src, 0x33, BIG);
+    memset(dev, 0x00, BIG);
+    memset(dst, 0x11, BIG);
+    struct tb_err err;
+    tb_err_clear(&err);
+    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
+    b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, src, BIG, &err);
+    b.ops->event_record(b.ctx, ev, TB_STREAM_H2D);
+    b.ops->stream_wait(b.ctx, 0, TB_STREAM_D2H, ev);
+    b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, dst, dev, BIG, &err);
+    b.ops->event_destroy(b.ctx, ev); /* destroying with work still queued is allowed */
+    b.ops->stream_sync(b.ctx, 0, TB_STREAM_D2H);
+    ck_assert_int_eq(dst[0], 0x33);
+    ck_assert_int_eq(dst[BIG - 1], 0x33);
+    b.ops->mem_free(b.ctx, 0, dev);
+    b.ops->host_free(b.ctx, src);
+    b.ops->host_free(b.ctx, dst);
+}
+END_TEST
+
+START_TEST(rerecording_moves_the_event)
+{
+    throttle(40e6);
+    unsigned char *host = b.ops->host_alloc(b.ctx, BIG);
+    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    struct tb_err err;
+    tb_err_clear(&err);
+    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
+    b.ops->event_record(b.ctx, ev, TB_STREAM_D2H); /* D2H is idle: completes at once */
+    b.ops->stream_sync(b.ctx, 0, TB_STREAM_D2H);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
+    b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, host, dev, BIG, &err);
+    b.ops->event_record(b.ctx, ev, TB_STREAM_D2H);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 0);
+    b.ops->event_sync(b.ctx, ev);
+    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
+    b.ops->event_destroy(b.ctx, ev);
+    b.ops->mem_free(b.ctx, 0, dev);
+    b.ops->host_free(b.ctx, host);
+}
+END_TEST
+
+START_TEST(destroy_waits_for_queued_copies)
+{
+    /* destroy() drains the queues: the copy below lands although nobody waits for it. */
+    throttle(200e6);
+    unsigned char *host = malloc(BIG), *dst = malloc(BIG);
+    memset(host, 0x77, BIG);
+    memset(dst, 0, BIG);
+    struct tb_err err;
+    tb_err_clear(&err);
+    b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, dst, host, BIG, &err);
+    test_backend_close(&b);
+    ck_assert_int_eq(dst[BIG - 1], 0x77);
+    free(host);
+    free(dst);
+    open_uncapped(); /* for the teardown */
+}
+END_TEST
+
+/* ------------------------------------------------------------------ tensors */
+
+START_TEST(tensor_layout_is_nhwc)
+{
+    struct tb_tensor_desc d = test_desc(TB_F32, 2, 3, 4, 5);
+    struct tb_tensor t = test_tensor(&b, d);
+    size_t n = tb_shape_elems(d.shape);
+    float *nchw = malloc(n * sizeof *nchw), *back = malloc(n * sizeof *back);
+    for (size_t i = 0; i < n; i++)
+        nchw[i] = (float)i;
+    test_upload(&b, &t, nchw);
+    ck_assert_uint_eq(b.ops->tensor_bytes(b.ctx, &d), n * 4);
+    const float *dev = t.data;
+    for (int in = 0; in < 2; in++)
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < 4; y++)
+                for (int x = 0; x < 5; x++)
+                    ck_assert_float_eq(dev[((in * 4 + y) * 5 + x) * 3 + c], nchw[((in * 3 + c) * 4 + y) * 5 + x]);
+    test_download(&b, &t, back);
+    ck_assert_int_eq(memcmp(nchw, back, n * sizeof *back), 0);
+    test_tensor_free(&b, &t);
+
+    /* u8 labels convert the same way. */
+    struct tb_tensor l = test_tensor(&b, test_desc(TB_U8, 1, 2, 1, 3));
+    const unsigned char lab[6] = { 1, 2, 3, 4, 5, 6 };
+    unsigned char got[6];
+    test_upload(&b, &l, lab);
+    const unsigned char *raw = l.data;
+    ck_assert_int_eq(raw[0], 1);
+    ck_assert_int_eq(raw[1], 4);
+    ck_assert_int_eq(raw[2], 2);
+    test_download(&b, &l, got);
+    ck_assert_int_eq(memcmp(lab, got, 6), 0);
+    test_tensor_free(&b, &l);
+    free(nchw);
+    free(back);
+}
+END_TEST
+
+START_TEST(fill_and_accumulate)
+{
+    struct tb_tensor a = test_tensor(&b, test_desc(TB_F32, 1, 4, 3, 3));
+    struct tb_tensor c = test_tensor(&b, test_desc(TB_F32, 1, 4, 3, 3));
+    struct tb_tensor other = test_tensor(&b, test_desc(TB_F32, 1, 4, 3, 2));
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &a, 1.5f, &err), TB_OK);
+    ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &c, 2.0f, &err), TB_OK);
+    ck_assert_int_eq(b.ops->tensor_accumulate(b.ctx, &a, &c, -0.5f, &err), TB_OK);
+    for (int i = 0; i < 36; i++)
+        ck_assert_float_eq(((float *)a.data)[i], 0.5f);
+    ck_assert_int_eq(b.ops->tensor_accumulate(b.ctx, &a, &other, 1.0f, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "one shape");
+    test_tensor_free(&b, &a);
+    test_tensor_free(&b, &c);
+    test_tensor_free(&b, &other);
+}
+END_TEST
+
+START_TEST(sgd_matches_pytorch_semantics)
+{
+    /* torch.optim.SGD(lr=0.1, momentum=0.9, weight_decay=0.01), two steps, by hand:
+     * step 1: d = g + wd p; buf = d; p -= lr buf.  step 2: buf = m buf + d; p -= lr buf. */
+    struct tb_tensor p = test_tensor(&b, test_desc(TB_F32, 1, 3, 1, 1));
+    struct tb_tensor g = test_tensor(&b, test_desc(TB_F32, 1, 3, 1, 1));
+    struct tb_tensor m = test_tensor(&b, test_desc(TB_F32, 1, 3, 1, 1));
+    const float p0[3] = { 1.0f, -2.0f, 0.5f }, g1[3] = { 0.3f, 0.1f, -0.4f }, g2[3] = { -0.2f, 0.05f, 0.6f };
+    test_upload(&b, &p, p0);
+    struct tb_err err;
+    tb_err_clear(&err);
+    b.ops->tensor_fill(b.ctx, &m, 0.0f, &err);
+    double want[3], buf[3];
+    for (int i = 0; i < 3; i++) {
+        double d = g1[i] + 0.01 * p0[i];
+        buf[i] = d;
+        want[i] = p0[i] - 0.1 * buf[i];
+    }
+    test_upload(&b, &g, g1);
+    ck_assert_int_eq(b.ops->sgd_update(b.ctx, &p, &g, &m, 0.1f, 0.9f, 0.01f, &err), TB_OK);
+    for (int i = 0; i < 3; i++) {
+        double d = g2[i] + 0.01 * want[i];
+        buf[i] = 0.9 * buf[i] + d;
+        want[i] = want[i] - 0.1 * buf[i];
+    }
+    test_upload(&b, &g, g2);
+    ck_assert_int_eq(b.ops->sgd_update(b.ctx, &p, &g, &m, 0.1f, 0.9f, 0.01f, &err), TB_OK);
+    float got[3], mom[3];
+    test_download(&b, &p, got);
+    test_download(&b, &m, mom);
+    test_assert_close("param", got, want, 3, 1e-6, 1e-6);
+    test_assert_close("momentum", mom, buf, 3, 1e-6, 1e-6);
+    test_tensor_free(&b, &p);
+    test_tensor_free(&b, &g);
+    test_tensor_free(&b, &m);
+}
+END_TEST
+
+START_TEST(unknown_op_refused_at_prepare)
+{
+    struct tb_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = (enum tb_op_kind)99;
+    op.id = 42;
+    void *state = (void *)1;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(b.ops->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
+    ck_assert_ptr_null(state);
+    ck_assert_contains(err.msg, "op 42");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("backend");
+    TCase *tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, open_capped, close_backend);
+    tcase_add_test(tc, device_and_capacity);
+    tcase_add_test(tc, alloc_within_cap_and_null_beyond);
+    tcase_add_test(tc, freed_blocks_are_reused);
+    tcase_add_test(tc, cache_is_released_under_pressure);
+    tcase_add_test(tc, peak_and_reset);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("streams");
+    tcase_add_checked_fixture(tc, open_uncapped, close_backend);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, copies_round_trip);
+    tcase_add_test(tc, event_pending_until_its_work_is_done);
+    tcase_add_test(tc, compute_waits_for_copy_event);
+    tcase_add_test(tc, copy_after_wait_waits_on_other_stream);
+    tcase_add_test(tc, rerecording_moves_the_event);
+    tcase_add_test(tc, destroy_waits_for_queued_copies);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tensors");
+    tcase_add_checked_fixture(tc, open_uncapped, close_backend);
+    tcase_add_test(tc, tensor_layout_is_nhwc);
+    tcase_add_test(tc, fill_and_accumulate);
+    tcase_add_test(tc, sgd_matches_pytorch_semantics);
+    tcase_add_test(tc, unknown_op_refused_at_prepare);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
