@@ -22,3 +22,41 @@ const char *tb_op_kind_name(enum tb_op_kind kind)
     };
     return (int)kind > 0 && kind < TB_OP_KIND_COUNT ? names[kind] : NULL;
 }
+
+void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *outputs)
+{
+    uint32_t in = 0, out = 0;
+    switch (op->kind) {
+    case TB_OP_CONV2D:
+        in = 0x3; /* x, weight */
+        break;
+    case TB_OP_BATCHNORM:
+        in = 0x3;  /* x, gamma */
+        out = 0x6; /* save_mean, save_invstd */
+        break;
+    case TB_OP_RELU:
+    case TB_OP_SIGMOID:
+        out = 0x1;
+        break;
+    case TB_OP_MAXPOOL:
+        in = 0x1;
+        out = 0x1;
+        break;
+    case TB_OP_MUL:
+        in = 0x3;
+        break;
+    case TB_OP_DROPOUT:
+        out = 0x2; /* the mask */
+        break;
+    case TB_OP_SOFTMAX_CE:
+        in = (1u << op->nin) - 1; /* logits, labels, weights */
+        break;
+    case TB_OP_BCE_LOGITS:
+        in = 0x3;
+        break;
+    default: /* global_avgpool, resize, concat, add: shapes only */
+        break;
+    }
+    *inputs = in;
+    *outputs = out;
+}

@@ -143,6 +143,10 @@ struct tb_op {
 /* "conv2d", "batchnorm", ... for messages; NULL for an unknown kind. Static storage. */
 const char *tb_op_kind_name(enum tb_op_kind kind);
 
+/* The forward tensors an op's backward reads, as bit masks over its inputs and outputs
+ * (bit i = index i): the "backward reads" line of each kind above. */
+void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *outputs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,12 +5,14 @@
 #include <trainbig/backend.h>
 #include <trainbig/dataset.h>
 #include <trainbig/error.h>
+#include <trainbig/graph.h>
 #include <trainbig/keys.h>
 #include <trainbig/log.h>
 #include <trainbig/model.h>
 #include <trainbig/ops.h>
 #include <trainbig/platform.h>
 #include <trainbig/plugin.h>
+#include <trainbig/schedule.h>
 #include <trainbig/swap.h>
 #include <trainbig/tensor.h>
 #include <trainbig/version.h>

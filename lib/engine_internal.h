@@ -1,0 +1,85 @@
+/* lib/engine_internal.h: a backend instance with the parameters that live on it
+ * (engine.c, params.c), the executor that runs graphs on it (exec.c), and the optimizer
+ * (optim.c). */
+#ifndef TB_LIB_ENGINE_INTERNAL_H
+#define TB_LIB_ENGINE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <trainbig/backend.h>
+
+#include "lib/graph_internal.h"
+#include "lib/schedule_internal.h"
+
+/* One parameter or buffer, shared by every graph that names it. */
+struct tb_param {
+    char *name;
+    bool trainable;            /* a parameter (false: a buffer) */
+    struct tb_tensor value;    /* device memory, persistent */
+    struct tb_tensor grad;     /* trainable: device memory from the first backward, else NULL */
+    struct tb_tensor momentum; /* trainable: from the first optimizer step, zeroed then */
+    bool grad_written;         /* during backward: the gradient holds this step's first part */
+};
+
+struct tb_engine {
+    const struct tb_backend_ops *ops;
+    void *ctx; /* the backend instance; not owned */
+    int device;
+    uint64_t seed; /* initialises parameters */
+    struct tb_param *params;
+    size_t nparams, params_cap;
+};
+
+/* An engine over a created backend instance (which it does not own). The backend must
+ * have the compute members of ABI 1.1; an older one is refused with the plugin named. */
+int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *ctx, int device, uint64_t seed,
+                   struct tb_err *err);
+/* Frees every parameter's memory (the backend instance stays). */
+void tb_engine_fini(struct tb_engine *e);
+
+/* The parameter or buffer `name` of description d, created and initialised on first use
+ * (init from the engine's seed and the name, so it does not depend on creation order). A
+ * second use with another shape is an error naming both. */
+int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struct tb_tensor_desc d, enum tb_init init,
+                    struct tb_param **out, struct tb_err *err);
+struct tb_param *tb_engine_find_param(struct tb_engine *e, const char *name);
+
+/* ------------------------------------------------------------------ executor */
+
+struct tb_exec;
+
+/* Prepares every op of g on the engine's backend and builds the schedule. g must stay
+ * alive and unchanged while the executor exists. */
+int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err);
+void tb_exec_free(struct tb_exec *x);
+
+/* Copies host data (canonical NCHW, the input's dtype) into input `name`. */
+int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, struct tb_err *err);
+/* Runs every forward step. `step` numbers the training step (it seeds dropout). Memory of
+ * activations no later step needs is freed as soon as their last user has run. */
+int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err);
+/* Runs every backward step: the objective is the sum of weight * loss; afterwards every
+ * parameter's grad holds d objective / d parameter (zeros for parameters no loss reaches). */
+int tb_exec_backward(struct tb_exec *x, struct tb_err *err);
+/* Reads an output or loss (by its tb_graph_output / tb_graph_loss name) after forward. */
+int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err *err);
+
+const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
+/* Seconds each schedule step took in the last run (forward and backward). */
+const double *tb_exec_step_seconds(const struct tb_exec *x);
+/* How many times tensor i was allocated, and whether it holds memory now (tests). */
+uint64_t tb_exec_allocations(const struct tb_exec *x, size_t tensor);
+bool tb_exec_resident(const struct tb_exec *x, size_t tensor);
+
+/* ------------------------------------------------------------------ optimizer */
+
+/* One SGD step over every trainable parameter that has a gradient (trainbig/backend.h's
+ * sgd_update; momentum buffers are created zeroed on first use). */
+int tb_sgd_step(struct tb_engine *e, float lr, float momentum, float weight_decay, struct tb_err *err);
+
+/* Learning-rate policies at iteration `it` (0-based) of `total`:
+ *   poly: base * (1 - it/total)^power        step: base * gamma^floor(it/step_size) */
+double tb_lr_poly(double base, uint64_t it, uint64_t total, double power);
+double tb_lr_step(double base, uint64_t it, uint64_t step_size, double gamma);
+
+#endif

@@ -1,0 +1,396 @@
+/* exec.c: runs a graph on an engine: forward, the losses, backward in reverse.
+ *
+ * Memory follows the schedule: an activation is allocated by the step that produces it
+ * and freed right after its last use (forward or backward); a gradient is allocated by
+ * the first backward step that writes it, accumulated into by later ones, and freed after
+ * its producer's backward has read it. Parameters and buffers belong to the engine, inputs
+ * to the executor. Every step is timed. */
+#include "config.h"
+
+#include "lib/engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct tb_exec {
+    struct tb_engine *e;
+    struct tb_graph *g;
+    struct tb_schedule *s;
+    void **state;            /* [nops] backend op states */
+    struct tb_tensor *t;     /* [ntensors]; data NULL while not allocated */
+    struct tb_param **param; /* [ntensors]; the engine entry behind a PARAM/BUFFER node or PARAM_GRAD */
+    bool *written;           /* [ntensors]; gradients: holds this step's first contribution */
+    uint64_t *allocs;        /* [ntensors] */
+    double *seconds;         /* [nsteps] */
+};
+
+static size_t bytes_of(void *arg, const struct tb_tensor_desc *d)
+{
+    struct tb_engine *e = arg;
+    return e->ops->tensor_bytes(e->ctx, d);
+}
+
+const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x)
+{
+    return x->s;
+}
+
+const double *tb_exec_step_seconds(const struct tb_exec *x)
+{
+    return x->seconds;
+}
+
+uint64_t tb_exec_allocations(const struct tb_exec *x, size_t i)
+{
+    return i < x->s->ntensors ? x->allocs[i] : 0;
+}
+
+bool tb_exec_resident(const struct tb_exec *x, size_t i)
+{
+    return i < x->s->ntensors && x->t[i].data != NULL;
+}
+
+/* Tensors the executor allocates and frees as the step goes. */
+static bool transient(const struct tb_exec *x, size_t i)
+{
+    enum tb_sched_kind k = x->s->tensors[i].kind;
+    return k == TB_SCHED_ACTIVATION || k == TB_SCHED_GRADIENT;
+}
+
+/* Out of device memory: say for what, how full the device is, what holds it, and what to
+ * change. */
+static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+{
+    struct tb_mem_stats st = { 0 };
+    if (x->e->ops->mem_stats)
+        x->e->ops->mem_stats(x->e->ctx, x->e->device, &st);
+    size_t top[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
+    for (size_t j = 0; j < x->s->ntensors; j++) {
+        if (!x->t[j].data)
+            continue;
+        for (int r = 0; r < 3; r++) {
+            if (top[r] == SIZE_MAX || x->s->tensors[j].bytes > x->s->tensors[top[r]].bytes) {
+                for (int q = 2; q > r; q--)
+                    top[q] = top[q - 1];
+                top[r] = j;
+                break;
+            }
+        }
+    }
+    char largest[1024] = "";
+    size_t o = 0;
+    for (int r = 0; r < 3 && top[r] != SIZE_MAX && o < sizeof largest; r++)
+        o += (size_t)snprintf(largest + o, sizeof largest - o, "%s%s %.1f MiB", r ? ", " : "",
+                              x->s->tensors[top[r]].name, (double)x->s->tensors[top[r]].bytes / 1048576.0);
+    const char *step_name = step < x->s->nsteps ? x->s->steps[step].name : "setup";
+    return tb_err_set(err, TB_ERR_NOMEM,
+                      "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use "
+                      "(largest live: %s). Lower [train] batch or the image size, or raise [backend] device_memory",
+                      step_name, x->s->tensors[i].name, (double)x->s->tensors[i].bytes / 1048576.0,
+                      (double)st.capacity / 1048576.0, (double)st.in_use / 1048576.0, *largest ? largest : "none");
+}
+
+static int alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+{
+    if (x->t[i].data)
+        return TB_OK;
+    size_t bytes = x->s->tensors[i].bytes;
+    x->t[i].data = x->e->ops->mem_alloc(x->e->ctx, x->e->device, bytes ? bytes : 1);
+    if (!x->t[i].data)
+        return out_of_memory(x, step, i, err);
+    x->allocs[i]++;
+    return TB_OK;
+}
+
+static void free_tensor(struct tb_exec *x, size_t i)
+{
+    if (!x->t[i].data)
+        return;
+    x->e->ops->mem_free(x->e->ctx, x->e->device, x->t[i].data);
+    x->t[i].data = NULL;
+}
+
+/* Frees every transient tensor still held (the previous step's outputs). */
+static void release_transients(struct tb_exec *x)
+{
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        if (transient(x, i))
+            free_tensor(x, i);
+}
+
+void tb_exec_free(struct tb_exec *x)
+{
+    if (!x)
+        return;
+    if (x->s) {
+        release_transients(x);
+        for (size_t i = 0; i < x->s->ntensors; i++)
+            if (x->s->tensors[i].kind == TB_SCHED_INPUT)
+                free_tensor(x, i);
+        for (size_t k = 0; x->state && k < x->g->nops; k++)
+            if (x->state[k])
+                x->e->ops->op_release(x->e->ctx, x->state[k]);
+    }
+    tb_schedule_free(x->s);
+    free(x->state);
+    free(x->t);
+    free(x->param);
+    free(x->written);
+    free(x->allocs);
+    free(x->seconds);
+    free(x);
+}
+
+int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err)
+{
+    *out = NULL;
+    if (tb_graph_error(g))
+        return tb_err_set(err, TB_ERR_RUNTIME, "the graph is broken: %s", tb_graph_error(g));
+    struct tb_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    x->e = e;
+    x->g = g;
+    x->s = tb_schedule_build(g, bytes_of, e);
+    if (!x->s) {
+        free(x);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory scheduling the graph");
+    }
+    size_t nt = x->s->ntensors ? x->s->ntensors : 1;
+    x->state = calloc(g->nops ? g->nops : 1, sizeof *x->state);
+    x->t = calloc(nt, sizeof *x->t);
+    x->param = calloc(nt, sizeof *x->param);
+    x->written = calloc(nt, sizeof *x->written);
+    x->allocs = calloc(nt, sizeof *x->allocs);
+    x->seconds = calloc(x->s->nsteps ? x->s->nsteps : 1, sizeof *x->seconds);
+    int rc = TB_OK;
+    if (!x->state || !x->t || !x->param || !x->written || !x->allocs || !x->seconds) {
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < x->s->ntensors; i++) {
+        x->t[i].desc = x->s->tensors[i].desc;
+        x->t[i].device = e->device;
+    }
+    /* Leaves: parameters and buffers from the engine, inputs of our own. */
+    for (size_t i = 0; i < g->nnodes; i++) {
+        struct tb_node *n = g->nodes[i];
+        if (n->kind == TB_NODE_PARAM || n->kind == TB_NODE_BUFFER) {
+            rc = tb_engine_param(e, n->name, n->kind == TB_NODE_PARAM, n->desc, n->init, &x->param[i], err);
+            if (rc)
+                goto fail;
+            x->t[i] = x->param[i]->value;
+            uint32_t gi = x->s->grad_of[i];
+            if (gi != UINT32_MAX)
+                x->param[gi] = x->param[i];
+        } else if (n->kind == TB_NODE_INPUT) {
+            rc = alloc_tensor(x, SIZE_MAX, i, err);
+            if (rc)
+                goto fail;
+        }
+    }
+    for (size_t k = 0; k < g->nops; k++) {
+        rc = e->ops->op_prepare(e->ctx, e->device, &g->ops[k].op, &x->state[k], err);
+        if (rc) {
+            tb_err_prefix(err, "preparing %s", g->ops[k].name);
+            goto fail;
+        }
+    }
+    *out = x;
+    return TB_OK;
+fail:
+    tb_exec_free(x);
+    return rc;
+}
+
+static struct tb_node *find_named(const struct tb_named_node *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0)
+            return list[i].x;
+    return NULL;
+}
+
+int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, struct tb_err *err)
+{
+    struct tb_node *n = tb_graph_find(x->g, name);
+    if (!n || n->kind != TB_NODE_INPUT)
+        return tb_err_set(err, TB_ERR_RUNTIME, "the graph has no input named '%s'", name);
+    return x->e->ops->tensor_write(x->e->ctx, &x->t[n->id], host, err);
+}
+
+int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err *err)
+{
+    struct tb_node *n = find_named(x->g->outputs, x->g->noutputs, name);
+    if (!n)
+        n = find_named(x->g->losses, x->g->nlosses, name);
+    if (!n)
+        return tb_err_set(err, TB_ERR_RUNTIME, "the graph has no output or loss named '%s'", name);
+    if (!x->t[n->id].data)
+        return tb_err_set(err, TB_ERR_RUNTIME, "output '%s' has not been computed (run forward first)", name);
+    return x->e->ops->tensor_read(x->e->ctx, &x->t[n->id], host, err);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* After a step: free what no later step needs. */
+static void retire(struct tb_exec *x, size_t step)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    for (uint32_t i = 0; i < st->ntensors; i++) {
+        uint32_t t = st->tensors[i];
+        if (transient(x, t) && x->s->tensors[t].last_use == (int32_t)step)
+            free_tensor(x, t);
+    }
+}
+
+int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
+{
+    release_transients(x);
+    for (size_t k = 0; k < x->s->nforward; k++) {
+        const struct tb_gop *o = &x->g->ops[k];
+        struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
+        for (uint32_t i = 0; i < o->op.nin; i++)
+            in[i] = x->t[o->in[i]->id];
+        for (uint32_t j = 0; j < o->op.nout; j++) {
+            int rc = alloc_tensor(x, k, o->out[j]->id, err);
+            if (rc)
+                return rc;
+            out[j] = x->t[o->out[j]->id];
+        }
+        double t0 = now();
+        int rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
+        x->seconds[k] = now() - t0;
+        if (rc)
+            return tb_err_prefix(err, "%s", o->name);
+        retire(x, k);
+    }
+    return TB_OK;
+}
+
+/* The tensor backward writes the gradient of node n into: its gradient itself when this
+ * is the first contribution, else a temporary that is accumulated afterwards. */
+static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_tensor *target, bool *temporary,
+                       struct tb_err *err)
+{
+    *temporary = false;
+    struct tb_param *p = x->param[gi];
+    if (p) {
+        /* A parameter's gradient lives in the engine, across steps, for the optimizer. */
+        if (!p->grad.data) {
+            p->grad = p->value;
+            p->grad.data = x->e->ops->mem_alloc(x->e->ctx, x->e->device, x->s->tensors[gi].bytes);
+            if (!p->grad.data)
+                return out_of_memory(x, step, gi, err);
+        }
+        x->t[gi] = p->grad;
+        x->written[gi] = p->grad_written;
+    } else {
+        int rc = alloc_tensor(x, step, gi, err);
+        if (rc)
+            return rc;
+    }
+    if (!x->written[gi]) {
+        *target = x->t[gi];
+        return TB_OK;
+    }
+    *target = x->t[gi];
+    target->data = x->e->ops->mem_alloc(x->e->ctx, x->e->device, x->s->tensors[gi].bytes);
+    if (!target->data)
+        return out_of_memory(x, step, gi, err);
+    *temporary = true;
+    return TB_OK;
+}
+
+int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
+{
+    if (!x->g->training)
+        return tb_err_set(err, TB_ERR_RUNTIME, "backward on a graph built for inference");
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        x->written[i] = false;
+    for (size_t i = 0; i < x->e->nparams; i++)
+        x->e->params[i].grad_written = false;
+    /* Seed: d objective / d loss = the loss's weight (summed when a node is added twice). */
+    for (size_t l = 0; l < x->g->nlosses; l++) {
+        const struct tb_node *n = x->g->losses[l].x;
+        uint32_t gi = x->s->grad_of[n->id];
+        if (gi == UINT32_MAX || x->written[gi])
+            continue; /* no parameter influences it, or seeded already */
+        float w = 0;
+        for (size_t m = l; m < x->g->nlosses; m++)
+            if (x->g->losses[m].x == n)
+                w += x->g->losses[m].weight;
+        int rc = alloc_tensor(x, x->s->nforward, gi, err);
+        if (rc == TB_OK)
+            rc = x->e->ops->tensor_fill(x->e->ctx, &x->t[gi], w, err);
+        if (rc)
+            return rc;
+        x->written[gi] = true;
+    }
+    for (size_t step = x->s->nforward; step < x->s->nsteps; step++) {
+        const struct tb_sched_step *st = &x->s->steps[step];
+        const struct tb_gop *o = &x->g->ops[st->op];
+        uint32_t rin, rout, gin = tb_op_grad_inputs(&o->op);
+        tb_op_backward_reads(&o->op, &rin, &rout);
+        struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT], dout[TB_OP_MAX_OUT], din[TB_OP_MAX_IN];
+        bool temp[TB_OP_MAX_IN] = { false };
+        for (uint32_t j = 0; j < o->op.nout; j++) {
+            out[j] = x->t[o->out[j]->id];
+            uint32_t gj = x->s->grad_of[o->out[j]->id];
+            dout[j] = gj != UINT32_MAX ? x->t[gj] : x->t[o->out[j]->id];
+            if (gj == UINT32_MAX)
+                dout[j].data = NULL;
+        }
+        int rc = TB_OK;
+        for (uint32_t i = 0; i < o->op.nin && rc == TB_OK; i++) {
+            in[i] = x->t[o->in[i]->id];
+            uint32_t gi = x->s->grad_of[o->in[i]->id];
+            din[i] = in[i];
+            din[i].data = NULL;
+            if ((gin >> i & 1) && gi != UINT32_MAX)
+                rc = grad_target(x, step, gi, &din[i], &temp[i], err);
+        }
+        if (rc == TB_OK) {
+            double t0 = now();
+            rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
+            x->seconds[step] = now() - t0;
+            if (rc)
+                tb_err_prefix(err, "%s (backward)", o->name);
+        }
+        /* Fold temporaries into their gradients; mark first contributions. */
+        for (uint32_t i = 0; i < o->op.nin; i++) {
+            if (!din[i].data)
+                continue;
+            uint32_t gi = x->s->grad_of[o->in[i]->id];
+            if (temp[i]) {
+                if (rc == TB_OK)
+                    rc = x->e->ops->tensor_accumulate(x->e->ctx, &x->t[gi], &din[i], 1.0f, err);
+                x->e->ops->mem_free(x->e->ctx, x->e->device, din[i].data);
+            }
+            x->written[gi] = true;
+            if (x->param[gi])
+                x->param[gi]->grad_written = true;
+        }
+        if (rc)
+            return rc;
+        retire(x, step);
+    }
+    /* A parameter of this graph that no loss reaches has a zero gradient, not a stale one. */
+    for (size_t i = 0; i < x->g->nnodes; i++) {
+        struct tb_param *p = x->param[i];
+        if (p && p->trainable && p->grad.data && !p->grad_written) {
+            int rc = x->e->ops->tensor_fill(x->e->ctx, &p->grad, 0.0f, err);
+            if (rc)
+                return rc;
+            p->grad_written = true;
+        }
+    }
+    return TB_OK;
+}

@@ -1,0 +1,351 @@
+/* check_graph: the graph builder (shape inference, parameter names, errors) and the
+ * schedule (forward and backward order, first and last use of every tensor). */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+#include "lib/graph_internal.h"
+#include "lib/schedule_internal.h"
+#include "testutil.h"
+
+static struct tb_graph *g;
+
+static void new_training_graph(void)
+{
+    g = tb_graph_new(true);
+    ck_assert_ptr_nonnull(g);
+}
+
+static void free_graph(void)
+{
+    tb_graph_free(g);
+    g = NULL;
+}
+
+static struct tb_shape shape(int n, int c, int h, int w)
+{
+    struct tb_shape s = { n, c, h, w };
+    return s;
+}
+
+#define ck_assert_shape(node, N, C, H, W)                                                                              \
+    do {                                                                                                               \
+        struct tb_shape s_ = tb_node_desc(node).shape;                                                                 \
+        ck_assert_msg(s_.n == (N) && s_.c == (C) && s_.h == (H) && s_.w == (W), "shape %dx%dx%dx%d, want %dx%dx%dx%d", \
+                      s_.n, s_.c, s_.h, s_.w, (N), (C), (H), (W));                                                     \
+    } while (0)
+
+/* ------------------------------------------------------------------ builder */
+
+START_TEST(conv_shapes)
+{
+    struct tb_node *x = tb_input(g, "image", TB_F32, shape(2, 3, 17, 12));
+    ck_assert_shape(tb_conv2d(g, "same", x, 8, 3, 1, -1, 1, false), 2, 8, 17, 12);
+    ck_assert_shape(tb_conv2d(g, "down", x, 8, 3, 2, 1, 1, true), 2, 8, 9, 6);
+    ck_assert_shape(tb_conv2d(g, "dil", x, 4, 3, 1, -1, 2, false), 2, 4, 17, 12);
+    ck_assert_shape(tb_conv2d(g, "valid7", x, 4, 7, 1, 0, 1, false), 2, 4, 11, 6);
+    ck_assert_shape(tb_conv2d(g, "point", x, 5, 1, 1, 0, 1, false), 2, 5, 17, 12);
+    ck_assert_ptr_null(tb_graph_error(g));
+    /* Padding "same" for a dilated kernel: dilation * (k - 1) / 2. */
+    ck_assert_int_eq(g->ops[2].op.p.conv.pad_h, 2);
+    ck_assert_int_eq(g->ops[2].op.p.conv.dil_w, 2);
+}
+END_TEST
+
+START_TEST(other_shapes)
+{
+    struct tb_node *x = tb_input(g, "image", TB_F32, shape(2, 4, 9, 9));
+    ck_assert_shape(tb_maxpool(g, x, 3, 2, 1), 2, 4, 5, 5);
+    ck_assert_shape(tb_global_avgpool(g, x), 2, 4, 1, 1);
+    ck_assert_shape(tb_resize(g, x, 20, 3, true), 2, 4, 20, 3);
+    struct tb_node *parts[3] = { x, tb_relu(g, x), tb_sigmoid(g, x) };
+    ck_assert_shape(tb_concat(g, 3, parts), 2, 12, 9, 9);
+    struct tb_node *gate = tb_input(g, "gate", TB_F32, shape(2, 1, 9, 9));
+    ck_assert_shape(tb_mul(g, x, gate), 2, 4, 9, 9);
+    ck_assert_shape(tb_batchnorm(g, "bn", x), 2, 4, 9, 9);
+    struct tb_node *d = tb_dropout(g, x, 0.5f, true);
+    ck_assert_shape(d, 2, 4, 9, 9);
+    /* The dropout mask is a second output, (N, C, 1, 1) u8 when channelwise. */
+    const struct tb_gop *o = &g->ops[g->nops - 1];
+    ck_assert_int_eq(o->op.nout, 2);
+    ck_assert_int_eq(o->op.out[1].dtype, TB_U8);
+    ck_assert_int_eq(o->op.out[1].shape.h, 1);
+    struct tb_node *labels = tb_input(g, "labels", TB_U8, shape(2, 1, 9, 9));
+    ck_assert_shape(tb_softmax_ce(g, x, labels, NULL, 255, false), 1, 1, 1, 1);
+    ck_assert_ptr_null(tb_graph_error(g));
+}
+END_TEST
+
+START_TEST(parameter_names_follow_scopes)
+{
+    struct tb_node *x = tb_input(g, "image", TB_F32, shape(1, 3, 8, 8));
+    tb_graph_push_scope(g, "trunk");
+    tb_graph_push_scope(g, "mod%d", 2);
+    tb_graph_push_scope(g, "block%d", 1);
+    x = tb_conv2d(g, "conv1", x, 4, 3, 1, -1, 1, true);
+    x = tb_batchnorm(g, "bn1", x);
+    tb_graph_pop_scope(g);
+    tb_graph_pop_scope(g);
+    tb_graph_pop_scope(g);
+    tb_conv2d(g, "head", x, 2, 1, 1, 0, 1, false);
+    ck_assert_ptr_null(tb_graph_error(g));
+    struct tb_node *w = tb_graph_find(g, "trunk.mod2.block1.conv1.weight");
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(w->kind, TB_NODE_PARAM);
+    ck_assert_shape(w, 4, 3, 3, 3);
+    ck_assert_int_eq(w->init, TB_INIT_KAIMING_NORMAL);
+    ck_assert_ptr_nonnull(tb_graph_find(g, "trunk.mod2.block1.conv1.bias"));
+    ck_assert_int_eq(tb_graph_find(g, "trunk.mod2.block1.bn1.weight")->init, TB_INIT_ONES);
+    ck_assert_int_eq(tb_graph_find(g, "trunk.mod2.block1.bn1.running_var")->kind, TB_NODE_BUFFER);
+    ck_assert_ptr_nonnull(tb_graph_find(g, "head.weight"));
+    ck_assert_ptr_null(tb_graph_find(g, "head.bias"));
+}
+END_TEST
+
+START_TEST(mismatch_names_op_and_shapes)
+{
+    struct tb_node *a = tb_input(g, "a", TB_F32, shape(2, 3, 8, 8));
+    struct tb_node *b = tb_input(g, "b", TB_F32, shape(2, 3, 8, 9));
+    ck_assert_ptr_null(tb_add(g, a, b));
+    ck_assert_contains(tb_graph_error(g), "add: a (2x3x8x8) and b (2x3x8x9) differ in shape");
+    /* Sticky: later calls fail quietly and the first cause stays. */
+    ck_assert_ptr_null(tb_relu(g, a));
+    ck_assert_ptr_null(tb_input(g, "c", TB_F32, shape(1, 1, 1, 1)));
+    ck_assert_contains(tb_graph_error(g), "add: a (2x3x8x8)");
+}
+END_TEST
+
+START_TEST(each_op_checks_its_inputs)
+{
+    struct {
+        const char *expect;
+    } cases[] = {
+        { "concat: input 1 (b, 2x3x8x9) differs from input 0 (a, 2x3x8x8) in N, H or W" },
+        { "mul: gate g2 (2x2x8x8) must match a (2x3x8x8), or have 1 channel" },
+        { "conv2d big: input 2x3x8x8, out_channels 4, kernel 11, stride 1, padding 0, dilation 1" },
+        { "softmax_ce: labels lab (2x1x8x9) must be 2x1x8x8 to match logits a (2x3x8x8)" },
+        { "dropout: p = 1; allowed: 0 <= p < 1" },
+        { "maxpool: input 2x3x8x8, kernel 3, stride 1, padding 2: the window does not fit" },
+        { "relu: input lab is u8, expected f32" },
+        { "bce_logits: logits a (2x3x8x8) and targets lab (2x1x8x9) must both be Nx1xHxW" },
+        { "loss l: a is 2x3x8x8; a loss is 1x1x1x1" },
+        { "concat: 1 inputs; between 2 and 8 are allowed" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct tb_graph *h = tb_graph_new(true);
+        struct tb_node *a = tb_input(h, "a", TB_F32, shape(2, 3, 8, 8));
+        struct tb_node *b = tb_input(h, "b", TB_F32, shape(2, 3, 8, 9));
+        struct tb_node *g2 = tb_input(h, "g2", TB_F32, shape(2, 2, 8, 8));
+        struct tb_node *lab = tb_input(h, "lab", TB_U8, shape(2, 1, 8, 9));
+        struct tb_node *pair[2] = { a, b };
+        switch (i) {
+        case 0:
+            tb_concat(h, 2, pair);
+            break;
+        case 1:
+            tb_mul(h, a, g2);
+            break;
+        case 2:
+            tb_conv2d(h, "big", a, 4, 11, 1, 0, 1, false);
+            break;
+        case 3:
+            tb_softmax_ce(h, a, lab, NULL, 255, false);
+            break;
+        case 4:
+            tb_dropout(h, a, 1.0f, false);
+            break;
+        case 5:
+            tb_maxpool(h, a, 3, 1, 2);
+            break;
+        case 6:
+            tb_relu(h, lab);
+            break;
+        case 7:
+            tb_bce_logits(h, a, lab);
+            break;
+        case 8:
+            tb_graph_loss(h, "l", a, 1.0f);
+            break;
+        case 9:
+            tb_concat(h, 1, pair);
+            break;
+        }
+        ck_assert_msg(tb_graph_error(h) != NULL, "case %zu: no error", i);
+        ck_assert_contains(tb_graph_error(h), cases[i].expect);
+        tb_graph_free(h);
+    }
+}
+END_TEST
+
+START_TEST(names_are_unique)
+{
+    struct tb_node *x = tb_input(g, "image", TB_F32, shape(1, 3, 8, 8));
+    tb_conv2d(g, "conv", x, 4, 3, 1, -1, 1, false);
+    ck_assert_ptr_null(tb_conv2d(g, "conv", x, 4, 3, 1, -1, 1, false));
+    ck_assert_contains(tb_graph_error(g), "conv.weight: the name is used twice in the graph");
+}
+END_TEST
+
+START_TEST(scope_misuse_is_an_error)
+{
+    tb_graph_pop_scope(g);
+    ck_assert_contains(tb_graph_error(g), "without a matching push");
+}
+END_TEST
+
+START_TEST(inference_graph_flags)
+{
+    struct tb_graph *h = tb_graph_new(false);
+    struct tb_node *x = tb_input(h, "image", TB_F32, shape(1, 3, 8, 8));
+    tb_dropout(h, tb_batchnorm(h, "bn", x), 0.3f, false);
+    ck_assert(!tb_graph_training(h));
+    ck_assert_int_eq(h->ops[0].op.p.bn.training, 0);
+    ck_assert_int_eq(h->ops[1].op.p.dropout.training, 0);
+    tb_graph_free(h);
+    ck_assert(tb_graph_training(g));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ schedule */
+
+static size_t four_bytes(void *arg, const struct tb_tensor_desc *d)
+{
+    (void)arg;
+    return tb_shape_elems(d->shape) * tb_dtype_size(d->dtype);
+}
+
+static size_t tensor_named(const struct tb_schedule *s, const char *name)
+{
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++)
+        if (strcmp(tb_schedule_tensor(s, i)->name, name) == 0)
+            return i;
+    ck_abort_msg("no tensor named %s in the schedule", name);
+    return 0;
+}
+
+/* image -> conv1 -> relu -> conv2 -> softmax_ce(labels) */
+static struct tb_schedule *small_net(struct tb_graph *h)
+{
+    struct tb_node *x = tb_input(h, "image", TB_F32, shape(2, 3, 8, 8));
+    struct tb_node *lab = tb_input(h, "labels", TB_U8, shape(2, 1, 8, 8));
+    struct tb_node *y = tb_conv2d(h, "conv1", x, 4, 3, 1, -1, 1, true);
+    y = tb_relu(h, y);
+    y = tb_conv2d(h, "conv2", y, 5, 1, 1, 0, 1, false);
+    struct tb_node *loss = tb_softmax_ce(h, y, lab, NULL, 255, false);
+    tb_graph_loss(h, "seg", loss, 1.0f);
+    ck_assert_ptr_null(tb_graph_error(h));
+    struct tb_schedule *s = tb_schedule_build(h, four_bytes, NULL);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+START_TEST(schedule_orders_forward_then_reverse)
+{
+    struct tb_schedule *s = small_net(g);
+    ck_assert_uint_eq(tb_schedule_forward_steps(s), 4);
+    /* Backward: softmax_ce, conv2, relu, conv1: every op lies between a loss and a weight. */
+    ck_assert_uint_eq(tb_schedule_steps(s), 8);
+    ck_assert_str_eq(tb_schedule_step_name(s, 0), "conv1");
+    ck_assert_str_eq(tb_schedule_step_name(s, 3), "softmax_ce3");
+    ck_assert_str_eq(tb_schedule_step_name(s, 4), "softmax_ce3 (backward)");
+    ck_assert_str_eq(tb_schedule_step_name(s, 7), "conv1 (backward)");
+    ck_assert_ptr_null(tb_schedule_step_name(s, 8));
+    tb_schedule_free(s);
+}
+END_TEST
+
+START_TEST(schedule_first_and_last_use)
+{
+    struct tb_schedule *s = small_net(g);
+    /* conv1's output feeds only relu, whose backward reads relu's output, not its input:
+     * it dies at step 1. */
+    const struct tb_sched_tensor *c1 = tb_schedule_tensor(s, tensor_named(s, "conv1"));
+    ck_assert_int_eq(c1->kind, TB_SCHED_ACTIVATION);
+    ck_assert_int_eq(c1->first_use, 0);
+    ck_assert_int_eq(c1->last_use, 1);
+    ck_assert_uint_eq(c1->bytes, 2 * 4 * 8 * 8 * 4);
+    /* relu's output is read by conv2's backward (step 5) and relu's own (step 6). */
+    const struct tb_sched_tensor *r = tb_schedule_tensor(s, tensor_named(s, "relu1"));
+    ck_assert_int_eq(r->first_use, 1);
+    ck_assert_int_eq(r->last_use, 6);
+    /* The loss is kept to the end of the step, readable by the trainer. */
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "softmax_ce3"))->last_use, 7);
+    /* conv2's output is read by the loss's backward only. */
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "conv2"))->last_use, 4);
+    /* Gradients: relu's is written by conv2's backward and read by relu's. */
+    const struct tb_sched_tensor *gr = tb_schedule_tensor(s, tensor_named(s, "relu1.grad"));
+    ck_assert_int_eq(gr->kind, TB_SCHED_GRADIENT);
+    ck_assert_int_eq(gr->first_use, 5);
+    ck_assert_int_eq(gr->last_use, 6);
+    const struct tb_sched_tensor *gw = tb_schedule_tensor(s, tensor_named(s, "conv1.weight.grad"));
+    ck_assert_int_eq(gw->kind, TB_SCHED_PARAM_GRAD);
+    ck_assert_int_eq(gw->first_use, 7);
+    /* The image needs no gradient, the labels never do. */
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++) {
+        ck_assert_str_ne(tb_schedule_tensor(s, i)->name, "image.grad");
+        ck_assert_str_ne(tb_schedule_tensor(s, i)->name, "labels.grad");
+    }
+    /* Step 5 (conv2's backward) touches relu's output, conv2's weight, both gradients. */
+    const uint32_t *ids;
+    size_t n = tb_schedule_step_tensors(s, 5, &ids);
+    ck_assert_uint_eq(n, 5);
+    tb_schedule_free(s);
+}
+END_TEST
+
+START_TEST(schedule_skips_what_no_loss_reaches)
+{
+    struct tb_node *x = tb_input(g, "image", TB_F32, shape(1, 3, 8, 8));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(1, 1, 8, 8));
+    struct tb_node *used = tb_conv2d(g, "used", x, 2, 1, 1, 0, 1, false);
+    struct tb_node *side = tb_conv2d(g, "side", x, 2, 1, 1, 0, 1, false);
+    tb_graph_output(g, "side", side);
+    tb_graph_loss(g, "seg", tb_softmax_ce(g, used, lab, NULL, 255, false), 1.0f);
+    struct tb_schedule *s = tb_schedule_build(g, four_bytes, NULL);
+    /* Forward runs all three ops; backward only the loss and "used". */
+    ck_assert_uint_eq(tb_schedule_forward_steps(s), 3);
+    ck_assert_uint_eq(tb_schedule_steps(s), 5);
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++)
+        ck_assert_str_ne(tb_schedule_tensor(s, i)->name, "side.weight.grad");
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "side"))->last_use, 4);
+    tb_schedule_free(s);
+}
+END_TEST
+
+START_TEST(inference_schedule_has_no_backward)
+{
+    struct tb_graph *h = tb_graph_new(false);
+    struct tb_schedule *s = small_net(h);
+    ck_assert_uint_eq(tb_schedule_steps(s), tb_schedule_forward_steps(s));
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "conv1"))->last_use, 1);
+    tb_schedule_free(s);
+    tb_graph_free(h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("graph");
+    TCase *tc = tcase_create("builder");
+    tcase_add_checked_fixture(tc, new_training_graph, free_graph);
+    tcase_add_test(tc, conv_shapes);
+    tcase_add_test(tc, other_shapes);
+    tcase_add_test(tc, parameter_names_follow_scopes);
+    tcase_add_test(tc, mismatch_names_op_and_shapes);
+    tcase_add_test(tc, each_op_checks_its_inputs);
+    tcase_add_test(tc, names_are_unique);
+    tcase_add_test(tc, scope_misuse_is_an_error);
+    tcase_add_test(tc, inference_graph_flags);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("schedule");
+    tcase_add_checked_fixture(tc, new_training_graph, free_graph);
+    tcase_add_test(tc, schedule_orders_forward_then_reverse);
+    tcase_add_test(tc, schedule_first_and_last_use);
+    tcase_add_test(tc, schedule_skips_what_no_loss_reaches);
+    tcase_add_test(tc, inference_schedule_has_no_backward);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
