@@ -1,0 +1,135 @@
+/* bench/benchutil.h: what the benchmarks share: opening a backend by name, timing, and
+ * this machine's measured fp32 peak (header-only). */
+#ifndef TB_BENCH_BENCHUTIL_H
+#define TB_BENCH_BENCHUTIL_H
+
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <trainbig/trainbig.h>
+#include <unistd.h>
+
+#include "lib/config_internal.h"
+#include "lib/loader_internal.h"
+#include "lib/section_internal.h"
+
+struct bench_backend {
+    struct tb_plugin_handle *h;
+    const struct tb_backend_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* Opens backend `name` with `keys` ("threads = 2\n") as its [backend] section; exits
+ * with the message on failure (this is a benchmark program, not library code). */
+static inline void bench_backend_open(struct bench_backend *b, const char *name, const char *keys)
+{
+    memset(b, 0, sizeof *b);
+    struct tb_err err;
+    tb_err_clear(&err);
+    char path[] = "/tmp/trainbig-bench-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        perror("bench: temporary file");
+        exit(1);
+    }
+    fprintf(f, "[backend]\n%s", keys);
+    fclose(f);
+    static const char *const skip[] = { "plugin", NULL };
+    int rc = tb_plugin_find(TB_KIND_BACKEND, name, &b->h, &err);
+    if (!rc)
+        rc = tb_config_load(path, &b->cfg, &err);
+    if (!rc)
+        rc = tb_section_build(b->cfg, "backend", b->h->p->keys, "bench", skip, &b->sec, &err);
+    unlink(path);
+    if (!rc) {
+        b->ops = b->h->p->ops.backend;
+        rc = b->ops->create(b->sec, &b->ctx, &err);
+    }
+    if (rc) {
+        fprintf(stderr, "bench: cannot open backend %s: %s\n", name, err.msg);
+        exit(1);
+    }
+}
+
+static inline void bench_backend_close(struct bench_backend *b)
+{
+    b->ops->destroy(b->ctx);
+    tb_section_free(b->sec);
+    tb_config_free(b->cfg);
+    tb_plugin_close(b->h);
+}
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Independent fused multiply-adds on 12 accumulators, enough chains to keep both FMA
+ * pipes busy; 16 lanes x 2 FLOP per FMA. Returns FLOPs done. */
+__attribute__((target("avx512f"))) static inline double bench_fma_avx512(long iters, float *sink)
+{
+    __m512 a[12];
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm512_set1_ps((float)i * 1e-3f);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++)
+            a[i] = _mm512_fmadd_ps(a[i], m, c);
+    __m512 s = a[0];
+    for (int i = 1; i < 12; i++)
+        s = _mm512_add_ps(s, a[i]);
+    *sink = _mm512_reduce_add_ps(s);
+    return (double)iters * 12 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) static inline double bench_fma_avx2(long iters, float *sink)
+{
+    __m256 a[12];
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm256_set1_ps((float)i * 1e-3f);
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++)
+            a[i] = _mm256_fmadd_ps(a[i], m, c);
+    float out[8];
+    __m256 s = a[0];
+    for (int i = 1; i < 12; i++)
+        s = _mm256_add_ps(s, a[i]);
+    _mm256_storeu_ps(out, s);
+    *sink = out[0] + out[7];
+    return (double)iters * 12 * 8 * 2;
+}
+
+/* This machine's fp32 peak with `threads` threads, in FLOP/s: the best of a few runs of
+ * the FMA loop on every thread at once. */
+static inline double bench_peak_flops(int threads)
+{
+    __builtin_cpu_init();
+    int avx512 = __builtin_cpu_supports("avx512f");
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double flops = 0;
+        double t0 = bench_now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+        {
+            float sink;
+            flops += avx512 ? bench_fma_avx512(20000000, &sink) : bench_fma_avx2(20000000, &sink);
+            if (sink == 12345.0f)
+                printf(" ");
+        }
+        double rate = flops / (bench_now() - t0);
+        if (rate > best)
+            best = rate;
+    }
+    return best;
+}
+
+#endif
