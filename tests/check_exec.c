@@ -1,0 +1,443 @@
+/* check_exec: the executor on the CPU backend: memory freed at last use, gradients of
+ * tensors used twice accumulated, the whole backward pass against finite differences of
+ * the objective, a small net that overfits one batch, determinism, shared parameters,
+ * and a clean out-of-memory error. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+#include "lib/engine_internal.h"
+#include "opcheck.h"
+#include "testutil.h"
+
+static struct test_backend b;
+static struct tb_engine e;
+
+static void open_engine_keys(const char *keys)
+{
+    setenv("TRAINBIG_LOG", "error", 1);
+    test_backend_open(&b, "cpu", keys);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_engine_init(&e, b.h->p, b.ctx, 0, 7, &err) == TB_OK, "%s", err.msg);
+}
+
+static void open_engine(void)
+{
+    open_engine_keys("threads = 2\n");
+}
+
+static void close_engine(void)
+{
+    tb_engine_fini(&e);
+    test_backend_close(&b);
+}
+
+static struct tb_shape shape(int n, int c, int h, int w)
+{
+    struct tb_shape s = { n, c, h, w };
+    return s;
+}
+
+static size_t tensor_named(const struct tb_schedule *s, const char *name)
+{
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++)
+        if (strcmp(tb_schedule_tensor(s, i)->name, name) == 0)
+            return i;
+    ck_abort_msg("no tensor %s", name);
+    return 0;
+}
+
+/* Inputs for an N x C x H x W image batch and its labels (K classes, by quadrant). */
+static void feed(struct tb_exec *x, int n, int c, int h, int w, int k, uint64_t seed)
+{
+    size_t pix = (size_t)n * h * w;
+    float *img = malloc(pix * c * sizeof *img);
+    uint8_t *lab = malloc(pix);
+    test_random(img, pix * c, seed, -1.0f, 1.0f);
+    for (int i = 0; i < n; i++)
+        for (int y = 0; y < h; y++)
+            for (int xx = 0; xx < w; xx++) {
+                size_t p = ((size_t)i * h + y) * w + xx;
+                lab[p] = (uint8_t)(((y >= h / 2) * 2 + (xx >= w / 2) + i) % k);
+                /* Make the classes visible in the image, so the net can learn them. */
+                img[((size_t)i * c + lab[p] % c) * h * w + (size_t)y * w + xx] += 1.5f;
+            }
+    lab[0] = 255; /* one ignored pixel */
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_set_input(x, "image", img, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_set_input(x, "labels", lab, &err) == TB_OK, "%s", err.msg);
+    free(img);
+    free(lab);
+}
+
+/* conv 3x3 -> BN -> ReLU -> conv 3x3 -> ReLU -> conv 1x1 to K classes -> CE */
+static struct tb_graph *small_net(bool training, int n, int k)
+{
+    struct tb_graph *g = tb_graph_new(training);
+    struct tb_node *x = tb_input(g, "image", TB_F32, shape(n, 3, 12, 10));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(n, 1, 12, 10));
+    x = tb_relu(g, tb_batchnorm(g, "bn1", tb_conv2d(g, "conv1", x, 8, 3, 1, -1, 1, false)));
+    x = tb_relu(g, tb_conv2d(g, "conv2", x, 8, 3, 1, -1, 1, true));
+    x = tb_conv2d(g, "head", x, k, 1, 1, 0, 1, true);
+    tb_graph_output(g, "logits", x);
+    tb_graph_loss(g, "seg", tb_softmax_ce(g, x, lab, NULL, 255, false), 1.0f);
+    ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
+    return g;
+}
+
+static float step(struct tb_exec *x, uint64_t it, float lr, bool update)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_forward(x, it, &err) == TB_OK, "%s", err.msg);
+    float loss;
+    ck_assert_msg(tb_exec_read(x, "seg", &loss, &err) == TB_OK, "%s", err.msg);
+    if (update) {
+        ck_assert_msg(tb_exec_backward(x, &err) == TB_OK, "%s", err.msg);
+        ck_assert_msg(tb_sgd_step(&e, lr, 0.9f, 1e-4f, &err) == TB_OK, "%s", err.msg);
+    }
+    return loss;
+}
+
+/* ------------------------------------------------------------------ liveness */
+
+START_TEST(activations_freed_at_last_use)
+{
+    struct tb_graph *g = small_net(true, 2, 4);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    const struct tb_schedule *s = tb_exec_schedule(x);
+    feed(x, 2, 3, 12, 10, 4, 1);
+    ck_assert_int_eq(tb_exec_forward(x, 0, &err), TB_OK);
+    /* conv1's output was read by bn1's forward and backward: still there after forward;
+     * relu's input (bn1's output) is not read by relu's backward: gone. */
+    ck_assert(tb_exec_resident(x, tensor_named(s, "conv1")));
+    ck_assert(!tb_exec_resident(x, tensor_named(s, "bn1")));
+    ck_assert(tb_exec_resident(x, tensor_named(s, "relu2"))); /* read by its own backward */
+    ck_assert(tb_exec_resident(x, tensor_named(s, "head")));  /* an output: kept */
+    ck_assert_int_eq(tb_exec_backward(x, &err), TB_OK);
+    /* After backward only outputs and losses remain, and parameters' gradients. */
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++) {
+        const struct tb_sched_tensor *t = tb_schedule_tensor(s, i);
+        bool keep = strcmp(t->name, "head") == 0 || strcmp(t->name, "softmax_ce6") == 0;
+        if (t->kind == TB_SCHED_ACTIVATION || t->kind == TB_SCHED_GRADIENT)
+            ck_assert_msg(tb_exec_resident(x, i) == keep, "%s resident = %d", t->name, tb_exec_resident(x, i));
+    }
+    /* Every step was timed. */
+    for (size_t i = 0; i < tb_schedule_steps(s); i++)
+        ck_assert_msg(tb_exec_step_seconds(x)[i] > 0, "step %s not timed", tb_schedule_step_name(s, i));
+    /* A second step reuses the allocations pattern: each activation allocated once more. */
+    size_t c1 = tensor_named(s, "conv1");
+    ck_assert_uint_eq(tb_exec_allocations(x, c1), 1);
+    ck_assert_int_eq(tb_exec_forward(x, 1, &err), TB_OK);
+    ck_assert_uint_eq(tb_exec_allocations(x, c1), 2);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ gradients */
+
+/* The objective's derivative with respect to some elements of parameter `name`, by central
+ * differences through the whole executor, against the gradient backward left. */
+static void check_param_grad(struct tb_exec *x, const char *name, double tol)
+{
+    struct tb_param *p = tb_engine_find_param(&e, name);
+    ck_assert_ptr_nonnull(p);
+    size_t n = tb_shape_elems(p->value.desc.shape);
+    float *v = malloc(n * sizeof *v), *gr = malloc(n * sizeof *gr);
+    test_download(&b, &p->value, v);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_exec_forward(x, 0, &err), TB_OK);
+    ck_assert_int_eq(tb_exec_backward(x, &err), TB_OK);
+    test_download(&b, &p->grad, gr);
+    for (size_t i = 0; i<n; i += n> 6 ? n / 6 : 1) {
+        float keep = v[i];
+        const float eps = 1e-2f;
+        v[i] = keep + eps;
+        test_upload(&b, &p->value, v);
+        double lp = step(x, 0, 0, false);
+        v[i] = keep - eps;
+        test_upload(&b, &p->value, v);
+        double lm = step(x, 0, 0, false);
+        v[i] = keep;
+        test_upload(&b, &p->value, v);
+        double numeric = (lp - lm) / (2 * eps);
+        ck_assert_msg(fabs(gr[i] - numeric) <= tol + tol * fabs(numeric), "%s[%zu]: backward %.6g, numeric %.6g", name,
+                      i, (double)gr[i], numeric);
+    }
+    free(v);
+    free(gr);
+}
+
+START_TEST(tensor_used_twice_accumulates)
+{
+    /* h feeds an add with itself and a mul: its gradient has three contributions. */
+    struct tb_graph *g = tb_graph_new(true);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(2, 3, 6, 5));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(2, 1, 6, 5));
+    struct tb_node *h = tb_conv2d(g, "conv", img, 3, 3, 1, -1, 1, true);
+    struct tb_node *z = tb_add(g, h, h);
+    struct tb_node *gate = tb_sigmoid(g, tb_conv2d(g, "gate", img, 1, 1, 1, 0, 1, false));
+    z = tb_add(g, z, tb_mul(g, h, gate));
+    tb_graph_loss(g, "seg", tb_softmax_ce(g, z, lab, NULL, 255, false), 1.0f);
+    ck_assert_ptr_null(tb_graph_error(g));
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 2, 3, 6, 5, 3, 2);
+    check_param_grad(x, "conv.weight", 5e-3);
+    check_param_grad(x, "conv.bias", 5e-3);
+    check_param_grad(x, "gate.weight", 5e-3);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+START_TEST(whole_net_gradients)
+{
+    struct tb_graph *g = small_net(true, 2, 3);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 2, 3, 12, 10, 3, 3);
+    check_param_grad(x, "conv1.weight", 1e-2);
+    check_param_grad(x, "bn1.weight", 1e-2);
+    check_param_grad(x, "conv2.bias", 1e-2);
+    check_param_grad(x, "head.weight", 1e-2);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+START_TEST(weighted_losses_sum)
+{
+    /* Two losses with weights 1 and 0.25 on one head: the gradient is their weighted sum,
+     * which finite differences of the weighted objective check. */
+    struct tb_graph *g = tb_graph_new(true);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, 3, 6, 6));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(1, 1, 6, 6));
+    struct tb_node *y = tb_conv2d(g, "conv", img, 3, 3, 1, -1, 1, false);
+    struct tb_node *ce = tb_softmax_ce(g, y, lab, NULL, 255, false);
+    tb_graph_loss(g, "seg", ce, 1.0f);
+    tb_graph_loss(g, "seg_again", ce, 0.25f);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 1, 3, 6, 6, 3, 4);
+    struct tb_param *p = tb_engine_find_param(&e, "conv.weight");
+    float g1[81], v[81];
+    ck_assert_int_eq(tb_exec_forward(x, 0, &err), TB_OK);
+    ck_assert_int_eq(tb_exec_backward(x, &err), TB_OK);
+    test_download(&b, &p->grad, g1);
+    test_download(&b, &p->value, v);
+    /* d(1.25 * ce)/dw, numerically, at one element. */
+    float keep = v[10];
+    v[10] = keep + 1e-2f;
+    test_upload(&b, &p->value, v);
+    double lp = step(x, 0, 0, false);
+    v[10] = keep - 1e-2f;
+    test_upload(&b, &p->value, v);
+    double lm = step(x, 0, 0, false);
+    double numeric = 1.25 * (lp - lm) / 2e-2;
+    ck_assert_msg(fabs(g1[10] - numeric) < 5e-3 + 5e-3 * fabs(numeric), "backward %g, numeric %g", (double)g1[10],
+                  numeric);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+START_TEST(unreached_parameter_gets_zero_gradient)
+{
+    struct tb_graph *g = tb_graph_new(true);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, 3, 6, 6));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(1, 1, 6, 6));
+    struct tb_node *y = tb_conv2d(g, "used", img, 3, 1, 1, 0, 1, false);
+    tb_graph_output(g, "side", tb_conv2d(g, "side", img, 2, 1, 1, 0, 1, false));
+    tb_graph_loss(g, "seg", tb_softmax_ce(g, y, lab, NULL, 255, false), 1.0f);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 1, 3, 6, 6, 3, 5);
+    ck_assert_int_eq(tb_exec_forward(x, 0, &err), TB_OK);
+    ck_assert_int_eq(tb_exec_backward(x, &err), TB_OK);
+    ck_assert_ptr_nonnull(tb_engine_find_param(&e, "used.weight")->grad.data);
+    /* No gradient at all for "side": SGD leaves it alone, as PyTorch does with grad None. */
+    ck_assert_ptr_null(tb_engine_find_param(&e, "side.weight")->grad.data);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ training */
+
+START_TEST(small_net_overfits_one_batch)
+{
+    struct tb_graph *g = small_net(true, 2, 4);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 2, 3, 12, 10, 4, 6);
+    float first = step(x, 0, 0.05f, true), last = first;
+    int it = 1;
+    for (; it < 200 && last > 0.1f * first; it++)
+        last = step(x, (uint64_t)it, tb_lr_poly(0.05, (uint64_t)it, 200, 1.0), true);
+    ck_assert_msg(last <= 0.1f * first, "loss %g -> %g after %d steps: not down by 90%%", (double)first, (double)last,
+                  it);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+static void losses_of_run(float *out, int n)
+{
+    struct tb_graph *g = small_net(true, 2, 4);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 2, 3, 12, 10, 4, 8);
+    for (int i = 0; i < n; i++)
+        out[i] = step(x, (uint64_t)i, 0.05f, true);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+
+START_TEST(runs_are_bit_identical)
+{
+    float a[4], c[4];
+    losses_of_run(a, 4);
+    tb_engine_fini(&e); /* fresh parameters from the same seed */
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_engine_init(&e, b.h->p, b.ctx, 0, 7, &err), TB_OK);
+    losses_of_run(c, 4);
+    ck_assert_int_eq(memcmp(a, c, sizeof a), 0);
+    ck_assert(a[3] != a[0]); /* it did train */
+}
+END_TEST
+
+START_TEST(inference_graph_shares_parameters)
+{
+    struct tb_graph *train = small_net(true, 2, 4), *infer = small_net(false, 2, 4);
+    struct tb_exec *xt, *xi;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, train, &xt, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_create(&e, infer, &xi, &err) == TB_OK, "%s", err.msg);
+    feed(xt, 2, 3, 12, 10, 4, 9);
+    feed(xi, 2, 3, 12, 10, 4, 9);
+    float before = step(xi, 0, 0, false);
+    for (int i = 0; i < 20; i++)
+        step(xt, (uint64_t)i, 0.05f, true);
+    float after = step(xi, 0, 0, false);
+    /* Training moved the shared weights and the running statistics the inference graph
+     * normalises with: its loss on the training batch fell. */
+    ck_assert_msg(after < before, "inference loss %g -> %g", (double)before, (double)after);
+    ck_assert_int_eq(tb_exec_backward(xi, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "inference");
+    tb_exec_free(xt);
+    tb_exec_free(xi);
+    tb_graph_free(train);
+    tb_graph_free(infer);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ errors */
+
+static void open_tiny_engine(void)
+{
+    open_engine_keys("threads = 2\ndevice_memory = 200K\n");
+}
+
+START_TEST(out_of_memory_is_reported)
+{
+    struct tb_graph *g = tb_graph_new(true);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, 3, 64, 64));
+    struct tb_node *y = tb_conv2d(g, "wide", img, 32, 3, 1, -1, 1, false);
+    tb_graph_output(g, "y", y);
+    struct tb_exec *x = NULL;
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_exec_create(&e, g, &x, &err);
+    if (rc == TB_OK)
+        rc = tb_exec_forward(x, 0, &err);
+    ck_assert_int_eq(rc, TB_ERR_NOMEM);
+    ck_assert_contains(err.msg, "out of device memory at wide: wide needs 0.5 MiB");
+    ck_assert_contains(err.msg, "the device has 0.2 MiB");
+    ck_assert_contains(err.msg, "largest live: image 0.0 MiB");
+    ck_assert_contains(err.msg, "[backend] device_memory");
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
+START_TEST(broken_graph_refused)
+{
+    struct tb_graph *g = tb_graph_new(true);
+    tb_relu(g, tb_input(g, "labels", TB_U8, shape(1, 1, 2, 2)));
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_exec_create(&e, g, &x, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "the graph is broken: relu: input labels is u8");
+    tb_graph_free(g);
+}
+END_TEST
+
+START_TEST(lr_policies)
+{
+    ck_assert_double_eq_tol(tb_lr_poly(0.01, 0, 100, 1.0), 0.01, 1e-15);
+    ck_assert_double_eq_tol(tb_lr_poly(0.01, 50, 100, 1.0), 0.005, 1e-15);
+    ck_assert_double_eq_tol(tb_lr_poly(0.01, 75, 100, 0.9), 0.01 * pow(0.25, 0.9), 1e-15);
+    ck_assert_double_eq(tb_lr_poly(0.01, 100, 100, 1.0), 0.0);
+    ck_assert_double_eq_tol(tb_lr_step(0.1, 29, 30, 0.1), 0.1, 1e-15);
+    ck_assert_double_eq_tol(tb_lr_step(0.1, 30, 30, 0.1), 0.01, 1e-15);
+    ck_assert_double_eq_tol(tb_lr_step(0.1, 95, 30, 0.5), 0.0125, 1e-15);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, open_engine, close_engine);
+    tcase_add_test(tc, activations_freed_at_last_use);
+    tcase_add_test(tc, broken_graph_refused);
+    tcase_add_test(tc, lr_policies);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gradients");
+    tcase_add_checked_fixture(tc, open_engine, close_engine);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, tensor_used_twice_accumulates);
+    tcase_add_test(tc, whole_net_gradients);
+    tcase_add_test(tc, weighted_losses_sum);
+    tcase_add_test(tc, unreached_parameter_gets_zero_gradient);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("training");
+    tcase_add_checked_fixture(tc, open_engine, close_engine);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, small_net_overfits_one_batch);
+    tcase_add_test(tc, runs_are_bit_identical);
+    tcase_add_test(tc, inference_graph_shares_parameters);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("oom");
+    tcase_add_checked_fixture(tc, open_tiny_engine, close_engine);
+    tcase_add_test(tc, out_of_memory_is_reported);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
