@@ -70,6 +70,8 @@ const double *tb_exec_step_seconds(const struct tb_exec *x);
 /* How many times tensor i was allocated, and whether it holds memory now (tests). */
 uint64_t tb_exec_allocations(const struct tb_exec *x, size_t tensor);
 bool tb_exec_resident(const struct tb_exec *x, size_t tensor);
+/* How many running steps hold tensor i pinned: 0 between steps. */
+uint32_t tb_exec_pins(const struct tb_exec *x, size_t tensor);
 
 /* ------------------------------------------------------------------ optimizer */
 

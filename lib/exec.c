@@ -4,7 +4,11 @@
  * and freed right after its last use (forward or backward); a gradient is allocated by
  * the first backward step that writes it, accumulated into by later ones, and freed after
  * its producer's backward has read it. Parameters and buffers belong to the engine, inputs
- * to the executor. Every step is timed. */
+ * to the executor. Every step is timed.
+ *
+ * Before a step runs, every tensor it touches is pinned (resident, not to be moved); after,
+ * unpinned. This is the one place residency changes hands: a swap policy may move only
+ * unpinned tensors. */
 #include "config.h"
 
 #include "lib/engine_internal.h"
@@ -23,6 +27,7 @@ struct tb_exec {
     struct tb_param **param; /* [ntensors]; the engine entry behind a PARAM/BUFFER node or PARAM_GRAD */
     bool *written;           /* [ntensors]; gradients: holds this step's first contribution */
     uint64_t *allocs;        /* [ntensors] */
+    uint32_t *pins;          /* [ntensors] */
     double *seconds;         /* [nsteps] */
 };
 
@@ -50,6 +55,25 @@ uint64_t tb_exec_allocations(const struct tb_exec *x, size_t i)
 bool tb_exec_resident(const struct tb_exec *x, size_t i)
 {
     return i < x->s->ntensors && x->t[i].data != NULL;
+}
+
+uint32_t tb_exec_pins(const struct tb_exec *x, size_t i)
+{
+    return i < x->s->ntensors ? x->pins[i] : 0;
+}
+
+static void pin_step(struct tb_exec *x, size_t step)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    for (uint32_t i = 0; i < st->ntensors; i++)
+        x->pins[st->tensors[i]]++;
+}
+
+static void unpin_step(struct tb_exec *x, size_t step)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    for (uint32_t i = 0; i < st->ntensors; i++)
+        x->pins[st->tensors[i]]--;
 }
 
 /* Tensors the executor allocates and frees as the step goes. */
@@ -108,6 +132,11 @@ static void free_tensor(struct tb_exec *x, size_t i)
 {
     if (!x->t[i].data)
         return;
+    if (x->pins[i]) {
+        /* Freeing what a running step uses: a bug in the executor's bookkeeping. */
+        fprintf(stderr, "trainbig: internal error: freeing pinned tensor %s\n", x->s->tensors[i].name);
+        abort();
+    }
     x->e->ops->mem_free(x->e->ctx, x->e->device, x->t[i].data);
     x->t[i].data = NULL;
 }
@@ -139,6 +168,7 @@ void tb_exec_free(struct tb_exec *x)
     free(x->param);
     free(x->written);
     free(x->allocs);
+    free(x->pins);
     free(x->seconds);
     free(x);
 }
@@ -164,9 +194,10 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
     x->param = calloc(nt, sizeof *x->param);
     x->written = calloc(nt, sizeof *x->written);
     x->allocs = calloc(nt, sizeof *x->allocs);
+    x->pins = calloc(nt, sizeof *x->pins);
     x->seconds = calloc(x->s->nsteps ? x->s->nsteps : 1, sizeof *x->seconds);
     int rc = TB_OK;
-    if (!x->state || !x->t || !x->param || !x->written || !x->allocs || !x->seconds) {
+    if (!x->state || !x->t || !x->param || !x->written || !x->allocs || !x->pins || !x->seconds) {
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -265,9 +296,11 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
                 return rc;
             out[j] = x->t[o->out[j]->id];
         }
+        pin_step(x, k);
         double t0 = now();
         int rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         x->seconds[k] = now() - t0;
+        unpin_step(x, k);
         if (rc)
             return tb_err_prefix(err, "%s", o->name);
         retire(x, k);
@@ -358,9 +391,11 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
                 rc = grad_target(x, step, gi, &din[i], &temp[i], err);
         }
         if (rc == TB_OK) {
+            pin_step(x, step);
             double t0 = now();
             rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             x->seconds[step] = now() - t0;
+            unpin_step(x, step);
             if (rc)
                 tb_err_prefix(err, "%s (backward)", o->name);
         }

@@ -131,6 +131,9 @@ START_TEST(activations_freed_at_last_use)
         if (t->kind == TB_SCHED_ACTIVATION || t->kind == TB_SCHED_GRADIENT)
             ck_assert_msg(tb_exec_resident(x, i) == keep, "%s resident = %d", t->name, tb_exec_resident(x, i));
     }
+    /* Nothing stays pinned between steps. */
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++)
+        ck_assert_uint_eq(tb_exec_pins(x, i), 0);
     /* Every step was timed. */
     for (size_t i = 0; i < tb_schedule_steps(s); i++)
         ck_assert_msg(tb_exec_step_seconds(x)[i] > 0, "step %s not timed", tb_schedule_step_name(s, i));
