@@ -71,7 +71,8 @@ enum tb_op_kind {
      * ignore_label, nll = -log softmax(logits)[label]:
      *   per_image:  loss = sum_n (sum_p w * nll) / (sum_p w)   (an image with no counted
      *               pixel adds 0)
-     *   otherwise:  loss = (sum_{n,p} w * nll) / (sum_{n,p} w)  (PyTorch's weighted mean)
+     *   otherwise:  loss = (sum_{n,p} w * nll) / (sum_{n,p} w)  (PyTorch's weighted mean;
+     *               0, not PyTorch's 0/0 = NaN, when no pixel counts)
      * Labels >= K other than ignore_label are an error. backward reads: logits, labels,
      * weights */
     TB_OP_SOFTMAX_CE,

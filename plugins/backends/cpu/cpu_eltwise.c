@@ -1,8 +1,468 @@
-/* backends/cpu/cpu_eltwise.c: not written yet; every row below is empty, so op_prepare refuses the op. */
+/* backends/cpu/cpu_eltwise.c: elementwise ops: relu, sigmoid, add, mul (with g broadcast over
+ * channels) and dropout.
+ *
+ * Every tensor here is NHWC (cpu_internal.h). Where two tensors have the same shape the op is
+ * a flat loop over all elements, which is layout-independent; the broadcast mul and the
+ * dropout mask need the pixel/channel structure and loop over pixels with the channels as
+ * the contiguous inner loop. No op here reduces across threads: every output element is
+ * written by exactly one iteration, so the results do not depend on the thread count. */
+#include <math.h>
+#include <string.h>
+
 #include "cpu_internal.h"
 
-const struct tb_cpu_kernel tb_cpu_relu_kernel = { 0 };
-const struct tb_cpu_kernel tb_cpu_sigmoid_kernel = { 0 };
-const struct tb_cpu_kernel tb_cpu_add_kernel = { 0 };
-const struct tb_cpu_kernel tb_cpu_mul_kernel = { 0 };
-const struct tb_cpu_kernel tb_cpu_dropout_kernel = { 0 };
+/* ------------------------------------------------------------------ shape checks (prepare) */
+
+static int check_f32(const struct tb_op *op, const char *name, const struct tb_tensor_desc *d, const char *what,
+                     struct tb_err *err)
+{
+    if (d->dtype != TB_F32)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s must be f32", op->id, name, what);
+    return TB_OK;
+}
+
+static int check_arity(const struct tb_op *op, const char *name, uint32_t nin, uint32_t nout, struct tb_err *err)
+{
+    if (op->nin != nin || op->nout != nout)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): takes %u inputs and %u outputs, not %u and %u", op->id,
+                          name, nin, nout, op->nin, op->nout);
+    return TB_OK;
+}
+
+static int check_same_shape(const struct tb_op *op, const char *name, struct tb_shape a, const char *what_a,
+                            struct tb_shape b, const char *what_b, struct tb_err *err)
+{
+    if (!tb_shape_eq(a, b))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s (%d,%d,%d,%d) and %s (%d,%d,%d,%d) differ in shape",
+                          op->id, name, what_a, a.n, a.c, a.h, a.w, what_b, b.n, b.c, b.h, b.w);
+    return TB_OK;
+}
+
+/* One f32 input, one f32 output of the same shape (relu, sigmoid). */
+static int unary_prepare(const struct tb_op *op, const char *name, struct tb_err *err)
+{
+    int rc = check_arity(op, name, 1, 1, err);
+    if (!rc)
+        rc = check_f32(op, name, &op->in[0], "x", err);
+    if (!rc)
+        rc = check_f32(op, name, &op->out[0], "y", err);
+    if (!rc)
+        rc = check_same_shape(op, name, op->in[0].shape, "x", op->out[0].shape, "y", err);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ relu */
+
+static int relu_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    return unary_prepare(op, "relu", err);
+}
+
+static int relu_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)step;
+    (void)err;
+    const float *x = in[0].data; /* (N,C,H,W) */
+    float *y = out[0].data;      /* (N,C,H,W) */
+    size_t n = tb_shape_elems(op->in[0].shape);
+    /* `x < 0 ? 0 : x` rather than fmaxf: a NaN passes through, as in PyTorch. */
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    return TB_OK;
+}
+
+static int relu_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                         const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                         struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)in;
+    (void)err;
+    float *dx = din[0].data; /* (N,C,H,W) */
+    if (!dx)
+        return TB_OK;
+    const float *y = out[0].data;   /* (N,C,H,W) */
+    const float *dy = dout[0].data; /* (N,C,H,W) */
+    size_t n = tb_shape_elems(op->in[0].shape);
+    /* From y, as PyTorch does: y > 0 exactly where x > 0, so x == 0 gets gradient 0. */
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_relu_kernel = {
+    .prepare = relu_prepare,
+    .forward = relu_forward,
+    .backward = relu_backward,
+};
+
+/* ------------------------------------------------------------------ sigmoid */
+
+static int sigmoid_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    return unary_prepare(op, "sigmoid", err);
+}
+
+static int sigmoid_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)step;
+    (void)err;
+    const float *x = in[0].data; /* (N,C,H,W) */
+    float *y = out[0].data;      /* (N,C,H,W) */
+    size_t n = tb_shape_elems(op->in[0].shape);
+    /* exp(-x) overflows to inf for x < -88 and y becomes 0, the correctly rounded value. */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = 1.0f / (1.0f + expf(-x[i]));
+    return TB_OK;
+}
+
+static int sigmoid_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                            struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)in;
+    (void)err;
+    float *dx = din[0].data; /* (N,C,H,W) */
+    if (!dx)
+        return TB_OK;
+    const float *y = out[0].data;   /* (N,C,H,W) */
+    const float *dy = dout[0].data; /* (N,C,H,W) */
+    size_t n = tb_shape_elems(op->in[0].shape);
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_sigmoid_kernel = {
+    .prepare = sigmoid_prepare,
+    .forward = sigmoid_forward,
+    .backward = sigmoid_backward,
+};
+
+/* ------------------------------------------------------------------ add */
+
+static int add_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    int rc = check_arity(op, "add", 2, 1, err);
+    if (!rc)
+        rc = check_f32(op, "add", &op->in[0], "a", err);
+    if (!rc)
+        rc = check_f32(op, "add", &op->in[1], "b", err);
+    if (!rc)
+        rc = check_f32(op, "add", &op->out[0], "y", err);
+    if (!rc)
+        rc = check_same_shape(op, "add", op->in[0].shape, "a", op->in[1].shape, "b", err);
+    if (!rc)
+        rc = check_same_shape(op, "add", op->in[0].shape, "a", op->out[0].shape, "y", err);
+    return rc;
+}
+
+static int add_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)step;
+    (void)err;
+    const float *a = in[0].data; /* (N,C,H,W) */
+    const float *b = in[1].data; /* (N,C,H,W) */
+    float *y = out[0].data;      /* (N,C,H,W) */
+    size_t n = tb_shape_elems(op->in[0].shape);
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+    return TB_OK;
+}
+
+static int add_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)in;
+    (void)out;
+    (void)err;
+    size_t bytes = tb_shape_elems(op->in[0].shape) * sizeof(float);
+    /* Both gradients are dy itself. */
+    for (int i = 0; i < 2; i++)
+        if (din[i].data && din[i].data != dout[0].data) /* (memcpy onto itself is undefined) */
+            memcpy(din[i].data, dout[0].data, bytes);
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_add_kernel = {
+    .prepare = add_prepare,
+    .forward = add_forward,
+    .backward = add_backward,
+};
+
+/* ------------------------------------------------------------------ mul */
+
+static int mul_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    int rc = check_arity(op, "mul", 2, 1, err);
+    if (!rc)
+        rc = check_f32(op, "mul", &op->in[0], "x", err);
+    if (!rc)
+        rc = check_f32(op, "mul", &op->in[1], "g", err);
+    if (!rc)
+        rc = check_f32(op, "mul", &op->out[0], "y", err);
+    if (!rc)
+        rc = check_same_shape(op, "mul", op->in[0].shape, "x", op->out[0].shape, "y", err);
+    if (rc)
+        return rc;
+    struct tb_shape x = op->in[0].shape, g = op->in[1].shape;
+    if (g.n != x.n || g.h != x.h || g.w != x.w || (g.c != x.c && g.c != 1))
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (mul): g (%d,%d,%d,%d) must be (%d,%d,%d,%d) or (%d,1,%d,%d) to multiply x", op->id,
+                          g.n, g.c, g.h, g.w, x.n, x.c, x.h, x.w, x.n, x.h, x.w);
+    return TB_OK;
+}
+
+static int mul_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)step;
+    (void)err;
+    struct tb_shape s = op->in[0].shape;
+    const float *x = in[0].data; /* (N,C,H,W) */
+    const float *g = in[1].data; /* (N,C,H,W) or (N,1,H,W) */
+    float *y = out[0].data;      /* (N,C,H,W) */
+    if (op->in[1].shape.c == s.c) {
+        size_t n = tb_shape_elems(s);
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            y[i] = x[i] * g[i];
+        return TB_OK;
+    }
+    /* Broadcast: in NHWC a (N,1,H,W) tensor holds one value per pixel, and the C values of
+     * that pixel in x are contiguous. */
+    size_t pixels = (size_t)s.n * (size_t)s.h * (size_t)s.w, C = (size_t)s.c;
+#pragma omp parallel for schedule(static)
+    for (size_t p = 0; p < pixels; p++) {
+        float gp = g[p];
+        const float *xp = x + p * C;
+        float *yp = y + p * C;
+#pragma omp simd
+        for (size_t c = 0; c < C; c++)
+            yp[c] = xp[c] * gp;
+    }
+    return TB_OK;
+}
+
+static int mul_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)out;
+    (void)err;
+    struct tb_shape s = op->in[0].shape;
+    const float *x = in[0].data;    /* (N,C,H,W) */
+    const float *g = in[1].data;    /* (N,C,H,W) or (N,1,H,W) */
+    const float *dy = dout[0].data; /* (N,C,H,W) */
+    float *dx = din[0].data;        /* (N,C,H,W), or NULL */
+    float *dg = din[1].data;        /* as g, or NULL */
+    if (op->in[1].shape.c == s.c) {
+        size_t n = tb_shape_elems(s);
+        if (dx) {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                dx[i] = dy[i] * g[i];
+        }
+        if (dg) {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                dg[i] = dy[i] * x[i];
+        }
+        return TB_OK;
+    }
+    size_t pixels = (size_t)s.n * (size_t)s.h * (size_t)s.w, C = (size_t)s.c;
+    /* dg of a pixel sums over its own C channels only, in channel order, inside one
+     * iteration: no sum crosses threads. */
+#pragma omp parallel for schedule(static)
+    for (size_t p = 0; p < pixels; p++) {
+        const float *xp = x + p * C, *dyp = dy + p * C;
+        if (dx) {
+            float gp = g[p];
+            float *dxp = dx + p * C;
+#pragma omp simd
+            for (size_t c = 0; c < C; c++)
+                dxp[c] = dyp[c] * gp;
+        }
+        if (dg) {
+            float acc = 0.0f;
+            for (size_t c = 0; c < C; c++)
+                acc += dyp[c] * xp[c];
+            dg[p] = acc;
+        }
+    }
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_mul_kernel = {
+    .prepare = mul_prepare,
+    .forward = mul_forward,
+    .backward = mul_backward,
+};
+
+/* ------------------------------------------------------------------ dropout
+ *
+ * The mask element with canonical (NCHW) index i is kept when
+ * tb_cpu_uniform(seed, step, op id, i) >= p. The NCHW index, not the NHWC offset, so that the
+ * mask is the same whatever the layout a backend stores it in; for a channelwise mask
+ * (N,C,1,1) both are n * C + c. */
+
+static int dropout_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    int rc = check_arity(op, "dropout", 1, 2, err);
+    if (!rc)
+        rc = check_f32(op, "dropout", &op->in[0], "x", err);
+    if (!rc)
+        rc = check_f32(op, "dropout", &op->out[0], "y", err);
+    if (!rc)
+        rc = check_same_shape(op, "dropout", op->in[0].shape, "x", op->out[0].shape, "y", err);
+    if (rc)
+        return rc;
+    struct tb_shape x = op->in[0].shape, m = op->out[1].shape;
+    struct tb_shape want = x;
+    if (op->p.dropout.channelwise)
+        want.h = want.w = 1;
+    if (op->out[1].dtype != TB_U8 || !tb_shape_eq(m, want))
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (dropout): the mask must be u8 (%d,%d,%d,%d), not %s (%d,%d,%d,%d)", op->id, want.n,
+                          want.c, want.h, want.w, op->out[1].dtype == TB_U8 ? "u8" : "f32", m.n, m.c, m.h, m.w);
+    float p = op->p.dropout.p;
+    if (!(p >= 0.0f && p < 1.0f))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (dropout): p = %g is outside [0, 1)", op->id, (double)p);
+    return TB_OK;
+}
+
+static int dropout_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)err;
+    const struct tb_dropout_params *dp = &op->p.dropout;
+    struct tb_shape s = op->in[0].shape;
+    const float *x = in[0].data; /* (N,C,H,W) */
+    float *y = out[0].data;      /* (N,C,H,W) */
+    uint8_t *mask = out[1].data; /* (N,C,1,1) channelwise, else (N,C,H,W) */
+    if (!dp->training) {
+        if (y != x) /* in place is already done, and memcpy onto itself is undefined */
+            memcpy(y, x, tb_shape_elems(s) * sizeof(float));
+        return TB_OK;
+    }
+    const float p = dp->p;
+    /* y = x * (mask / (1-p)): the kept scale is one float, as PyTorch's scaled noise. */
+    const float scale = 1.0f / (1.0f - p);
+    const uint64_t seed = dp->seed;
+    const uint32_t id = op->id;
+    const size_t C = (size_t)s.c, H = (size_t)s.h, W = (size_t)s.w, hw = H * W;
+    if (dp->channelwise) {
+        /* Draw the N*C mask first (small), then apply it per pixel, channels inner. */
+        size_t maps = (size_t)s.n * C;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < maps; i++)
+            mask[i] = tb_cpu_uniform(seed, step, id, i) >= p;
+        size_t pixels = (size_t)s.n * hw;
+#pragma omp parallel for schedule(static)
+        for (size_t q = 0; q < pixels; q++) {
+            const uint8_t *m = mask + q / hw * C;
+            const float *xq = x + q * C;
+            float *yq = y + q * C;
+#pragma omp simd
+            for (size_t c = 0; c < C; c++)
+                yq[c] = xq[c] * ((float)m[c] * scale);
+        }
+        return TB_OK;
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < s.n; n++)
+        for (int r = 0; r < s.h; r++)
+            for (int col = 0; col < s.w; col++) {
+                size_t at = tb_cpu_at(s, n, 0, r, col);
+                /* canonical index of (n, c, r, col) = base + c * H * W */
+                uint64_t base = ((uint64_t)n * C * H + (uint64_t)r) * W + (uint64_t)col;
+                for (size_t c = 0; c < C; c++) {
+                    uint8_t keep = tb_cpu_uniform(seed, step, id, base + c * hw) >= p;
+                    mask[at + c] = keep;
+                    y[at + c] = x[at + c] * ((float)keep * scale);
+                }
+            }
+    return TB_OK;
+}
+
+static int dropout_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                            struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)in;
+    (void)err;
+    const struct tb_dropout_params *dp = &op->p.dropout;
+    struct tb_shape s = op->in[0].shape;
+    float *dx = din[0].data; /* (N,C,H,W) */
+    if (!dx)
+        return TB_OK;
+    const float *dy = dout[0].data;    /* (N,C,H,W) */
+    const uint8_t *mask = out[1].data; /* (N,C,1,1) channelwise, else (N,C,H,W) */
+    size_t n = tb_shape_elems(s);
+    if (!dp->training) { /* inference is the identity (its mask was never written) */
+        if (dx != dy)
+            memcpy(dx, dy, n * sizeof(float));
+        return TB_OK;
+    }
+    const float scale = 1.0f / (1.0f - dp->p);
+    if (dp->channelwise) {
+        const size_t C = (size_t)s.c, hw = (size_t)s.h * (size_t)s.w, pixels = (size_t)s.n * hw;
+#pragma omp parallel for schedule(static)
+        for (size_t q = 0; q < pixels; q++) {
+            const uint8_t *m = mask + q / hw * C;
+#pragma omp simd
+            for (size_t c = 0; c < C; c++)
+                dx[q * C + c] = dy[q * C + c] * ((float)m[c] * scale);
+        }
+        return TB_OK;
+    }
+    /* The mask is stored in the same NHWC order as dy. */
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * ((float)mask[i] * scale);
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_dropout_kernel = {
+    .prepare = dropout_prepare,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+};

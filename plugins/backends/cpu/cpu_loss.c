@@ -1,5 +1,349 @@
-/* backends/cpu/cpu_loss.c: not written yet; every row below is empty, so op_prepare refuses the op. */
+/* backends/cpu/cpu_loss.c: the two losses, softmax cross-entropy (segmentation) and
+ * class-balanced binary cross-entropy with logits (edges), as trainbig/ops.h defines them.
+ *
+ * Both reduce over every pixel of the batch. To stay deterministic (the same bits for any
+ * thread count) each image row is summed by one thread in column order into its own slot
+ * of a scratch array, and the rows are then added up serially in row order. Per-pixel terms
+ * are float (as PyTorch computes them for float tensors); the sums are double. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "cpu_internal.h"
 
-const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel = { 0 };
-const struct tb_cpu_kernel tb_cpu_bce_logits_kernel = { 0 };
+/* ------------------------------------------------------------------ softmax cross-entropy */
+
+static int ce_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    const struct tb_ce_params *cp = &op->p.ce;
+    uint32_t nin = cp->weighted ? 3 : 2;
+    if (op->nin != nin || op->nout != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (softmax_ce): takes %u inputs (%s) and 1 output, not %u and %u",
+                          op->id, nin, cp->weighted ? "logits, labels, weights" : "logits, labels", op->nin, op->nout);
+    struct tb_shape z = op->in[0].shape, l = op->in[1].shape, o = op->out[0].shape;
+    if (op->in[0].dtype != TB_F32 || z.c < 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (softmax_ce): logits must be f32 with at least one class",
+                          op->id);
+    if (op->in[1].dtype != TB_U8 || l.n != z.n || l.c != 1 || l.h != z.h || l.w != z.w)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (softmax_ce): labels must be u8 (%d,1,%d,%d), not %s (%d,%d,%d,%d)", op->id, z.n, z.h,
+                          z.w, op->in[1].dtype == TB_U8 ? "u8" : "f32", l.n, l.c, l.h, l.w);
+    if (cp->weighted) {
+        struct tb_shape w = op->in[2].shape;
+        if (op->in[2].dtype != TB_F32 || w.n != z.n || w.c != z.c || w.h != 1 || w.w != 1)
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "op %u (softmax_ce): weights must be f32 (%d,%d,1,1), one per image and class, not "
+                              "(%d,%d,%d,%d)",
+                              op->id, z.n, z.c, w.n, w.c, w.h, w.w);
+    }
+    if (op->out[0].dtype != TB_F32 || o.n != 1 || o.c != 1 || o.h != 1 || o.w != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (softmax_ce): the loss must be f32 (1,1,1,1)", op->id);
+    return TB_OK;
+}
+
+/* One image row's sums. */
+struct ce_row {
+    double loss;   /* sum of w * nll (forward only) */
+    double weight; /* sum of w over the counted pixels */
+    int32_t bad;   /* the first column with a label >= K that is not ignore_label, or -1 */
+};
+
+/* Fills rows[N*H]; with logits NULL only the weights (and the label check). */
+static void ce_rows(const struct tb_op *op, const float *logits, const uint8_t *labels, const float *weights,
+                    struct ce_row *rows)
+{
+    const struct tb_ce_params *cp = &op->p.ce;
+    struct tb_shape s = op->in[0].shape;
+    const int K = s.c;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < s.n; n++)
+        for (int y = 0; y < s.h; y++) {
+            struct ce_row r = { 0.0, 0.0, -1 };
+            /* labels are (N,1,H,W): one byte per pixel, row-major */
+            const uint8_t *lab = labels + ((size_t)n * (size_t)s.h + (size_t)y) * (size_t)s.w;
+            for (int x = 0; x < s.w; x++) {
+                int t = lab[x];
+                if (t == cp->ignore_label)
+                    continue;
+                if (t >= K) {
+                    if (r.bad < 0)
+                        r.bad = x;
+                    continue;
+                }
+                float w = weights ? weights[(size_t)n * (size_t)K + (size_t)t] : 1.0f;
+                r.weight += (double)w;
+                if (!logits)
+                    continue;
+                /* -log softmax(z)[t] = log(sum exp(z - m)) - (z[t] - m), m = max z: no
+                 * exp overflows, and the sum is at least 1. */
+                const float *z = logits + tb_cpu_at(s, n, 0, y, x);
+                float m = z[0];
+                for (int k = 1; k < K; k++)
+                    m = z[k] > m ? z[k] : m;
+                float sum = 0.0f;
+                for (int k = 0; k < K; k++)
+                    sum += expf(z[k] - m);
+                float nll = logf(sum) - (z[t] - m);
+                r.loss += (double)(w * nll);
+            }
+            rows[(size_t)n * (size_t)s.h + (size_t)y] = r;
+        }
+}
+
+/* The first invalid label, in (image, row, column) order, as an error naming it. */
+static int ce_check_labels(const struct tb_op *op, const uint8_t *labels, const struct ce_row *rows, struct tb_err *err)
+{
+    struct tb_shape s = op->in[0].shape;
+    for (int n = 0; n < s.n; n++)
+        for (int y = 0; y < s.h; y++) {
+            const struct ce_row *r = &rows[(size_t)n * (size_t)s.h + (size_t)y];
+            if (r->bad < 0)
+                continue;
+            int t = labels[((size_t)n * (size_t)s.h + (size_t)y) * (size_t)s.w + (size_t)r->bad];
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "op %u (softmax_ce): image %d, pixel (row %d, column %d): label %d is not a class "
+                              "(0..%d) and not the ignore label %d",
+                              op->id, n, y, r->bad, t, s.c - 1, op->p.ce.ignore_label);
+        }
+    return TB_OK;
+}
+
+/* sums[n] = rows of image n added in order. */
+static void ce_image_sums(struct tb_shape s, const struct ce_row *rows, double *loss, double *weight)
+{
+    for (int n = 0; n < s.n; n++) {
+        double l = 0.0, w = 0.0;
+        for (int y = 0; y < s.h; y++) {
+            l += rows[(size_t)n * (size_t)s.h + (size_t)y].loss;
+            w += rows[(size_t)n * (size_t)s.h + (size_t)y].weight;
+        }
+        if (loss)
+            loss[n] = l;
+        weight[n] = w;
+    }
+}
+
+static int ce_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                      const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    struct tb_shape s = op->in[0].shape;
+    const float *logits = in[0].data;                             /* (N,K,H,W) */
+    const uint8_t *labels = in[1].data;                           /* (N,1,H,W) u8 */
+    const float *weights = op->p.ce.weighted ? in[2].data : NULL; /* (N,K,1,1) */
+    float *loss = out[0].data;                                    /* (1,1,1,1) */
+    size_t nrows = (size_t)s.n * (size_t)s.h;
+    struct ce_row *rows = tb_cpu_scratch(cpu, nrows * sizeof *rows + 2 * (size_t)s.n * sizeof(double), err);
+    if (!rows)
+        return err->status;
+    double *img_loss = (double *)(rows + nrows), *img_weight = img_loss + s.n;
+    ce_rows(op, logits, labels, weights, rows);
+    int rc = ce_check_labels(op, labels, rows, err);
+    if (rc)
+        return rc;
+    ce_image_sums(s, rows, img_loss, img_weight);
+    /* No counted pixel (or only zero weights): that image, or with the global mean the
+     * batch, adds 0 rather than PyTorch's 0/0 = NaN. */
+    double total = 0.0;
+    if (op->p.ce.per_image) {
+        for (int n = 0; n < s.n; n++)
+            if (img_weight[n] > 0.0)
+                total += img_loss[n] / img_weight[n];
+    } else {
+        double l = 0.0, w = 0.0;
+        for (int n = 0; n < s.n; n++) {
+            l += img_loss[n];
+            w += img_weight[n];
+        }
+        total = w > 0.0 ? l / w : 0.0;
+    }
+    loss[0] = (float)total;
+    return TB_OK;
+}
+
+static int ce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                       const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                       struct tb_err *err)
+{
+    (void)state;
+    (void)out;
+    const struct tb_ce_params *cp = &op->p.ce;
+    struct tb_shape s = op->in[0].shape;
+    const float *logits = in[0].data;                        /* (N,K,H,W) */
+    const uint8_t *labels = in[1].data;                      /* (N,1,H,W) u8 */
+    const float *weights = cp->weighted ? in[2].data : NULL; /* (N,K,1,1) */
+    const float *dl = dout[0].data;                          /* (1,1,1,1) */
+    float *dz = din[0].data;                                 /* (N,K,H,W); labels and weights have no grad */
+    if (!dz)
+        return TB_OK;
+    /* The denominators again (they depend on labels and weights only): per image, or of
+     * the whole batch. */
+    size_t nrows = (size_t)s.n * (size_t)s.h;
+    struct ce_row *rows = tb_cpu_scratch(cpu, nrows * sizeof *rows + 2 * (size_t)s.n * sizeof(double), err);
+    if (!rows)
+        return err->status;
+    double *img_weight = (double *)(rows + nrows), *scale = img_weight + s.n;
+    ce_rows(op, NULL, labels, weights, rows);
+    int rc = ce_check_labels(op, labels, rows, err);
+    if (rc)
+        return rc;
+    ce_image_sums(s, rows, NULL, img_weight);
+    double all = 0.0;
+    for (int n = 0; n < s.n; n++)
+        all += img_weight[n];
+    for (int n = 0; n < s.n; n++) {
+        double denom = cp->per_image ? img_weight[n] : all;
+        scale[n] = denom > 0.0 ? (double)dl[0] / denom : 0.0;
+    }
+    /* d loss / d z[k] = scale * w * (softmax(z)[k] - [k == t]); 0 for ignored pixels. */
+    const int K = s.c;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < s.n; n++)
+        for (int y = 0; y < s.h; y++) {
+            const uint8_t *lab = labels + ((size_t)n * (size_t)s.h + (size_t)y) * (size_t)s.w;
+            for (int x = 0; x < s.w; x++) {
+                size_t at = tb_cpu_at(s, n, 0, y, x);
+                float *g = dz + at;
+                int t = lab[x];
+                if (t == cp->ignore_label || t >= K) {
+                    for (int k = 0; k < K; k++)
+                        g[k] = 0.0f;
+                    continue;
+                }
+                float w = weights ? weights[(size_t)n * (size_t)K + (size_t)t] : 1.0f;
+                float c = (float)(scale[n] * (double)w);
+                const float *z = logits + at;
+                float m = z[0];
+                for (int k = 1; k < K; k++)
+                    m = z[k] > m ? z[k] : m;
+                float sum = 0.0f;
+                for (int k = 0; k < K; k++) {
+                    g[k] = expf(z[k] - m);
+                    sum += g[k];
+                }
+                for (int k = 0; k < K; k++)
+                    g[k] = c * (g[k] / sum - (k == t ? 1.0f : 0.0f));
+            }
+        }
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel = {
+    .prepare = ce_prepare,
+    .forward = ce_forward,
+    .backward = ce_backward,
+};
+
+/* ------------------------------------------------------------------ class-balanced BCE with logits */
+
+static int bce_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    if (op->nin != 2 || op->nout != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (bce_logits): takes 2 inputs (logits, targets) and 1 output, not %u and %u", op->id,
+                          op->nin, op->nout);
+    struct tb_shape z = op->in[0].shape, t = op->in[1].shape, o = op->out[0].shape;
+    if (op->in[0].dtype != TB_F32 || z.c != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (bce_logits): logits must be f32 (N,1,H,W), not (%d,%d,%d,%d)",
+                          op->id, z.n, z.c, z.h, z.w);
+    if (op->in[1].dtype != TB_U8 || !tb_shape_eq(z, t))
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (bce_logits): targets must be u8 (%d,1,%d,%d) like the logits, not %s (%d,%d,%d,%d)",
+                          op->id, z.n, z.h, z.w, op->in[1].dtype == TB_U8 ? "u8" : "f32", t.n, t.c, t.h, t.w);
+    if (op->out[0].dtype != TB_F32 || o.n != 1 || o.c != 1 || o.h != 1 || o.w != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (bce_logits): the loss must be f32 (1,1,1,1)", op->id);
+    return TB_OK;
+}
+
+/* The class weights: with P positives and Q negatives in the batch, a positive weighs
+ * Q/(P+Q) and a negative P/(P+Q) (both 0 when every pixel is ignored). Integer counts,
+ * so the reduction is exact in any order. */
+static void bce_weights(const uint8_t *t, size_t pixels, float *wpos, float *wneg)
+{
+    int64_t P = 0, Q = 0;
+#pragma omp parallel for reduction(+ : P, Q) schedule(static)
+    for (size_t i = 0; i < pixels; i++) {
+        P += t[i] == 1;
+        Q += t[i] == 0;
+    }
+    *wpos = P + Q ? (float)((double)Q / (double)(P + Q)) : 0.0f;
+    *wneg = P + Q ? (float)((double)P / (double)(P + Q)) : 0.0f;
+}
+
+static int bce_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    struct tb_shape s = op->in[0].shape;
+    const float *z = in[0].data;   /* (N,1,H,W): with one channel NHWC is NCHW */
+    const uint8_t *t = in[1].data; /* (N,1,H,W) u8 */
+    float *loss = out[0].data;     /* (1,1,1,1) */
+    const size_t W = (size_t)s.w, nrows = (size_t)s.n * (size_t)s.h, pixels = nrows * W;
+    double *rows = tb_cpu_scratch(cpu, nrows * sizeof *rows, err);
+    if (!rows)
+        return err->status;
+    float wpos, wneg;
+    bce_weights(t, pixels, &wpos, &wneg);
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < nrows; r++) {
+        double acc = 0.0;
+        for (size_t x = r * W; x < (r + 1) * W; x++) {
+            float w = t[x] == 1 ? wpos : t[x] == 0 ? wneg : 0.0f;
+            if (w == 0.0f)
+                continue;
+            /* max(z,0) - z*t + log(1 + exp(-|z|)): no overflow for any z */
+            float b = fmaxf(z[x], 0.0f) - z[x] * (float)t[x] + log1pf(expf(-fabsf(z[x])));
+            acc += (double)(w * b);
+        }
+        rows[r] = acc;
+    }
+    double sum = 0.0;
+    for (size_t r = 0; r < nrows; r++)
+        sum += rows[r];
+    loss[0] = (float)(sum / (double)pixels); /* the mean over all N*H*W pixels */
+    return TB_OK;
+}
+
+static int bce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    (void)cpu;
+    (void)state;
+    (void)out;
+    (void)err;
+    struct tb_shape s = op->in[0].shape;
+    const float *z = in[0].data;    /* (N,1,H,W) */
+    const uint8_t *t = in[1].data;  /* (N,1,H,W) u8 */
+    const float *dl = dout[0].data; /* (1,1,1,1) */
+    float *dz = din[0].data;        /* (N,1,H,W); targets have no grad */
+    if (!dz)
+        return TB_OK;
+    const size_t pixels = tb_shape_elems(s);
+    float wpos, wneg;
+    bce_weights(t, pixels, &wpos, &wneg);
+    /* d/dz of w * BCE is w * (sigmoid(z) - t), and the mean divides by N*H*W. */
+    const double base = (double)dl[0] / (double)pixels;
+    const float cpos = (float)(base * (double)wpos), cneg = (float)(base * (double)wneg);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < pixels; i++) {
+        float zi = z[i];
+        /* sigmoid without overflow: exp of a non-positive number only */
+        float e = expf(-fabsf(zi));
+        float sig = zi >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        dz[i] = t[i] == 1 ? cpos * (sig - 1.0f) : t[i] == 0 ? cneg * sig : 0.0f;
+    }
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_bce_logits_kernel = {
+    .prepare = bce_prepare,
+    .forward = bce_forward,
+    .backward = bce_backward,
+};
