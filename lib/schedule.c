@@ -213,8 +213,8 @@ struct tb_schedule *tb_schedule_build(const struct tb_graph *g,
         }
         step++;
     }
-    /* Outputs and losses stay readable until the step ends. */
-    int32_t end = (int32_t)s->nsteps - 1;
+    /* Outputs and losses stay readable after the last step: "used" one past it. */
+    int32_t end = (int32_t)s->nsteps;
     for (size_t i = 0; i < g->noutputs; i++)
         s->tensors[g->outputs[i].x->id].last_use = end;
     for (size_t i = 0; i < g->nlosses; i++)

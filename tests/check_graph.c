@@ -271,8 +271,8 @@ START_TEST(schedule_first_and_last_use)
     const struct tb_sched_tensor *r = tb_schedule_tensor(s, tensor_named(s, "relu1"));
     ck_assert_int_eq(r->first_use, 1);
     ck_assert_int_eq(r->last_use, 6);
-    /* The loss is kept to the end of the step, readable by the trainer. */
-    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "softmax_ce3"))->last_use, 7);
+    /* The loss is kept past the end of the step, readable by the trainer. */
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "softmax_ce3"))->last_use, 8);
     /* conv2's output is read by the loss's backward only. */
     ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "conv2"))->last_use, 4);
     /* Gradients: relu's is written by conv2's backward and read by relu's. */
@@ -310,7 +310,7 @@ START_TEST(schedule_skips_what_no_loss_reaches)
     ck_assert_uint_eq(tb_schedule_steps(s), 5);
     for (size_t i = 0; i < tb_schedule_tensors(s); i++)
         ck_assert_str_ne(tb_schedule_tensor(s, i)->name, "side.weight.grad");
-    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "side"))->last_use, 4);
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "side"))->last_use, 5);
     tb_schedule_free(s);
 }
 END_TEST
@@ -321,6 +321,8 @@ START_TEST(inference_schedule_has_no_backward)
     struct tb_schedule *s = small_net(h);
     ck_assert_uint_eq(tb_schedule_steps(s), tb_schedule_forward_steps(s));
     ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "conv1"))->last_use, 1);
+    /* Without backward the loss is still kept past its own step. */
+    ck_assert_int_eq(tb_schedule_tensor(s, tensor_named(s, "softmax_ce3"))->last_use, 4);
     tb_schedule_free(s);
     tb_graph_free(h);
 }

@@ -32,7 +32,8 @@ struct tb_sched_tensor {
     struct tb_tensor_desc desc;
     uint64_t bytes;    /* in the backend's layout */
     int32_t first_use; /* first step that touches it; -1 if none */
-    int32_t last_use;  /* last step that touches it (steps() - 1 for outputs kept to the end) */
+    int32_t last_use;  /* last step that touches it; steps() for outputs and losses, which
+                        * stay readable after the step */
 };
 
 struct tb_schedule;
