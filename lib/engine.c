@@ -42,10 +42,11 @@ static void free_tensor(struct tb_engine *e, struct tb_tensor *t)
 void tb_engine_fini(struct tb_engine *e)
 {
     for (size_t i = 0; i < e->nparams; i++) {
-        free_tensor(e, &e->params[i].value);
-        free_tensor(e, &e->params[i].grad);
-        free_tensor(e, &e->params[i].momentum);
-        free(e->params[i].name);
+        free_tensor(e, &e->params[i]->value);
+        free_tensor(e, &e->params[i]->grad);
+        free_tensor(e, &e->params[i]->momentum);
+        free(e->params[i]->name);
+        free(e->params[i]);
     }
     free(e->params);
     e->params = NULL;
@@ -55,8 +56,8 @@ void tb_engine_fini(struct tb_engine *e)
 struct tb_param *tb_engine_find_param(struct tb_engine *e, const char *name)
 {
     for (size_t i = 0; i < e->nparams; i++)
-        if (strcmp(e->params[i].name, name) == 0)
-            return &e->params[i];
+        if (strcmp(e->params[i]->name, name) == 0)
+            return e->params[i];
     return NULL;
 }
 
@@ -136,8 +137,9 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
         e->params = q;
         e->params_cap = cap;
     }
-    p = &e->params[e->nparams];
-    memset(p, 0, sizeof *p);
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     p->name = strdup(name);
     p->trainable = trainable;
     p->value.desc = d;
@@ -146,6 +148,7 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
     p->value.data = p->name ? e->ops->mem_alloc(e->ctx, e->device, bytes) : NULL;
     if (!p->value.data) {
         free(p->name);
+        free(p);
         return tb_err_set(err, TB_ERR_NOMEM, "%s: no device memory for %zu bytes of %s", name, bytes,
                           trainable ? "parameter" : "buffer");
     }
@@ -153,9 +156,10 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
     if (rc) {
         free_tensor(e, &p->value);
         free(p->name);
+        free(p);
         return rc;
     }
-    e->nparams++;
+    e->params[e->nparams++] = p;
     *out = p;
     return TB_OK;
 }

@@ -26,7 +26,7 @@ struct tb_engine {
     void *ctx; /* the backend instance; not owned */
     int device;
     uint64_t seed; /* initialises parameters */
-    struct tb_param *params;
+    struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
     size_t nparams, params_cap;
 };
 

@@ -349,7 +349,7 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
     for (size_t i = 0; i < x->s->ntensors; i++)
         x->written[i] = false;
     for (size_t i = 0; i < x->e->nparams; i++)
-        x->e->params[i].grad_written = false;
+        x->e->params[i]->grad_written = false;
     /* Seed: d objective / d loss = the loss's weight (summed when a node is added twice). */
     for (size_t l = 0; l < x->g->nlosses; l++) {
         const struct tb_node *n = x->g->losses[l].x;

@@ -8,7 +8,7 @@
 int tb_sgd_step(struct tb_engine *e, float lr, float momentum, float weight_decay, struct tb_err *err)
 {
     for (size_t i = 0; i < e->nparams; i++) {
-        struct tb_param *p = &e->params[i];
+        struct tb_param *p = e->params[i];
         if (!p->trainable || !p->grad.data)
             continue;
         if (!p->momentum.data) {
