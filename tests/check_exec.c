@@ -224,6 +224,33 @@ START_TEST(whole_net_gradients)
 }
 END_TEST
 
+START_TEST(many_parameters)
+{
+    /* More parameters than the engine's first table holds (64): gradients must still land
+     * on the parameters that were created first. */
+    struct tb_graph *g = tb_graph_new(true);
+    struct tb_node *y = tb_input(g, "image", TB_F32, shape(1, 3, 4, 4));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(1, 1, 4, 4));
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        y = tb_conv2d(g, name, y, 3, 1, 1, 0, 1, true);
+    }
+    tb_graph_loss(g, "seg", tb_softmax_ce(g, y, lab, NULL, 255, false), 1.0f);
+    ck_assert_ptr_null(tb_graph_error(g));
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(e.nparams, 80);
+    feed(x, 1, 3, 4, 4, 3, 11);
+    check_param_grad(x, "c0.bias", 5e-3);
+    check_param_grad(x, "c39.weight", 5e-3);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
 START_TEST(weighted_losses_sum)
 {
     /* Two losses with weights 1 and 0.25 on one head: the gradient is their weighted sum,
@@ -429,6 +456,7 @@ int main(void)
     tcase_add_test(tc, tensor_used_twice_accumulates);
     tcase_add_test(tc, whole_net_gradients);
     tcase_add_test(tc, weighted_losses_sum);
+    tcase_add_test(tc, many_parameters);
     tcase_add_test(tc, unreached_parameter_gets_zero_gradient);
     suite_add_tcase(s, tc);
     tc = tcase_create("training");
