@@ -1,4 +1,295 @@
-/* backends/cpu/cpu_batchnorm.c: not written yet; every row below is empty, so op_prepare refuses the op. */
+/* backends/cpu/cpu_batchnorm.c: TB_OP_BATCHNORM, training and inference, forward and
+ * backward, in plain C with OpenMP over NHWC tensors.
+ *
+ * Not oneDNN: its batch normalization outputs the variance (not 1/sqrt(var + eps)), leaves
+ * the running statistics alone, and reduces in an order that depends on the thread count.
+ * The statistics here are a few passes over memory, next to a convolution that does
+ * hundreds of flops per element, so plain loops cost little.
+ *
+ * Determinism. Every per-channel sum is split into a fixed set of pixel blocks (the split
+ * depends only on the shape, never on the thread count); each block sums its pixels in
+ * order, in double, into its own row of partial sums, and the rows are then added in block
+ * order. So the results are bit-identical run to run, for any thread count. The partial
+ * sums live in the backend's scratch memory (tb_cpu_scratch).
+ *
+ * Numerics follow PyTorch: the batch variance is the biased one (mean of squared
+ * deviations) for normalising and save_invstd = 1/sqrt(var + eps); running_var takes the
+ * unbiased one (times P/(P-1), P = N*H*W). The sums are shifted by one sample per channel
+ * (the first pixel's value), which keeps sum(x^2) - sum(x)^2/P from cancelling when the
+ * mean is large against the spread. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu_internal.h"
 
-const struct tb_cpu_kernel tb_cpu_batchnorm_kernel = { 0 };
+/* About BLOCK_ELEMS elements (64 KiB of floats) per block, and at most MAX_BLOCKS blocks:
+ * enough work in a block to make its partial-sum row (2 * C doubles) worth a row, enough
+ * blocks to share among threads, and the cap bounds the partial-sum scratch at
+ * MAX_BLOCKS * C * 16 bytes. */
+#define BLOCK_ELEMS 16384
+#define MAX_BLOCKS 128
+
+/* The split of P pixels into blocks: block b covers pixels [b * per, min(P, (b+1) * per)). */
+struct blocks {
+    size_t count, per;
+};
+
+static struct blocks split(size_t pixels, size_t channels)
+{
+    size_t want = pixels * channels / BLOCK_ELEMS;
+    if (want < 1)
+        want = 1;
+    if (want > MAX_BLOCKS)
+        want = MAX_BLOCKS;
+    if (want > pixels)
+        want = pixels;
+    struct blocks b;
+    b.per = (pixels + want - 1) / want;
+    b.count = (pixels + b.per - 1) / b.per;
+    return b;
+}
+
+static int bn_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cpu;
+    *state = NULL;
+    if (op->nin != 5 || op->nout != 3)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): expected 5 inputs and 3 outputs, got %u and %u",
+                          op->id, op->nin, op->nout);
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_shape vec = { 1, x.c, 1, 1 };
+    for (uint32_t i = 0; i < op->nin; i++)
+        if (op->in[i].dtype != TB_F32)
+            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): input %u is not f32", op->id, i);
+    for (uint32_t j = 0; j < op->nout; j++)
+        if (op->out[j].dtype != TB_F32)
+            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): output %u is not f32", op->id, j);
+    for (uint32_t i = 1; i < 5; i++)
+        if (!tb_shape_eq(op->in[i].shape, vec))
+            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): input %u must be (1,%d,1,1)", op->id, i, x.c);
+    if (!tb_shape_eq(op->out[0].shape, x) || !tb_shape_eq(op->out[1].shape, vec) || !tb_shape_eq(op->out[2].shape, vec))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): outputs must be y (%d,%d,%d,%d) and two (1,%d,1,1)",
+                          op->id, x.n, x.c, x.h, x.w, x.c);
+    if (!(op->p.bn.eps > 0.0f) || !(op->p.bn.momentum >= 0.0f && op->p.bn.momentum <= 1.0f))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): eps %g must be > 0 and momentum %g in [0, 1]",
+                          op->id, (double)op->p.bn.eps, (double)op->p.bn.momentum);
+    /* As PyTorch: batch statistics of a single value per channel are meaningless. */
+    if (op->p.bn.training && (int64_t)x.n * x.h * x.w < 2)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (batchnorm): training needs more than 1 value per channel, input is (%d,%d,%d,%d)",
+                          op->id, x.n, x.c, x.h, x.w);
+    return TB_OK;
+}
+
+/* Per-channel sums of a and b over P pixels of C channels (NHWC):
+ *   s1[c] = sum_p (a[p,c] - ka[c]),  s2[c] = sum_p (a[p,c] - ka[c]) * (b[p,c] - kb[c])
+ * with b == NULL meaning s2 = sum (a - ka)^2. Sums in double, in the fixed block order;
+ * `part` holds blocks.count * 2 * C doubles of partial sums (scratch). */
+static void channel_sums(const float *a, const double *ka, const float *b, const double *kb, size_t P, size_t C,
+                         double *part, double *s1, double *s2)
+{
+    const struct blocks bl = split(P, C);
+#pragma omp parallel for schedule(static)
+    for (size_t blk = 0; blk < bl.count; blk++) {
+        double *p1 = part + blk * 2 * C, *p2 = p1 + C;
+        memset(p1, 0, 2 * C * sizeof *p1);
+        size_t end = (blk + 1) * bl.per < P ? (blk + 1) * bl.per : P;
+        for (size_t px = blk * bl.per; px < end; px++) {
+            const float *ar = a + px * C;
+            if (b) {
+                const float *br = b + px * C;
+#pragma omp simd
+                for (size_t c = 0; c < C; c++) {
+                    double da = (double)ar[c] - ka[c];
+                    p1[c] += da;
+                    p2[c] += da * ((double)br[c] - kb[c]);
+                }
+            } else {
+#pragma omp simd
+                for (size_t c = 0; c < C; c++) {
+                    double da = (double)ar[c] - ka[c];
+                    p1[c] += da;
+                    p2[c] += da * da;
+                }
+            }
+        }
+    }
+    /* Each channel adds its blocks' partial sums in block order. */
+    for (size_t c = 0; c < C; c++) {
+        double t1 = 0, t2 = 0;
+        for (size_t blk = 0; blk < bl.count; blk++) {
+            t1 += part[blk * 2 * C + c];
+            t2 += part[blk * 2 * C + C + c];
+        }
+        s1[c] = t1;
+        s2[c] = t2;
+    }
+}
+
+/* y = (x - center[c]) * scale[c] + shift[c] over NHWC. Centering first (rather than
+ * folding the mean into the shift, x * scale + (beta - mean * scale)) avoids cancellation
+ * when |mean| is large against the spread. */
+static void affine(const float *x, float *y, const float *center, const float *scale, const float *shift, size_t P,
+                   size_t C)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t px = 0; px < P; px++) {
+        const float *xr = x + px * C;
+        float *yr = y + px * C;
+#pragma omp simd
+        for (size_t c = 0; c < C; c++)
+            yr[c] = (xr[c] - center[c]) * scale[c] + shift[c];
+    }
+}
+
+/* Scratch for the statistics: partial sums, then per-channel doubles and floats. Layout
+ * (all 8-byte aligned): part[blocks * 2C] | d[5C] doubles | f[3C] floats. */
+struct work {
+    double *part, *d;
+    float *f;
+};
+
+static int get_work(struct tb_cpu *cpu, const struct tb_op *op, size_t P, size_t C, struct work *w, struct tb_err *err)
+{
+    const struct blocks bl = split(P, C);
+    size_t nd = bl.count * 2 * C + 5 * C;
+    char *mem = tb_cpu_scratch(cpu, nd * sizeof(double) + 3 * C * sizeof(float), err);
+    if (!mem)
+        return tb_err_prefix(err, "op %u (batchnorm)", op->id);
+    w->part = (double *)mem;
+    w->d = w->part + bl.count * 2 * C;
+    w->f = (float *)(w->d + 5 * C);
+    return TB_OK;
+}
+
+static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                      const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape s = op->in[0].shape;
+    const size_t C = (size_t)s.c, P = (size_t)s.n * (size_t)s.h * (size_t)s.w;
+    const double eps = op->p.bn.eps, mom = op->p.bn.momentum;
+    const float *x = in[0].data, *gamma = in[1].data, *beta = in[2].data;
+    float *rmean = in[3].data, *rvar = in[4].data;
+    float *y = out[0].data;
+    if (C == 0 || P == 0)
+        return TB_OK;
+    struct work w;
+    int rc = get_work(cpu, op, P, C, &w, err);
+    if (rc)
+        return rc;
+    float *scale = w.f;
+
+    if (!op->p.bn.training) {
+        for (size_t c = 0; c < C; c++)
+            scale[c] = (float)(gamma[c] / sqrt((double)rvar[c] + eps));
+        affine(x, y, rmean, scale, beta, P, C);
+        return TB_OK;
+    }
+
+    /* Shift by the first pixel's values (see the top of the file). */
+    double *k = w.d, *s1 = w.d + C, *s2 = w.d + 2 * C;
+    for (size_t c = 0; c < C; c++)
+        k[c] = x[c];
+    channel_sums(x, k, NULL, NULL, P, C, w.part, s1, s2);
+    float *save_mean = out[1].data, *save_invstd = out[2].data;
+    for (size_t c = 0; c < C; c++) {
+        double d = s1[c] / (double)P;
+        double mean = k[c] + d;
+        double var = s2[c] / (double)P - d * d; /* biased */
+        if (var < 0)
+            var = 0;
+        double inv = 1.0 / sqrt(var + eps);
+        save_mean[c] = (float)mean;
+        save_invstd[c] = (float)inv;
+        scale[c] = (float)(gamma[c] * inv);
+        rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * mean);
+        rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * var * (double)P / (double)(P - 1));
+    }
+    /* save_mean is the float mean: y is centred on exactly what backward will see. */
+    affine(x, y, save_mean, scale, beta, P, C);
+    return TB_OK;
+}
+
+static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                       const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                       struct tb_err *err)
+{
+    (void)state;
+    const struct tb_shape s = op->in[0].shape;
+    const size_t C = (size_t)s.c, P = (size_t)s.n * (size_t)s.h * (size_t)s.w;
+    float *dx = din[0].data, *dgamma = din[1].data, *dbeta = din[2].data;
+    /* running_mean and running_var carry no gradient: zero whatever buffer was passed, so
+     * that it is written rather than left stale. */
+    for (uint32_t i = 3; i < 5; i++)
+        if (din[i].data)
+            memset(din[i].data, 0, C * sizeof(float));
+    if (!dx && !dgamma && !dbeta)
+        return TB_OK;
+    if (!dout[0].data)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): backward without an output gradient", op->id);
+    if (C == 0 || P == 0)
+        return TB_OK;
+    const float *x = in[0].data, *gamma = in[1].data, *dy = dout[0].data;
+    /* The statistics the forward normalised with: the saved batch ones in training, the
+     * running ones in inference (then y is affine in x: dx = dy * gamma * invstd). */
+    const float *mean_f, *invstd_f = NULL, *rvar = NULL;
+    if (op->p.bn.training) {
+        mean_f = out[1].data;
+        invstd_f = out[2].data;
+    } else {
+        mean_f = in[3].data;
+        rvar = in[4].data;
+    }
+    if (!x || !gamma || !mean_f || (!invstd_f && !rvar))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): backward needs x, gamma and the %s statistics",
+                          op->id, op->p.bn.training ? "saved" : "running");
+    struct work w;
+    int rc = get_work(cpu, op, P, C, &w, err);
+    if (rc)
+        return rc;
+    double *mean = w.d, *inv = w.d + C, *sdy = w.d + 2 * C, *sdyx = w.d + 3 * C, *zero = w.d + 4 * C;
+    for (size_t c = 0; c < C; c++) {
+        mean[c] = mean_f[c];
+        inv[c] = invstd_f ? (double)invstd_f[c] : 1.0 / sqrt((double)rvar[c] + (double)op->p.bn.eps);
+        zero[c] = 0;
+    }
+    /* sdy = sum dy, sdyx = sum dy * (x - mean). */
+    channel_sums(dy, zero, x, mean, P, C, w.part, sdy, sdyx);
+    if (dbeta)
+        for (size_t c = 0; c < C; c++)
+            dbeta[c] = (float)sdy[c];
+    if (dgamma)
+        for (size_t c = 0; c < C; c++)
+            dgamma[c] = (float)(sdyx[c] * inv[c]);
+    if (!dx)
+        return TB_OK;
+    /* Training: dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))),
+     * as a1 * dy + a2 * (x - mean) + a3 per channel. Inference: dx = gamma * invstd * dy. */
+    float *a1 = w.f, *a2 = w.f + C, *a3 = w.f + 2 * C;
+    for (size_t c = 0; c < C; c++) {
+        double g = (double)gamma[c] * inv[c];
+        a1[c] = (float)g;
+        a2[c] = op->p.bn.training ? (float)(-g * inv[c] * inv[c] * sdyx[c] / (double)P) : 0.0f;
+        a3[c] = op->p.bn.training ? (float)(-g * sdy[c] / (double)P) : 0.0f;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t px = 0; px < P; px++) {
+        const float *dyr = dy + px * C, *xr = x + px * C;
+        float *dxr = dx + px * C;
+#pragma omp simd
+        for (size_t c = 0; c < C; c++)
+            dxr[c] = a1[c] * dyr[c] + a2[c] * (xr[c] - mean_f[c]) + a3[c];
+    }
+    return TB_OK;
+}
+
+const struct tb_cpu_kernel tb_cpu_batchnorm_kernel = {
+    .prepare = bn_prepare,
+    .release = NULL,
+    .forward = bn_forward,
+    .backward = bn_backward,
+};
