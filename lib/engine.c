@@ -61,6 +61,16 @@ struct tb_param *tb_engine_find_param(struct tb_engine *e, const char *name)
     return NULL;
 }
 
+size_t tb_engine_param_count(const struct tb_engine *e)
+{
+    return e->nparams;
+}
+
+struct tb_param *tb_engine_param_at(const struct tb_engine *e, size_t i)
+{
+    return i < e->nparams ? e->params[i] : NULL;
+}
+
 /* A reproducible stream of normal numbers for one parameter: seeded by the run seed and
  * the parameter's name (FNV-1a), so initial weights do not depend on build order. */
 struct normal_rng {

@@ -44,6 +44,11 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
                     struct tb_param **out, struct tb_err *err);
 struct tb_param *tb_engine_find_param(struct tb_engine *e, const char *name);
 
+/* Every parameter and buffer, in creation order, with its value, gradient and momentum
+ * buffer (for checkpoints): index 0 .. tb_engine_param_count(e)-1. */
+size_t tb_engine_param_count(const struct tb_engine *e);
+struct tb_param *tb_engine_param_at(const struct tb_engine *e, size_t i);
+
 /* ------------------------------------------------------------------ executor */
 
 struct tb_exec;

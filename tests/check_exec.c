@@ -361,6 +361,39 @@ START_TEST(runs_are_bit_identical)
 }
 END_TEST
 
+START_TEST(parameters_enumerable_by_name)
+{
+    struct tb_graph *g = small_net(true, 2, 4);
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    feed(x, 2, 3, 12, 10, 4, 12);
+    step(x, 0, 0.01f, true);
+    /* conv1.weight, bn1.{weight,bias,running_mean,running_var}, conv2.{weight,bias},
+     * head.{weight,bias}: 9, each trainable one with its gradient and momentum. */
+    ck_assert_uint_eq(tb_engine_param_count(&e), 9);
+    int trainable = 0, buffers = 0;
+    for (size_t i = 0; i < tb_engine_param_count(&e); i++) {
+        const struct tb_param *p = tb_engine_param_at(&e, i);
+        ck_assert_ptr_eq(tb_engine_find_param(&e, p->name), p);
+        if (p->trainable) {
+            trainable++;
+            ck_assert_msg(p->grad.data && p->momentum.data, "%s lacks its gradient or momentum", p->name);
+        } else {
+            buffers++;
+            ck_assert_msg(strstr(p->name, "running_"), "%s is a buffer", p->name);
+            ck_assert_ptr_null(p->momentum.data);
+        }
+    }
+    ck_assert_int_eq(trainable, 7);
+    ck_assert_int_eq(buffers, 2);
+    ck_assert_ptr_null(tb_engine_param_at(&e, 9));
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
 START_TEST(inference_graph_shares_parameters)
 {
     struct tb_graph *train = small_net(true, 2, 4), *infer = small_net(false, 2, 4);
@@ -465,6 +498,7 @@ int main(void)
     tcase_add_test(tc, small_net_overfits_one_batch);
     tcase_add_test(tc, runs_are_bit_identical);
     tcase_add_test(tc, inference_graph_shares_parameters);
+    tcase_add_test(tc, parameters_enumerable_by_name);
     suite_add_tcase(s, tc);
     tc = tcase_create("oom");
     tcase_add_checked_fixture(tc, open_tiny_engine, close_engine);
