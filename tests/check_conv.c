@@ -423,6 +423,22 @@ START_TEST(conv_wide_stride2)
 }
 END_TEST
 
+/* At least 32 channels in and out, multiples of 8: forward and backward-data run on
+ * blocked (nChw8c) copies of the activations, backward-weights too. */
+START_TEST(conv_blocked_3x3)
+{
+    const struct conv_case k = { 2, 32, 11, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1 };
+    check_conv_case(&k, 17);
+}
+END_TEST
+
+START_TEST(conv_blocked_stride2)
+{
+    const struct conv_case k = { 2, 32, 12, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 0 };
+    check_conv_case(&k, 18);
+}
+END_TEST
+
 /* Backward with some din entries NULL: those are neither computed nor touched, the
  * others are right. */
 START_TEST(conv_partial_gradients)
@@ -1051,6 +1067,8 @@ int main(void)
     tcase_add_test(tc, conv_wide_dilated);
     tcase_add_test(tc, conv_wide_dilation4);
     tcase_add_test(tc, conv_wide_stride2);
+    tcase_add_test(tc, conv_blocked_3x3);
+    tcase_add_test(tc, conv_blocked_stride2);
     tcase_add_test(tc, conv_partial_gradients);
     tcase_add_test(tc, conv_deterministic);
     tcase_add_test(tc, conv_refuses_bad_shapes);
