@@ -15,43 +15,16 @@
 #include "lib/config_internal.h"
 #include "lib/loader_internal.h"
 #include "lib/section_internal.h"
+#include "lib/setup_internal.h"
 
-struct bench_backend {
-    struct tb_plugin_handle *h;
-    const struct tb_backend_ops *ops;
-    void *ctx;
-    struct tb_config *cfg;
-    struct tb_section *sec;
-};
+#define bench_backend tb_backend_instance
 
 /* Opens backend `name` with `keys` ("threads = 2\n") as its [backend] section; exits
  * with the message on failure (this is a benchmark program, not library code). */
 static inline void bench_backend_open(struct bench_backend *b, const char *name, const char *keys)
 {
-    memset(b, 0, sizeof *b);
     struct tb_err err;
-    tb_err_clear(&err);
-    char path[] = "/tmp/trainbig-bench-XXXXXX";
-    int fd = mkstemp(path);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        perror("bench: temporary file");
-        exit(1);
-    }
-    fprintf(f, "[backend]\n%s", keys);
-    fclose(f);
-    static const char *const skip[] = { "plugin", NULL };
-    int rc = tb_plugin_find(TB_KIND_BACKEND, name, &b->h, &err);
-    if (!rc)
-        rc = tb_config_load(path, &b->cfg, &err);
-    if (!rc)
-        rc = tb_section_build(b->cfg, "backend", b->h->p->keys, "bench", skip, &b->sec, &err);
-    unlink(path);
-    if (!rc) {
-        b->ops = b->h->p->ops.backend;
-        rc = b->ops->create(b->sec, &b->ctx, &err);
-    }
-    if (rc) {
+    if (tb_backend_open(name, keys, b, &err)) {
         fprintf(stderr, "bench: cannot open backend %s: %s\n", name, err.msg);
         exit(1);
     }
@@ -59,10 +32,7 @@ static inline void bench_backend_open(struct bench_backend *b, const char *name,
 
 static inline void bench_backend_close(struct bench_backend *b)
 {
-    b->ops->destroy(b->ctx);
-    tb_section_free(b->sec);
-    tb_config_free(b->cfg);
-    tb_plugin_close(b->h);
+    tb_backend_close(b);
 }
 
 static inline double bench_now(void)

@@ -289,6 +289,20 @@ int tb_config_load(const char *path, struct tb_config **out, struct tb_err *err)
     return TB_OK;
 }
 
+struct tb_config *tb_config_new(const char *label)
+{
+    struct tb_config *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->path = strdup(label);
+    c->dir = realpath(".", NULL);
+    if (!c->path || !c->dir) {
+        tb_config_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 static bool valid_name(const char *s, bool allow_dash)
 {
     if (!*s)

@@ -43,6 +43,10 @@ struct tb_config {
  * tb_config_free(). */
 int tb_config_load(const char *path, struct tb_config **out, struct tb_err *err);
 
+/* An empty configuration named `label` (for messages), filled with tb_config_set(); paths
+ * in it are relative to the working directory. NULL when out of memory. */
+struct tb_config *tb_config_new(const char *label);
+
 /* Applies one "section.key=value" override (from --set). Replaces a value from the file
  * or an earlier --set. A malformed argument is TB_ERR_CONFIG. */
 int tb_config_set(struct tb_config *c, const char *assignment, struct tb_err *err);

@@ -158,6 +158,54 @@ int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct 
     return TB_OK;
 }
 
+int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err)
+{
+    memset(b, 0, sizeof *b);
+    tb_err_clear(err);
+    int rc = tb_plugin_find(TB_KIND_BACKEND, name, &b->h, err);
+    if (rc)
+        return rc;
+    char label[300];
+    snprintf(label, sizeof label, "backend '%s' settings", name);
+    b->cfg = tb_config_new(label);
+    if (!b->cfg) {
+        tb_backend_close(b);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    }
+    for (const char *p = settings ? settings : ""; *p;) {
+        size_t n = strcspn(p, "\n");
+        char line[1100];
+        snprintf(line, sizeof line, "backend.%.*s", (int)(n < 1000 ? n : 1000), p);
+        bool blank = strspn(line + 8, " \t") == strlen(line + 8);
+        if (!blank && (rc = tb_config_set(b->cfg, line, err)) != TB_OK) {
+            tb_backend_close(b);
+            return rc;
+        }
+        p += n + (p[n] == '\n');
+    }
+    static const char *const skip[] = { "plugin", NULL };
+    char owner[300];
+    snprintf(owner, sizeof owner, "backend plugin '%s'", name);
+    rc = tb_section_build(b->cfg, "backend", b->h->p->keys, owner, skip, &b->sec, err);
+    if (rc == TB_OK) {
+        b->ops = b->h->p->ops.backend;
+        rc = b->ops->create(b->sec, &b->ctx, err);
+    }
+    if (rc)
+        tb_backend_close(b);
+    return rc;
+}
+
+void tb_backend_close(struct tb_backend_instance *b)
+{
+    if (b->ctx)
+        b->ops->destroy(b->ctx);
+    tb_section_free(b->sec);
+    tb_config_free(b->cfg);
+    tb_plugin_close(b->h);
+    memset(b, 0, sizeof *b);
+}
+
 void tb_setup_free(struct tb_setup *s)
 {
     if (!s)

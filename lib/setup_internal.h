@@ -55,4 +55,19 @@ void tb_setup_print(const struct tb_setup *s, FILE *out);
 /* The names of the installed plugins of a kind, "a, b" or "none". */
 void tb_plugin_names(int kind, char *buf, size_t size);
 
+/* A backend instance opened outside a full configuration (benchmarks, tests, tools). */
+struct tb_backend_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_backend_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* Finds backend plugin `name`, validates `settings` ("key = value" lines of its
+ * [backend] section, as in a file) against its keys, and creates an instance. On failure
+ * *b is left empty and err says why. Close with tb_backend_close(). */
+int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err);
+void tb_backend_close(struct tb_backend_instance *b);
+
 #endif

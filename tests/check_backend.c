@@ -366,6 +366,22 @@ START_TEST(sgd_matches_pytorch_semantics)
 }
 END_TEST
 
+START_TEST(open_validates_settings)
+{
+    struct tb_backend_instance bad;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_backend_open("cpu", "threads = 2\nthraeds = 2\n", &bad, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "[backend] unknown key 'thraeds'");
+    ck_assert_contains(err.msg, "did you mean 'threads'?");
+    ck_assert_ptr_null(bad.ctx);
+    ck_assert_int_eq(tb_backend_open("cpu", "device_memory = lots\n", &bad, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "[backend] device_memory = 'lots': not a size");
+    ck_assert_int_eq(tb_backend_open("cpux", "", &bad, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "no backend plugin named 'cpux'; did you mean 'cpu'?");
+}
+END_TEST
+
 START_TEST(unknown_op_refused_at_prepare)
 {
     struct tb_op op;
@@ -410,6 +426,7 @@ int main(void)
     tcase_add_test(tc, fill_and_accumulate);
     tcase_add_test(tc, sgd_matches_pytorch_semantics);
     tcase_add_test(tc, unknown_op_refused_at_prepare);
+    tcase_add_test(tc, open_validates_settings);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -27,44 +27,22 @@
 #include "lib/config_internal.h"
 #include "lib/loader_internal.h"
 #include "lib/section_internal.h"
+#include "lib/setup_internal.h"
 #include "testutil.h"
 
-struct test_backend {
-    struct tb_plugin_handle *h;
-    const struct tb_backend_ops *ops;
-    void *ctx;
-    struct tb_config *cfg;
-    struct tb_section *sec;
-};
+/* A backend instance (h, ops, ctx) opened by name. */
+#define test_backend tb_backend_instance
 
-/* Opens backend plugin `name` with `keys` as the body of its [backend] section. */
+/* Opens backend plugin `name` with `keys` ("key = value" lines of its [backend] section). */
 static inline void test_backend_open(struct test_backend *b, const char *name, const char *keys)
 {
-    memset(b, 0, sizeof *b);
     struct tb_err err;
-    tb_err_clear(&err);
-    ck_assert_msg(tb_plugin_find(TB_KIND_BACKEND, name, &b->h, &err) == TB_OK, "%s", err.msg);
-    b->ops = b->h->p->ops.backend;
-    char *text;
-    ck_assert_int_ge(asprintf(&text, "[backend]\n%s", keys ? keys : ""), 0);
-    char *path = test_write_file("backend.ini", text);
-    free(text);
-    ck_assert_msg(tb_config_load(path, &b->cfg, &err) == TB_OK, "%s", err.msg);
-    free(path);
-    static const char *const skip[] = { "plugin", NULL };
-    ck_assert_msg(tb_section_build(b->cfg, "backend", b->h->p->keys, "test", skip, &b->sec, &err) == TB_OK, "%s",
-                  err.msg);
-    ck_assert_msg(b->ops->create(b->sec, &b->ctx, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_backend_open(name, keys, b, &err) == TB_OK, "%s", err.msg);
 }
 
 static inline void test_backend_close(struct test_backend *b)
 {
-    if (b->ctx)
-        b->ops->destroy(b->ctx);
-    tb_section_free(b->sec);
-    tb_config_free(b->cfg);
-    tb_plugin_close(b->h);
-    memset(b, 0, sizeof *b);
+    tb_backend_close(b);
 }
 
 /* A device tensor of the given description (device 0). */
