@@ -462,6 +462,71 @@ START_TEST(broken_graph_refused)
 }
 END_TEST
 
+/* Mean and standard deviation of a parameter's values. */
+static void moments(const char *name, struct tb_tensor_desc d, enum tb_init init, double *mean, double *std,
+                    float *copy)
+{
+    struct tb_param *p;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_engine_param(&e, name, true, d, init, &p, &err) == TB_OK, "%s", err.msg);
+    size_t n = tb_shape_elems(d.shape);
+    float *v = copy ? copy : malloc(n * sizeof *v);
+    test_download(&b, &p->value, v);
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += v[i];
+        s2 += (double)v[i] * v[i];
+    }
+    *mean = s / (double)n;
+    *std = sqrt(s2 / (double)n - *mean * *mean);
+    if (!copy)
+        free(v);
+}
+
+START_TEST(initialisers)
+{
+    /* A 64x64x3x3 weight: fan_in = fan_out = 576. */
+    struct tb_tensor_desc d = { TB_F32, { 64, 64, 3, 3 } };
+    double mean, std;
+    moments("k.weight", d, TB_INIT_KAIMING_NORMAL, &mean, &std, NULL);
+    ck_assert_msg(fabs(mean) < 0.002 && fabs(std - sqrt(2.0 / 576)) < 0.02 * sqrt(2.0 / 576),
+                  "kaiming: mean %g std %g, want 0 and %g", mean, std, sqrt(2.0 / 576));
+    moments("x.weight", d, TB_INIT_XAVIER_NORMAL, &mean, &std, NULL);
+    ck_assert_msg(fabs(mean) < 0.002 && fabs(std - sqrt(2.0 / 1152)) < 0.02 * sqrt(2.0 / 1152),
+                  "xavier: mean %g std %g, want 0 and %g", mean, std, sqrt(2.0 / 1152));
+    moments("z", (struct tb_tensor_desc){ TB_F32, { 1, 7, 1, 1 } }, TB_INIT_ZEROS, &mean, &std, NULL);
+    ck_assert(mean == 0 && std == 0);
+    moments("o", (struct tb_tensor_desc){ TB_F32, { 1, 7, 1, 1 } }, TB_INIT_ONES, &mean, &std, NULL);
+    ck_assert(mean == 1 && std == 0);
+
+    /* Values depend on the seed and the name, not on what was created before. */
+    size_t n = tb_shape_elems(d.shape);
+    float *first = malloc(n * sizeof *first), *again = malloc(n * sizeof *again);
+    moments("a.weight", d, TB_INIT_KAIMING_NORMAL, &mean, &std, first);
+    tb_engine_fini(&e);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_engine_init(&e, b.h->p, b.ctx, 0, 7, &err), TB_OK);
+    moments("other.weight", d, TB_INIT_KAIMING_NORMAL, &mean, &std, again);
+    ck_assert(memcmp(first, again, n * sizeof *first) != 0);
+    moments("a.weight", d, TB_INIT_KAIMING_NORMAL, &mean, &std, again);
+    ck_assert(memcmp(first, again, n * sizeof *first) == 0);
+    tb_engine_fini(&e);
+    ck_assert_int_eq(tb_engine_init(&e, b.h->p, b.ctx, 0, 8, &err), TB_OK);
+    moments("a.weight", d, TB_INIT_KAIMING_NORMAL, &mean, &std, again);
+    ck_assert(memcmp(first, again, n * sizeof *first) != 0);
+    /* The same name with another shape is an error naming both. */
+    struct tb_param *p;
+    ck_assert_int_eq(tb_engine_param(&e, "a.weight", true, (struct tb_tensor_desc){ TB_F32, { 1, 2, 3, 3 } },
+                                     TB_INIT_ZEROS, &p, &err),
+                     TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "a.weight is 64x64x3x3 in one graph and 1x2x3x3 in another");
+    free(first);
+    free(again);
+}
+END_TEST
+
 START_TEST(lr_policies)
 {
     ck_assert_double_eq_tol(tb_lr_poly(0.01, 0, 100, 1.0), 0.01, 1e-15);
@@ -482,6 +547,7 @@ int main(void)
     tcase_add_test(tc, activations_freed_at_last_use);
     tcase_add_test(tc, broken_graph_refused);
     tcase_add_test(tc, lr_policies);
+    tcase_add_test(tc, initialisers);
     suite_add_tcase(s, tc);
     tc = tcase_create("gradients");
     tcase_add_checked_fixture(tc, open_engine, close_engine);
