@@ -439,17 +439,58 @@ START_TEST(conv_blocked_stride2)
 }
 END_TEST
 
+/* Dilated stride-1 "same" convolutions with channels in multiples of 8 run as dense
+ * convolutions on the dh*dw phase sub-images (backward from 8x8 phase images): odd sizes
+ * not divisible by the dilation (phase images padded with zeros past the edge), dilation
+ * 2 and 4, unequal dilations. conv_wide_dilation4 has its forward on 4x3 phases. */
+START_TEST(conv_phases_dilation2)
+{
+    const struct conv_case k = { 2, 32, 17, 15, 32, 3, 3, 1, 1, 2, 2, 2, 2, 1 };
+    check_conv_case(&k, 21);
+}
+END_TEST
+
+START_TEST(conv_phases_dilation4)
+{
+    const struct conv_case k = { 2, 32, 31, 29, 40, 3, 3, 1, 1, 4, 4, 4, 4, 0 };
+    check_conv_case(&k, 22);
+}
+END_TEST
+
+START_TEST(conv_phases_rectangular)
+{
+    const struct conv_case k = { 2, 16, 17, 23, 24, 3, 5, 1, 1, 2, 6, 2, 3, 1 };
+    check_conv_case(&k, 23);
+}
+END_TEST
+
+/* 1x1 with at least 256 channels in and out and 512 on one side: backward-weights on
+ * blocked (nChw8c) copies. */
+START_TEST(conv_blocked_1x1)
+{
+    const struct conv_case k = { 2, 256, 5, 3, 512, 1, 1, 1, 1, 0, 0, 1, 1, 1 };
+    check_conv_case(&k, 24);
+}
+END_TEST
+
+START_TEST(conv_blocked_1x1_wide)
+{
+    const struct conv_case k = { 3, 512, 4, 3, 256, 1, 1, 1, 1, 0, 0, 1, 1, 0 };
+    check_conv_case(&k, 25);
+}
+END_TEST
+
 /* Backward with some din entries NULL: those are neither computed nor touched, the
  * others are right. */
-START_TEST(conv_partial_gradients)
+static void check_conv_partial(const struct conv_case *kp, uint32_t id)
 {
-    const struct conv_case k = { 2, 8, 9, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1 };
+    const struct conv_case k = *kp;
     struct test_backend b;
     test_backend_open(&b, "cpu", "threads = 2\n");
-    struct tb_op op = conv_op(&k, 20);
+    struct tb_op op = conv_op(&k, id);
     struct opcheck oc;
     opcheck_init(&oc, &b, &op);
-    struct conv_data d = conv_data(&k, 200);
+    struct conv_data d = conv_data(&k, id * 10);
     conv_set_inputs(&oc, &k, &d);
     opcheck_forward(&oc, 0);
     struct conv_grads g = ref_conv_backward(&k, &d);
@@ -488,6 +529,15 @@ START_TEST(conv_partial_gradients)
     opcheck_fini(&oc);
     test_backend_close(&b);
 }
+
+/* Blocked 3x3, and a dilated one on phases. */
+START_TEST(conv_partial_gradients)
+{
+    const struct conv_case k = { 2, 8, 9, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1 };
+    check_conv_partial(&k, 20);
+    const struct conv_case kp = { 2, 32, 33, 31, 32, 3, 3, 1, 1, 4, 4, 4, 4, 1 };
+    check_conv_partial(&kp, 26);
+}
 END_TEST
 
 static void download_all(struct opcheck *oc, float **host)
@@ -498,15 +548,17 @@ static void download_all(struct opcheck *oc, float **host)
 }
 
 /* Two forwards and two backwards give bit-identical results (same thread count), for
- * each kind of primitive the kernel picks: blocked jit (3x3), GEMM weight gradient
- * (3x3, dilated), jit 1x1, forward on a padded copy (dilation 4). */
+ * each kind of primitive the kernel picks: blocked jit (3x3), blocked dilated forward and
+ * backward-data (dilation 2; the larger one with the weight gradient on phases), jit
+ * 1x1, the forward on phases (dilation 4, then everything on phases), GEMM weight gradient with a padded-copy forward
+ * (dilated, 12 channels), blocked 1x1 weight gradient. */
 START_TEST(conv_deterministic)
 {
     const struct conv_case cases[] = {
-        { 4, 32, 20, 20, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1 },
-        { 4, 32, 20, 20, 32, 3, 3, 1, 1, 2, 2, 2, 2, 0 },
-        { 4, 64, 16, 16, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1 },
-        { 4, 32, 20, 20, 32, 3, 3, 1, 1, 4, 4, 4, 4, 1 },
+        { 4, 32, 20, 20, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1 }, { 4, 32, 20, 20, 32, 3, 3, 1, 1, 2, 2, 2, 2, 0 },
+        { 4, 64, 16, 16, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1 }, { 4, 32, 20, 20, 32, 3, 3, 1, 1, 4, 4, 4, 4, 1 },
+        { 2, 32, 17, 15, 32, 3, 3, 1, 1, 2, 2, 2, 2, 1 }, { 2, 32, 31, 29, 40, 3, 3, 1, 1, 4, 4, 4, 4, 0 },
+        { 4, 12, 20, 20, 12, 3, 3, 1, 1, 2, 2, 2, 2, 0 }, { 2, 256, 5, 3, 512, 1, 1, 1, 1, 0, 0, 1, 1, 1 },
     };
     struct test_backend b;
     test_backend_open(&b, "cpu", "threads = 2\n");
@@ -1069,6 +1121,11 @@ int main(void)
     tcase_add_test(tc, conv_wide_stride2);
     tcase_add_test(tc, conv_blocked_3x3);
     tcase_add_test(tc, conv_blocked_stride2);
+    tcase_add_test(tc, conv_phases_dilation2);
+    tcase_add_test(tc, conv_phases_dilation4);
+    tcase_add_test(tc, conv_phases_rectangular);
+    tcase_add_test(tc, conv_blocked_1x1);
+    tcase_add_test(tc, conv_blocked_1x1_wide);
     tcase_add_test(tc, conv_partial_gradients);
     tcase_add_test(tc, conv_deterministic);
     tcase_add_test(tc, conv_refuses_bad_shapes);

@@ -27,7 +27,36 @@
  * try_prepad): backward-weights of kernels larger than 1x1 on nhwc takes the im2col+GEMM
  * path (HWIO weight gradient), and a forward that would fall to GEMM because of a large
  * padding runs image by image on a zero-bordered copy instead (both only for passes that
- * stay on nhwc: other channel counts, or dilations the nChw8c direct kernels refuse).
+ * stay on nhwc: other channel counts, or dilations the nChw8c direct kernels refuse,
+ * where the phases below do not apply).
+ *
+ * Dilated stride-1 "same" convolutions (odd kernel, padding dil*(k-1)/2, channel counts
+ * multiples of 8) can run on phases (space-to-batch): output pixel (dh*Y+py, dw*X+px) only
+ * reads input pixels of the same phase (py, px), so the convolution is a dense one (no
+ * dilation, padding (k-1)/2) over the N*dh*dw phase sub-images of ceil(H/dh) x ceil(W/dw),
+ * zero-filled past the edge (those zeros are the convolution's own padding, and zero
+ * output-gradient rows add nothing). phase_gather copies NHWC straight into nChw8c phase
+ * images in scratch, phase_scatter copies the results back; backward-weights is one dense
+ * primitive over the batch N*dh*dw, which sums the phases by itself. Rules, measured with
+ * bench/ops (Zen 3, 2 threads, GFLOP/s before -> after, medians of 4 interleaved runs;
+ * the rejected variants from 3 runs with every pass on phases): backward-weights takes
+ * the phases from phase images of 8x8 up (3x3 64->64 d2 on 4x128x128 81 -> 121, 256->256 d4 on 32x32 134 ->
+ * 139, 64->64 d4 on 128x128 84 -> 129, 128->128 d4 on 64x64 97 -> 141, 32->32 d2 on
+ * 128x128 54 -> 117, 256->256 d6 on 64x64 114 -> 133; smaller phase images lost:
+ * 256->256 d18 on 64x64, 4x4 phases, 0.81x, 512->256 d12 on 32x32, 3x3, 0.72x); forward
+ * from 3x3 phase images, only where the blocked dilated kernel is not direct (the large
+ * dilations, which ran on the padded copy: 256->256 d4 160 -> 169, 64->64 d4 153 -> 166,
+ * 128->128 d4 161 -> 170, d6 133 -> 163, d18 111 -> 125, 512->256 d12 92 -> 127; 2x2
+ * phases, 64->64 d24 on 32x32, 0.57x; on phases 64->64 d2 ran 9% slower than blocked);
+ * backward-data from 8x8 phase images where it is not blocked or the dilation is at least
+ * 4 (d4: 1.00-1.09x against blocked, d6 150 -> 179; d2: 0.92-1.08x; 4x4 phases 0.84x,
+ * 2x2 0.58x, 3x3 with 512->256 1.22x).
+ *
+ * 1x1 kernels stay on nhwc (jit_1x1) except backward-weights with at least 256 channels
+ * on both sides and 512 on one, which runs on nChw8c copies: 1024->512 on 32x32 124 ->
+ * 158, 4096->256 on 16x16 122 -> 157, 512->512 129 -> 154, 256->1024 118 -> 145; blocked,
+ * 256->256 on 64x64 gained 2%, and 128->128 and 64->128 lost 30-35%. Blocked 1x1 forward
+ * lost 10-43% everywhere, and backward-data 1-38% except 4096->256 (+3%).
  *
  * Everything is built once in prepare (struct conv_state). The primitives run in
  * user-managed scratchpad mode: their scratchpads, the reordered weights, the blocked
@@ -81,6 +110,13 @@ struct conv_state {
     dnnl_memory_desc_t src_blk_md, dst_blk_md;
     struct prim src_to_blk, src_from_blk, dst_to_blk, dst_from_blk;
     dnnl_memory_t src_blk, dst_blk;
+    /* Dilated stride-1 "same" convolutions on phases (see the top of the file): which passes run
+     * as a dense convolution over the N*dh*dw phase sub-images (nChw8c, ph_h x ph_w each),
+     * their descriptors and memory objects (handles into scratch). */
+    bool ph_fwd, ph_bwd_data, ph_bwd_weights;
+    int ph_dh, ph_dw, ph_h, ph_w;
+    dnnl_memory_desc_t ph_src_md, ph_dst_md;
+    dnnl_memory_t ph_src, ph_dst;
 };
 
 static const char *status_str(dnnl_status_t st)
@@ -122,8 +158,9 @@ static void conv_release(void *state)
     prim_fini(&s->src_from_blk);
     prim_fini(&s->dst_to_blk);
     prim_fini(&s->dst_from_blk);
-    dnnl_memory_t *mems[] = { &s->src,  &s->dst,        &s->w_user,    &s->w_fwd_mem, &s->w_bwdd_mem, &s->dw_bwd_mem,
-                              &s->bias, &s->src_padded, &s->dst_image, &s->src_blk,   &s->dst_blk };
+    dnnl_memory_t *mems[] = { &s->src,        &s->dst,    &s->w_user,     &s->w_fwd_mem, &s->w_bwdd_mem,
+                              &s->dw_bwd_mem, &s->bias,   &s->src_padded, &s->dst_image, &s->src_blk,
+                              &s->dst_blk,    &s->ph_src, &s->ph_dst };
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (*mems[i])
             dnnl_memory_destroy(*mems[i]);
@@ -272,6 +309,7 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t fwd_pd = NULL, bwdd_pd = NULL, bwdw_pd = NULL;
     dnnl_primitive_desc_t fwd_blk_pd = NULL, bwdd_blk_pd = NULL, bwdw_blk_pd = NULL;
+    dnnl_primitive_desc_t ph_fwd_pd = NULL, ph_bwdd_pd = NULL, ph_bwdw_pd = NULL;
     const char *what = "";
     dnnl_status_t st;
     int rc = TB_OK;
@@ -308,7 +346,7 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
 
     /* Blocked activations (see the top of the file), for kernels larger than 1x1 with both
      * channel counts multiples of 8 (the AVX2 block; other counts would pad every pixel,
-     * and 1x1 kernels are as fast on nhwc). Backward-weights takes nChw8c at any such
+     * and 1x1 kernels are mostly as fast on nhwc). Backward-weights takes nChw8c at any such
      * count; forward and backward-data only from 32 channels in and out: below that the
      * reorders, which cost per element while the convolution costs per element times
      * channels, outweigh the faster kernel (3x3, N=4, 2 threads: 8->8 and 16->16 ran
@@ -317,9 +355,13 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
      * on 128x128 2.2x, 64->64 1.5x over the nhwc GEMM). Each pass takes the nChw8c primitive
      * only when oneDNN gives it a direct kernel, and otherwise stays on nhwc as before (so
      * dilated backward-weights keeps the GEMM path, and the large-dilation forward its
-     * padded copy). */
-    const bool blk_shape = p->kh * p->kw > 1 && x.c % 8 == 0 && w.n % 8 == 0;
-    const bool blk_wide = blk_shape && x.c >= 32 && w.n >= 32;
+     * padded copy, where the phases below do not apply). 1x1 kernels: only backward-weights, from 256 channels on both
+     * sides and 512 on one (see the top of the file). */
+    const bool is1x1 = p->kh * p->kw == 1;
+    const int cmin = x.c < w.n ? x.c : w.n, cmax = x.c < w.n ? w.n : x.c;
+    const bool wide1x1 = is1x1 && cmin >= 256 && cmax >= 512;
+    const bool blk_shape = (!is1x1 || wide1x1) && x.c % 8 == 0 && w.n % 8 == 0;
+    const bool blk_wide = blk_shape && !is1x1 && x.c >= 32 && w.n >= 32;
     if (blk_shape) {
         TRY(dnnl_memory_desc_init_by_tag(&s->src_blk_md, 4, src_dims, dnnl_f32, dnnl_nChw8c), "blocked src descriptor");
         TRY(dnnl_memory_desc_init_by_tag(&s->dst_blk_md, 4, dst_dims, dnnl_f32, dnnl_nChw8c), "blocked dst descriptor");
@@ -346,7 +388,56 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
         }
     }
 
-    if (!s->blk_bwd_data) {
+    /* Phases (see the top of the file for the rule and its measurements). Each pass takes
+     * them only when oneDNN gives the dense nChw8c problem a direct kernel. */
+    const bool ph_shape = p->stride_h == 1 && p->stride_w == 1 && (p->dil_h > 1 || p->dil_w > 1) && p->kh % 2 == 1 &&
+                          p->kw % 2 == 1 && p->pad_h == p->dil_h * (p->kh - 1) / 2 &&
+                          p->pad_w == p->dil_w * (p->kw - 1) / 2 && x.c % 8 == 0 && w.n % 8 == 0;
+    if (ph_shape) {
+        s->x = x;
+        s->y = y;
+        s->ph_dh = p->dil_h;
+        s->ph_dw = p->dil_w;
+        s->ph_h = (x.h + p->dil_h - 1) / p->dil_h;
+        s->ph_w = (x.w + p->dil_w - 1) / p->dil_w;
+        const dnnl_dim_t pn = (dnnl_dim_t)x.n * p->dil_h * p->dil_w;
+        const dnnl_dims_t pxd = { pn, x.c, s->ph_h, s->ph_w }, pyd = { pn, w.n, s->ph_h, s->ph_w };
+        const dnnl_dims_t one = { 1, 1 }, nodil = { 0, 0 }, ppad = { (p->kh - 1) / 2, (p->kw - 1) / 2 };
+        TRY(dnnl_memory_desc_init_by_tag(&s->ph_src_md, 4, pxd, dnnl_f32, dnnl_nChw8c), "phase src descriptor");
+        TRY(dnnl_memory_desc_init_by_tag(&s->ph_dst_md, 4, pyd, dnnl_f32, dnnl_nChw8c), "phase dst descriptor");
+        TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct,
+                                                       &s->ph_src_md, &w_any, bias_md, &s->ph_dst_md, one, nodil, ppad,
+                                                       ppad),
+            "phase forward descriptor");
+        if (dnnl_primitive_desc_create(&ph_fwd_pd, &cd, attr, eng, NULL) == dnnl_success) {
+            TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &s->ph_src_md, &w_any,
+                                                                 &s->ph_dst_md, one, nodil, ppad, ppad),
+                "phase backward-data descriptor");
+            if (dnnl_primitive_desc_create(&ph_bwdd_pd, &cd, attr, eng, ph_fwd_pd) != dnnl_success)
+                ph_bwdd_pd = NULL;
+            TRY(dnnl_dilated_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &s->ph_src_md, &w_any,
+                                                                    bias_md, &s->ph_dst_md, one, nodil, ppad, ppad),
+                "phase backward-weights descriptor");
+            if (dnnl_primitive_desc_create(&ph_bwdw_pd, &cd, attr, eng, ph_fwd_pd) != dnnl_success)
+                ph_bwdw_pd = NULL;
+            const bool big_dil = p->dil_h >= 4 || p->dil_w >= 4;
+            const int ph_min = s->ph_h < s->ph_w ? s->ph_h : s->ph_w;
+            s->ph_fwd = !s->blk_fwd && ph_min >= 3 && is_direct(ph_fwd_pd);
+            s->ph_bwd_data = (!s->blk_bwd_data || big_dil) && ph_min >= 8 && ph_bwdd_pd && is_direct(ph_bwdd_pd);
+            s->ph_bwd_weights = ph_min >= 8 && ph_bwdw_pd && is_direct(ph_bwdw_pd);
+        }
+        if (s->ph_fwd)
+            s->blk_fwd = false;
+        if (s->ph_bwd_data)
+            s->blk_bwd_data = false;
+        if (s->ph_bwd_weights)
+            s->blk_bwd_weights = false;
+    }
+
+    if (s->ph_bwd_data) {
+        bwdd_pd = ph_bwdd_pd;
+        ph_bwdd_pd = NULL;
+    } else if (!s->blk_bwd_data) {
         TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &src_md, &w_any, &dst_md,
                                                              strides, dil, pad, pad),
             "backward-data descriptor");
@@ -361,7 +452,10 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
      * 4x128x128, 85 vs 50 GFLOP/s), at the price of an im2col scratchpad about the size of
      * one image's im2col buffer (dilated kernels get that path, and that scratchpad, anyway).
      * 1x1 kernels keep oneDNN's choice (jit_1x1, up to 2x faster than the GEMM path). */
-    if (!s->blk_bwd_weights) {
+    if (s->ph_bwd_weights) {
+        bwdw_pd = ph_bwdw_pd;
+        ph_bwdw_pd = NULL;
+    } else if (!s->blk_bwd_weights) {
         dnnl_memory_desc_t w_hwio;
         TRY(dnnl_memory_desc_init_by_tag(&w_hwio, 4, w_dims, dnnl_f32, dnnl_hwio), "weights descriptor");
         const dnnl_memory_desc_t *dw_md = p->kh * p->kw > 1 ? &w_hwio : &w_any;
@@ -374,7 +468,11 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
         bwdw_blk_pd = NULL;
     }
 
-    if (s->blk_fwd) {
+    if (s->ph_fwd) {
+        dnnl_primitive_desc_destroy(fwd_pd);
+        fwd_pd = ph_fwd_pd;
+        ph_fwd_pd = NULL;
+    } else if (s->blk_fwd) {
         dnnl_primitive_desc_destroy(fwd_pd);
         fwd_pd = fwd_blk_pd;
         fwd_blk_pd = NULL;
@@ -404,6 +502,10 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
         TRY(dnnl_memory_create(&s->src_blk, &s->src_blk_md, eng, DNNL_MEMORY_NONE), "blocked src memory");
         TRY(dnnl_memory_create(&s->dst_blk, &s->dst_blk_md, eng, DNNL_MEMORY_NONE), "blocked dst memory");
     }
+    if (s->ph_fwd || s->ph_bwd_data || s->ph_bwd_weights) {
+        TRY(dnnl_memory_create(&s->ph_src, &s->ph_src_md, eng, DNNL_MEMORY_NONE), "phase src memory");
+        TRY(dnnl_memory_create(&s->ph_dst, &s->ph_dst_md, eng, DNNL_MEMORY_NONE), "phase dst memory");
+    }
 
     TRY(dnnl_memory_create(&s->src, &src_md, eng, DNNL_MEMORY_NONE), "src memory");
     TRY(dnnl_memory_create(&s->dst, &dst_md, eng, DNNL_MEMORY_NONE), "dst memory");
@@ -416,8 +518,18 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
 
     if (tb_log_enabled(TB_LOG_DEBUG))
         tb_plog(TB_LOG_DEBUG, "op %u: conv2d %dx%d %d->%d: forward %s%s, backward-data %s%s, backward-weights %s%s%s%s",
-                op->id, p->kh, p->kw, x.c, w.n, impl_of(fwd_pd), s->blk_fwd ? " (nChw8c)" : "", impl_of(bwdd_pd),
-                s->blk_bwd_data ? " (nChw8c)" : "", impl_of(bwdw_pd), s->blk_bwd_weights ? " (nChw8c)" : "",
+                op->id, p->kh, p->kw, x.c, w.n, impl_of(fwd_pd),
+                s->ph_fwd    ? " (phases)"
+                : s->blk_fwd ? " (nChw8c)"
+                             : "",
+                impl_of(bwdd_pd),
+                s->ph_bwd_data    ? " (phases)"
+                : s->blk_bwd_data ? " (nChw8c)"
+                                  : "",
+                impl_of(bwdw_pd),
+                s->ph_bwd_weights    ? " (phases)"
+                : s->blk_bwd_weights ? " (nChw8c)"
+                                     : "",
                 s->w_to_fwd.p || s->w_to_bwd_data.p || s->dw_to_ohwi.p ? " (weights reordered)" : "",
                 s->src_padded ? " (forward on a padded copy)" : "");
     goto done;
@@ -438,6 +550,12 @@ done:
         dnnl_primitive_desc_destroy(bwdd_blk_pd);
     if (bwdw_blk_pd)
         dnnl_primitive_desc_destroy(bwdw_blk_pd);
+    if (ph_fwd_pd)
+        dnnl_primitive_desc_destroy(ph_fwd_pd);
+    if (ph_bwdd_pd)
+        dnnl_primitive_desc_destroy(ph_bwdd_pd);
+    if (ph_bwdw_pd)
+        dnnl_primitive_desc_destroy(ph_bwdw_pd);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     if (rc) {
@@ -515,6 +633,53 @@ static void copy_padded(const struct conv_state *s, const float *x, float *xp)
     }
 }
 
+/* Phases (see the top of the file): a (NHWC, n x H x W x C, C a multiple of 8) into ap: nChw8c, n*dh*dw images of
+ * C x ph_h x ph_w, phase image (i*dh + py)*dw + px holding the pixels (dh*Y + py, dw*X + px)
+ * of image i, and zeros where those fall past the edge. ap is scratch: every element is
+ * written. */
+static void phase_gather(const struct conv_state *s, const float *a, float *ap, int n, int c)
+{
+    const size_t H = (size_t)s->x.h, W = (size_t)s->x.w, C = (size_t)c, CB = C / 8;
+    const size_t dh = (size_t)s->ph_dh, dw = (size_t)s->ph_dw, Hp = (size_t)s->ph_h, Wp = (size_t)s->ph_w;
+    const long rows = (long)((size_t)n * dh * dw * CB * Hp);
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const size_t hp = (size_t)r % Hp, t = (size_t)r / Hp, cb = t % CB, nn = t / CB;
+        const size_t px = nn % dw, py = nn / dw % dh, i = nn / (dw * dh), h = hp * dh + py;
+        float *dst = ap + (size_t)r * Wp * 8;
+        if (h >= H) {
+            memset(dst, 0, Wp * 8 * sizeof *dst);
+            continue;
+        }
+        const float *src = a + ((i * H + h) * W + px) * C + cb * 8;
+        size_t wp = 0;
+        for (; wp * dw + px < W; wp++)
+            memcpy(dst + wp * 8, src + wp * dw * C, 8 * sizeof *dst);
+        if (wp < Wp)
+            memset(dst + wp * 8, 0, (Wp - wp) * 8 * sizeof *dst);
+    }
+}
+
+/* The inverse of phase_gather, for the pixels inside the image: ap (phases, nChw8c) into a
+ * (NHWC, n x H x W x c). */
+static void phase_scatter(const struct conv_state *s, const float *ap, float *a, int n, int c)
+{
+    const size_t H = (size_t)s->x.h, W = (size_t)s->x.w, C = (size_t)c, CB = C / 8;
+    const size_t dh = (size_t)s->ph_dh, dw = (size_t)s->ph_dw, Hp = (size_t)s->ph_h, Wp = (size_t)s->ph_w;
+    const long rows = (long)((size_t)n * H);
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const size_t h = (size_t)r % H, i = (size_t)r / H, py = h % dh, hp = h / dh;
+        float *dst = a + (size_t)r * W * C;
+        for (size_t w = 0; w < W; w++) {
+            const size_t nn = (i * dh + py) * dw + w % dw;
+            const float *src = ap + ((nn * CB * Hp + hp) * Wp + w / dw) * 8;
+            for (size_t cb = 0; cb < CB; cb++)
+                memcpy(dst + w * C + cb * 8, src + cb * Hp * Wp * 8, 8 * sizeof *dst);
+        }
+    }
+}
+
 static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -528,6 +693,8 @@ static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     size_t xp_at = s->src_padded ? carve(&total, md_bytes(&s->src_padded_md)) : 0;
     size_t xb_at = s->blk_fwd ? carve(&total, md_bytes(&s->src_blk_md)) : 0;
     size_t yb_at = s->blk_fwd ? carve(&total, md_bytes(&s->dst_blk_md)) : 0;
+    size_t pxs_at = s->ph_fwd ? carve(&total, md_bytes(&s->ph_src_md)) : 0;
+    size_t pys_at = s->ph_fwd ? carve(&total, md_bytes(&s->ph_dst_md)) : 0;
     size_t spad = max_size(md_bytes(&s->fwd.spad), md_bytes(&s->w_to_fwd.spad));
     spad = max_size(spad, max_size(md_bytes(&s->src_to_blk.spad), md_bytes(&s->dst_from_blk.spad)));
     size_t spad_at = carve(&total, spad);
@@ -543,6 +710,22 @@ static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     rc = reorder(s, cpu, &s->w_to_fwd, s->w_user, s->w_fwd_mem, scratch + spad_at, "weights reorder", err);
     if (rc)
         return rc;
+    if (s->ph_fwd) {
+        if ((rc = set_handle(s, s->ph_src, scratch + pxs_at, err)) ||
+            (rc = set_handle(s, s->ph_dst, scratch + pys_at, err)))
+            return rc;
+        phase_gather(s, in[0].data, (float *)(scratch + pxs_at), s->x.n, s->x.c);
+        dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, s->ph_src },
+                                    { DNNL_ARG_WEIGHTS, s->w_fwd_mem },
+                                    { DNNL_ARG_DST, s->ph_dst } };
+        int nargs = 3;
+        if (s->has_bias)
+            args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, s->bias };
+        if ((rc = run(s, cpu, &s->fwd, nargs, args, scratch + spad_at, "forward", err)))
+            return rc;
+        phase_scatter(s, (const float *)(scratch + pys_at), out[0].data, s->y.n, s->y.c);
+        return TB_OK;
+    }
     if (s->blk_fwd) {
         if ((rc = set_handle(s, s->src_blk, scratch + xb_at, err)) ||
             (rc = set_handle(s, s->dst_blk, scratch + yb_at, err)))
@@ -626,8 +809,17 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     spad = max_size(spad, max_size(md_bytes(&s->src_to_blk.spad), md_bytes(&s->src_from_blk.spad)));
     spad = max_size(spad, md_bytes(&s->dst_to_blk.spad));
     const size_t wspad = max_size(md_bytes(&s->bwd_weights.spad), md_bytes(&s->dw_to_ohwi.spad));
-    size_t xb_at = 0, yb_at = 0, spad_at, wspad_at;
-    if (blk_w) {
+    const bool ph_w = want_wb && s->ph_bwd_weights, ph_d = want_dx && s->ph_bwd_data;
+    size_t xb_at = 0, yb_at = 0, pxs_at = 0, pys_at = 0, spad_at, wspad_at;
+    if (ph_w || ph_d) {
+        pxs_at = carve(&total, md_bytes(&s->ph_src_md));
+        pys_at = carve(&total, md_bytes(&s->ph_dst_md));
+        if (blk_w || blk_d) {
+            xb_at = carve(&total, md_bytes(&s->src_blk_md));
+            yb_at = carve(&total, md_bytes(&s->dst_blk_md));
+        }
+        spad_at = wspad_at = carve(&total, max_size(spad, wspad));
+    } else if (blk_w) {
         xb_at = carve(&total, md_bytes(&s->src_blk_md));
         yb_at = carve(&total, md_bytes(&s->dst_blk_md));
         spad_at = wspad_at = carve(&total, max_size(spad, wspad));
@@ -651,6 +843,13 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     if ((blk_w || blk_d) && ((rc = set_handle(s, s->src_blk, scratch + xb_at, err)) ||
                              (rc = set_handle(s, s->dst_blk, scratch + yb_at, err))))
         return rc;
+    if (ph_w || ph_d) {
+        if ((rc = set_handle(s, s->ph_src, scratch + pxs_at, err)) ||
+            (rc = set_handle(s, s->ph_dst, scratch + pys_at, err)))
+            return rc;
+        /* diff_dst into its phases once, for both passes. */
+        phase_gather(s, dout[0].data, (float *)(scratch + pys_at), s->y.n, s->y.c);
+    }
     /* diff_dst into nChw8c once, for both passes (after backward-weights when that one
      * runs on nhwc: its scratchpad shares the memory). */
     if (blk_w) {
@@ -667,8 +866,14 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
             if (rc)
                 return rc;
         }
-        dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, blk_w ? s->src_blk : s->src },
-                                    { DNNL_ARG_DIFF_DST, blk_w ? s->dst_blk : s->dst },
+        if (ph_w)
+            phase_gather(s, in[0].data, (float *)(scratch + pxs_at), s->x.n, s->x.c);
+        dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, ph_w    ? s->ph_src
+                                                    : blk_w ? s->src_blk
+                                                            : s->src },
+                                    { DNNL_ARG_DIFF_DST, ph_w    ? s->ph_dst
+                                                         : blk_w ? s->dst_blk
+                                                                 : s->dst },
                                     { DNNL_ARG_DIFF_WEIGHTS, s->dw_bwd_mem } };
         int nargs = 3;
         if (s->has_bias) {
@@ -705,12 +910,18 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
             if (rc)
                 return rc;
         }
-        dnnl_exec_arg_t args[4] = { { DNNL_ARG_DIFF_DST, blk_d ? s->dst_blk : s->dst },
+        dnnl_exec_arg_t args[4] = { { DNNL_ARG_DIFF_DST, ph_d    ? s->ph_dst
+                                                         : blk_d ? s->dst_blk
+                                                                 : s->dst },
                                     { DNNL_ARG_WEIGHTS, s->w_bwdd_mem },
-                                    { DNNL_ARG_DIFF_SRC, blk_d ? s->src_blk : s->src } };
+                                    { DNNL_ARG_DIFF_SRC, ph_d    ? s->ph_src
+                                                         : blk_d ? s->src_blk
+                                                                 : s->src } };
         rc = run(s, cpu, &s->bwd_data, 3, args, scratch + spad_at, "backward-data", err);
         if (rc)
             return rc;
+        if (ph_d)
+            phase_scatter(s, (const float *)(scratch + pxs_at), din[0].data, s->x.n, s->x.c);
         if (blk_d) {
             rc = reorder(s, cpu, &s->src_from_blk, s->src_blk, s->src, scratch + spad_at,
                          "diff_src reorder from nChw8c", err);
