@@ -130,6 +130,23 @@ extern const struct tb_cpu_kernel tb_cpu_concat_kernel;     /* cpu_concat.c */
 extern const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel; /* cpu_loss.c */
 extern const struct tb_cpu_kernel tb_cpu_bce_logits_kernel; /* cpu_loss.c */
 
+/* Backward-weights of stride-1 convolutions straight from NHWC, in AVX2 register tiles
+ * (cpu_conv_wgrad.c, used by cpu_conv.c where it beats oneDNN). */
+struct tb_cpu_wgrad {
+    struct tb_shape x, y; /* input and output shapes (NCHW order; data is NHWC) */
+    int kh, kw, pad_h, pad_w, dil_h, dil_w;
+    int win; /* input rows one output row reads: (kh - 1) * dil_h + 1 */
+    int ncb; /* input-channel blocks */
+};
+/* Fills wg and returns true when this convolution takes the direct path. */
+bool tb_cpu_wgrad_init(struct tb_cpu_wgrad *wg, struct tb_shape x, struct tb_shape y,
+                       const struct tb_conv2d_params *p);
+/* Scratch bytes tb_cpu_wgrad_run needs with this many threads. */
+size_t tb_cpu_wgrad_scratch(const struct tb_cpu_wgrad *wg, int threads);
+/* dw (OHWI, overwritten) and db (overwritten), either may be NULL, from x and dy. */
+void tb_cpu_wgrad_run(const struct tb_cpu_wgrad *wg, int threads, const float *x, const float *dy, float *dw,
+                      float *db, void *scratch);
+
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err);
 void tb_cpu_op_release(void *state);
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
