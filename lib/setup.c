@@ -25,14 +25,26 @@ static const struct {
     [TB_SEC_REPORT] = { "report", 0, NULL, tb_report_keys },
 };
 
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 void tb_plugin_names(int kind, char *buf, size_t size)
 {
     struct tb_plugin_list l;
     size_t o = 0;
     buf[0] = '\0';
     if (tb_plugin_list(kind, &l) == 0) {
-        for (size_t i = 0; i < l.n && o < size; i++)
-            o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : "", l.items[i]->p->name);
+        /* Alphabetical, whatever order the directories were searched in. */
+        const char **names = l.n ? malloc(l.n * sizeof *names) : NULL;
+        for (size_t i = 0; names && i < l.n; i++)
+            names[i] = l.items[i]->p->name;
+        if (names)
+            qsort(names, l.n, sizeof *names, cmp_names);
+        for (size_t i = 0; names && i < l.n && o < size; i++)
+            o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : "", names[i]);
+        free(names);
         tb_plugin_list_free(&l);
     }
     if (!o)
@@ -158,39 +170,59 @@ int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct 
     return TB_OK;
 }
 
-int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err)
+/* Finds plugin `name` of `kind`, and validates `settings` as its [section]: the part of
+ * opening an instance that does not depend on the kind. On failure nothing is left open. */
+static int open_section(int kind, const char *section, const char *name, const char *settings,
+                        struct tb_plugin_handle **h, struct tb_config **cfg, struct tb_section **sec,
+                        struct tb_err *err)
 {
-    memset(b, 0, sizeof *b);
+    *h = NULL;
+    *cfg = NULL;
+    *sec = NULL;
     tb_err_clear(err);
-    int rc = tb_plugin_find(TB_KIND_BACKEND, name, &b->h, err);
+    int rc = tb_plugin_find(kind, name, h, err);
     if (rc)
         return rc;
     char label[300];
-    snprintf(label, sizeof label, "backend '%s' settings", name);
-    b->cfg = tb_config_new(label);
-    if (!b->cfg) {
-        tb_backend_close(b);
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    }
-    for (const char *p = settings ? settings : ""; *p;) {
+    snprintf(label, sizeof label, "%s '%s' settings", section, name);
+    *cfg = tb_config_new(label);
+    if (!*cfg)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    const size_t prefix = strlen(section) + 1;
+    for (const char *p = settings ? settings : ""; !rc && *p;) {
         size_t n = strcspn(p, "\n");
         char line[1100];
-        snprintf(line, sizeof line, "backend.%.*s", (int)(n < 1000 ? n : 1000), p);
-        bool blank = strspn(line + 8, " \t") == strlen(line + 8);
-        if (!blank && (rc = tb_config_set(b->cfg, line, err)) != TB_OK) {
-            tb_backend_close(b);
-            return rc;
-        }
+        snprintf(line, sizeof line, "%s.%.*s", section, (int)(n < 1000 ? n : 1000), p);
+        bool blank = strspn(line + prefix, " \t") == strlen(line + prefix);
+        if (!blank)
+            rc = tb_config_set(*cfg, line, err);
         p += n + (p[n] == '\n');
     }
-    static const char *const skip[] = { "plugin", NULL };
-    char owner[300];
-    snprintf(owner, sizeof owner, "backend plugin '%s'", name);
-    rc = tb_section_build(b->cfg, "backend", b->h->p->keys, owner, skip, &b->sec, err);
-    if (rc == TB_OK) {
-        b->ops = b->h->p->ops.backend;
-        rc = b->ops->create(b->sec, &b->ctx, err);
+    if (!rc) {
+        static const char *const skip[] = { "plugin", NULL };
+        char owner[300];
+        snprintf(owner, sizeof owner, "%s plugin '%s'", section, name);
+        rc = tb_section_build(*cfg, section, (*h)->p->keys, owner, skip, sec, err);
     }
+    if (rc) {
+        tb_section_free(*sec);
+        tb_config_free(*cfg);
+        tb_plugin_close(*h);
+        *h = NULL;
+        *cfg = NULL;
+        *sec = NULL;
+    }
+    return rc;
+}
+
+int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err)
+{
+    memset(b, 0, sizeof *b);
+    int rc = open_section(TB_KIND_BACKEND, "backend", name, settings, &b->h, &b->cfg, &b->sec, err);
+    if (rc)
+        return rc;
+    b->ops = b->h->p->ops.backend;
+    rc = b->ops->create(b->sec, &b->ctx, err);
     if (rc)
         tb_backend_close(b);
     return rc;
@@ -204,6 +236,29 @@ void tb_backend_close(struct tb_backend_instance *b)
     tb_config_free(b->cfg);
     tb_plugin_close(b->h);
     memset(b, 0, sizeof *b);
+}
+
+int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int rc = open_section(TB_KIND_MODEL, "model", name, settings, &m->h, &m->cfg, &m->sec, err);
+    if (rc)
+        return rc;
+    m->ops = m->h->p->ops.model;
+    rc = m->ops->create(m->sec, &m->ctx, err);
+    if (rc)
+        tb_model_close(m);
+    return rc;
+}
+
+void tb_model_close(struct tb_model_instance *m)
+{
+    if (m->ctx)
+        m->ops->destroy(m->ctx);
+    tb_section_free(m->sec);
+    tb_config_free(m->cfg);
+    tb_plugin_close(m->h);
+    memset(m, 0, sizeof *m);
 }
 
 void tb_setup_free(struct tb_setup *s)

@@ -64,10 +64,23 @@ struct tb_backend_instance {
     struct tb_section *sec;
 };
 
+/* The same for a model. */
+struct tb_model_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_model_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
 /* Finds backend plugin `name`, validates `settings` ("key = value" lines of its
  * [backend] section, as in a file) against its keys, and creates an instance. On failure
  * *b is left empty and err says why. Close with tb_backend_close(). */
 int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err);
 void tb_backend_close(struct tb_backend_instance *b);
+
+/* As tb_backend_open, for model plugin `name` and its [model] settings. */
+int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err);
+void tb_model_close(struct tb_model_instance *m);
 
 #endif

@@ -1031,7 +1031,7 @@ START_TEST(resolve_model_missing)
     struct tb_err err;
     char *path = ini("nomodel.ini", "[backend]\nplugin = testgood\n[dataset]\nplugin = testdata\nroot = d\n");
     struct tb_config *c = load_ok(path);
-    resolve_fails(c, TB_ERR_CONFIG, 1, &err, "[model] plugin is required: name a model plugin (available: testmodel)");
+    resolve_fails(c, TB_ERR_CONFIG, 1, &err, "[model] plugin is required: name a model plugin (available: gscnn, testmodel)");
     ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0, "the message starts with the file: %s", err.msg);
     tb_config_free(c);
     free(path);
@@ -1040,7 +1040,7 @@ START_TEST(resolve_model_missing)
     path = ini("nomodel2.ini", "[model]\nplugin =\n[dataset]\nplugin = testdata\nroot = d\n");
     c = load_ok(path);
     char *where = at(path, 2);
-    resolve_fails(c, TB_ERR_CONFIG, 1, &err, where, "[model] plugin is required", "(available: testmodel)");
+    resolve_fails(c, TB_ERR_CONFIG, 1, &err, where, "[model] plugin is required", "(available: gscnn, testmodel)");
     free(where);
     tb_config_free(c);
     free(path);
@@ -1048,7 +1048,7 @@ START_TEST(resolve_model_missing)
     /* Both missing: two lines. */
     path = ini("nomodel3.ini", "[run]\nseed = 1\n");
     c = load_ok(path);
-    resolve_fails(c, TB_ERR_CONFIG, 2, &err, "[model] plugin is required: name a model plugin (available: testmodel)",
+    resolve_fails(c, TB_ERR_CONFIG, 2, &err, "[model] plugin is required: name a model plugin (available: gscnn, testmodel)",
                   "[dataset] plugin is required: name a dataset plugin (available: testdata)");
     tb_config_free(c);
     free(path);
@@ -1071,7 +1071,7 @@ START_TEST(resolve_plugin_typo)
     path = ini("typo2.ini", "[model]\nplugin = testgood\n[dataset]\nplugin = testdata\nroot = d\n");
     c = load_ok(path);
     resolve_fails(c, TB_ERR_PLUGIN, 1, &err, "[model] plugin = 'testgood'", "no model plugin named 'testgood'",
-                  "available model plugins: testmodel");
+                  "available model plugins: gscnn, testmodel");
     tb_config_free(c);
     free(path);
 }
@@ -1130,7 +1130,7 @@ START_TEST(resolve_auto_not_for_model)
     char *l2 = at(path, 2), *l4 = at(path, 4);
     resolve_fails(c, TB_ERR_CONFIG, 2, &err, l2, l4,
                   "[model] plugin = 'auto': only [backend] and [platform] choose by score; name a model plugin "
-                  "(available: testmodel)",
+                  "(available: gscnn, testmodel)",
                   "[dataset] plugin = 'auto': only [backend] and [platform]", "(available: testdata)");
     free(l2);
     free(l4);
@@ -1301,7 +1301,7 @@ START_TEST(resolve_all_errors_together)
         { "[modle]", 10, "did you mean [model]?" },
         { "seed = '-5'", 2, "out of range; allowed: an integer in 0..2147483647" },
         { "plugin = 'testgod'", 4, "did you mean 'testgood'?" },
-        { "[model] plugin is required", 0, "available: testmodel" },
+        { "[model] plugin is required", 0, "available: gscnn, testmodel" },
         { "root is required", 0, "dataset plugin 'testdata'" },
         { "samples = '9'", 7, "an integer in 1..8" },
         { "unknown key 'bacth'", 9, "did you mean 'batch'?" },
