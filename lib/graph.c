@@ -215,6 +215,9 @@ uint32_t tb_op_grad_inputs(const struct tb_op *op)
     case TB_OP_ADD:
     case TB_OP_MUL:
         return (1u << op->nin) - 1;
+    case TB_OP_CLASS_WEIGHTS:
+    case TB_OP_MASK_LABELS:
+        return 0; /* not differentiable */
     default:
         return 0x1; /* x or logits only: labels, targets, weights carry no gradient */
     }
@@ -609,6 +612,42 @@ struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct
     add_input(o, targets);
     struct tb_tensor_desc loss = { TB_F32, { 1, 1, 1, 1 } };
     return commit(g, o, 1, &loss);
+}
+
+struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label)
+{
+    if (!usable(g, "class_weights", labels, TB_U8))
+        return NULL;
+    struct tb_shape l = labels->desc.shape;
+    if (l.c != 1 || classes < 1)
+        return fail(g, "class_weights: labels %s (%s) must be Nx1xHxW and classes (%d) at least 1", labels->name,
+                    shape_text(l, 0), classes);
+    struct tb_gop *o = new_op(g, TB_OP_CLASS_WEIGHTS, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, labels);
+    o->op.p.label.ignore_label = ignore_label;
+    struct tb_tensor_desc w = { TB_F32, { l.n, classes, 1, 1 } };
+    return commit(g, o, 1, &w);
+}
+
+struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struct tb_node *x, float threshold,
+                               int ignore_label)
+{
+    if (!usable(g, "mask_labels", labels, TB_U8) || !usable(g, "mask_labels", x, TB_F32))
+        return NULL;
+    struct tb_shape l = labels->desc.shape, s = x->desc.shape;
+    if (l.c != 1 || !tb_shape_eq(l, s))
+        return fail(g, "mask_labels: labels %s (%s) and x %s (%s) must both be Nx1xHxW", labels->name, shape_text(l, 0),
+                    x->name, shape_text(s, 1));
+    struct tb_gop *o = new_op(g, TB_OP_MASK_LABELS, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, labels);
+    add_input(o, x);
+    o->op.p.label.ignore_label = ignore_label;
+    o->op.p.label.threshold = threshold;
+    return commit(g, o, 1, &labels->desc);
 }
 
 static void add_named(struct tb_graph *g, struct tb_named_node **list, size_t *n, const char *what, const char *name,

@@ -19,6 +19,8 @@ const char *tb_op_kind_name(enum tb_op_kind kind)
         [TB_OP_DROPOUT] = "dropout",
         [TB_OP_SOFTMAX_CE] = "softmax_ce",
         [TB_OP_BCE_LOGITS] = "bce_logits",
+        [TB_OP_CLASS_WEIGHTS] = "class_weights",
+        [TB_OP_MASK_LABELS] = "mask_labels",
     };
     return (int)kind > 0 && kind < TB_OP_KIND_COUNT ? names[kind] : NULL;
 }
@@ -54,7 +56,8 @@ void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *ou
     case TB_OP_BCE_LOGITS:
         in = 0x3;
         break;
-    default: /* global_avgpool, resize, concat, add: shapes only */
+    default: /* global_avgpool, resize, concat, add: shapes only; class_weights,
+              * mask_labels: no backward */
         break;
     }
     *inputs = in;

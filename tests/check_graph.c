@@ -75,7 +75,20 @@ START_TEST(other_shapes)
     ck_assert_int_eq(o->op.out[1].shape.h, 1);
     struct tb_node *labels = tb_input(g, "labels", TB_U8, shape(2, 1, 9, 9));
     ck_assert_shape(tb_softmax_ce(g, x, labels, NULL, 255, false), 1, 1, 1, 1);
+    /* Class weights (N,K,1,1) and masked labels carry no gradient, even from a parameter. */
+    struct tb_node *cw = tb_class_weights(g, labels, 19, 255);
+    ck_assert_shape(cw, 2, 19, 1, 1);
+    ck_assert(!cw->requires_grad);
+    struct tb_node *edge = tb_sigmoid(g, tb_conv2d(g, "edge", x, 1, 1, 1, 0, 1, false));
+    ck_assert(edge->requires_grad);
+    struct tb_node *masked = tb_mask_labels(g, labels, edge, 0.8f, 255);
+    ck_assert_shape(masked, 2, 1, 9, 9);
+    ck_assert_int_eq(tb_node_desc(masked).dtype, TB_U8);
+    ck_assert(!masked->requires_grad);
     ck_assert_ptr_null(tb_graph_error(g));
+    ck_assert_ptr_null(tb_mask_labels(g, labels, x, 0.8f, 255));
+    ck_assert_msg(strstr(tb_graph_error(g), "mask_labels: labels labels (2x1x9x9) and x image (2x4x9x9)"), "%s",
+                  tb_graph_error(g));
 }
 END_TEST
 

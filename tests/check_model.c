@@ -126,15 +126,15 @@ START_TEST(names_and_outputs)
     bool seg = false, edge = false;
     for (size_t i = 0; i < g->noutputs; i++) {
         const struct tb_shape s = tb_node_desc(g->outputs[i].x).shape;
-        if (strcmp(g->outputs[i].name, "seg") == 0) {
+        if (strcmp(g->outputs[i].name, "seg_logits") == 0) {
             seg = true;
             ck_assert(s.n == 2 && s.c == 19 && s.h == 40 && s.w == 56);
-        } else if (strcmp(g->outputs[i].name, "edge") == 0) {
+        } else if (strcmp(g->outputs[i].name, "edge_prob") == 0) {
             edge = true;
             ck_assert(s.n == 2 && s.c == 1 && s.h == 40 && s.w == 56);
         }
     }
-    ck_assert_msg(seg && edge, "outputs seg and edge");
+    ck_assert_msg(seg && edge, "outputs seg_logits and edge_prob");
     const struct tb_node *w = tb_graph_find(g, "aspp.rate2.conv.weight");
     ck_assert_int_eq(tb_node_desc(w).shape.n, 32);
     ck_assert_int_eq(tb_node_desc(w).shape.c, 512);
@@ -166,8 +166,8 @@ START_TEST(narrow_network_runs)
     ck_assert_msg(tb_exec_set_input(x, "canny", canny, &err) == TB_OK, "%s", err.msg);
     ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
     float *seg = malloc(pix * 19 * sizeof *seg), *edge = malloc(pix * sizeof *edge);
-    ck_assert_msg(tb_exec_read(x, "seg", seg, &err) == TB_OK, "%s", err.msg);
-    ck_assert_msg(tb_exec_read(x, "edge", edge, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_read(x, "seg_logits", seg, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_read(x, "edge_prob", edge, &err) == TB_OK, "%s", err.msg);
     for (size_t i = 0; i < pix * 19; i++)
         ck_assert_msg(isfinite(seg[i]), "seg[%zu] = %g", i, seg[i]);
     for (size_t i = 0; i < pix; i++)
@@ -176,6 +176,71 @@ START_TEST(narrow_network_runs)
     free(canny);
     free(seg);
     free(edge);
+    tb_exec_free(x);
+    tb_engine_fini(&e);
+    test_backend_close(&b);
+    tb_graph_free(g);
+    tb_model_close(&m);
+}
+END_TEST
+
+/* A training graph: the three loss terms of the reference, every parameter reached by
+ * the objective, and one step forward and backward on the CPU backend gives finite,
+ * positive losses and a gradient for every parameter. */
+START_TEST(narrow_network_trains)
+{
+    struct tb_model_instance m;
+    struct tb_err err;
+    const int N = 2, H = 32, W = 40;
+    struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,1,1,1,1\n", true, N, H, W, &err);
+    ck_assert_int_eq(g->nlosses, 3);
+    static const char *const terms[3] = { "seg", "edge", "att" };
+    static const float weights[3] = { 1.0f, 20.0f, 1.0f };
+    for (int i = 0; i < 3; i++) {
+        ck_assert_str_eq(g->losses[i].name, terms[i]);
+        ck_assert(g->losses[i].weight == weights[i]);
+    }
+    struct test_backend b;
+    test_backend_open(&b, "cpu", "threads = 2\n");
+    struct tb_engine e;
+    ck_assert_msg(tb_engine_init(&e, b.h->p, b.ctx, 0, 7, &err) == TB_OK, "%s", err.msg);
+    struct tb_exec *x;
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    const size_t pix = (size_t)N * H * W;
+    float *img = malloc(pix * 3 * sizeof *img), *canny = malloc(pix * sizeof *canny);
+    uint8_t *labels = malloc(pix), *edges = malloc(pix);
+    for (size_t i = 0; i < pix * 3; i++)
+        img[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    for (size_t i = 0; i < pix; i++) {
+        const int col = (int)(i % W), row = (int)(i / W % H);
+        labels[i] = row < H / 2 ? (col < W / 3 ? 0 : 7) : (i % 53 == 0 ? 255 : 13);
+        edges[i] = row == H / 2 || row == H / 2 - 1 ? 1 : 0;
+        canny[i] = edges[i] ? 255.0f : 0.0f;
+    }
+    ck_assert_msg(tb_exec_set_input(x, "image", img, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_set_input(x, "canny", canny, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_set_input(x, "labels", labels, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_set_input(x, "edges", edges, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    for (int i = 0; i < 2; i++) { /* att may be 0: no edge is confident before training */
+        float loss;
+        ck_assert_msg(tb_exec_read(x, terms[i], &loss, &err) == TB_OK, "%s", err.msg);
+        ck_assert_msg(isfinite(loss) && loss > 0, "%s loss %g", terms[i], loss);
+    }
+    ck_assert_msg(tb_exec_backward(x, &err) == TB_OK, "%s", err.msg);
+    size_t trained = 0;
+    for (size_t i = 0; i < tb_engine_param_count(&e); i++) {
+        struct tb_param *p = tb_engine_param_at(&e, i);
+        if (!p->trainable)
+            continue;
+        ck_assert_msg(p->grad.data, "%s got no gradient", p->name);
+        trained++;
+    }
+    ck_assert_uint_gt(trained, 100);
+    free(img);
+    free(canny);
+    free(labels);
+    free(edges);
     tb_exec_free(x);
     tb_engine_fini(&e);
     test_backend_close(&b);
@@ -214,6 +279,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, narrow_network_counts);
     tcase_add_test(tc, names_and_outputs);
     tcase_add_test(tc, narrow_network_runs);
+    tcase_add_test(tc, narrow_network_trains);
     tcase_add_test(tc, bad_settings_refused);
     suite_add_tcase(s, tc);
     return s;

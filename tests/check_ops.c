@@ -1305,6 +1305,89 @@ static void bce_check(struct test_backend *b, struct tb_op op, const float *z, c
     free(wdz), free(dz);
 }
 
+/* ---- class weights and masked labels ---- */
+
+/* Random labels with ignored pixels, one image whose labels are all ignored and one with a
+ * single class: weights against counts done here, 1 + (1 - freq) for present classes. */
+START_TEST(class_weights_by_count)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    const int N = 4, K = 6, H = 9, W = 11;
+    struct tb_op op = new_op(TB_OP_CLASS_WEIGHTS, 48, 1, 1);
+    op.in[0] = u8(N, 1, H, W);
+    op.out[0] = f32(N, K, 1, 1);
+    op.p.label.ignore_label = 255;
+    const size_t pix = (size_t)H * W;
+    uint8_t *t = bytes(N * pix);
+    uint64_t s = 481;
+    for (size_t i = 0; i < N * pix; i++) {
+        uint64_t r = next_rand(&s) % 10;
+        t[i] = r == 9 ? 255 : (uint8_t)(r % 4 == 3 ? 1 : r % 4); /* classes 0..2 only: 3..5 absent */
+    }
+    memset(t + 2 * pix, 255, pix);
+    memset(t + 3 * pix, 5, pix);
+    t[3 * pix + 7] = 255;
+    struct opcheck oc;
+    opcheck_init(&oc, &b, &op);
+    opcheck_set_input(&oc, 0, t);
+    opcheck_forward(&oc, 0);
+    float got[4 * 6];
+    opcheck_get_output(&oc, 0, got);
+    for (int n = 0; n < N; n++) {
+        size_t count[6] = { 0 }, total = 0;
+        for (size_t p = 0; p < pix; p++)
+            if (t[n * pix + p] != 255) {
+                count[t[n * pix + p]]++;
+                total++;
+            }
+        for (int k = 0; k < K; k++) {
+            double want = count[k] ? 2.0 - (double)count[k] / (double)total : 1.0;
+            ck_assert_msg(fabs(got[n * K + k] - want) < 1e-6, "image %d class %d: weight %g, want %g", n, k,
+                          got[n * K + k], want);
+        }
+    }
+    ck_assert_msg(got[2 * K + 0] == 1.0f && got[3 * K + 5] == 1.0f, "no counted pixel -> 1; one class -> 2 - 1 = 1");
+    /* A label that is neither a class nor ignored is an error naming the pixel. */
+    t[pix + 2 * W + 3] = 6;
+    opcheck_set_input(&oc, 0, t);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_ne(b.ops->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err), TB_OK);
+    ck_assert_msg(strstr(err.msg, "image 1, pixel (row 2, column 3): label 6 is not a class (0..5)"), "%s", err.msg);
+    opcheck_fini(&oc);
+    free(t);
+    test_backend_close(&b);
+}
+END_TEST
+
+START_TEST(mask_labels_threshold)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    struct tb_op op = new_op(TB_OP_MASK_LABELS, 49, 2, 1);
+    op.in[0] = u8(2, 1, 1, 4);
+    op.in[1] = f32(2, 1, 1, 4);
+    op.out[0] = u8(2, 1, 1, 4);
+    op.p.label.ignore_label = 255;
+    op.p.label.threshold = 0.8f;
+    const uint8_t t[8] = { 1, 2, 3, 255, 4, 5, 6, 7 };
+    const float x[8] = { 0.9f, 0.8f, 0.81f, 0.99f, 0.0f, 1.0f, 0.79f, 0.85f };
+    const uint8_t want[8] = { 1, 255, 3, 255, 255, 5, 255, 7 };
+    struct opcheck oc;
+    opcheck_init(&oc, &b, &op);
+    opcheck_set_input(&oc, 0, t);
+    opcheck_set_input(&oc, 1, x);
+    opcheck_forward(&oc, 0);
+    uint8_t got[8];
+    opcheck_get_output(&oc, 0, got);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(got[i] == want[i], "pixel %d: %d, want %d (x %g, threshold 0.8)", i, got[i], want[i], x[i]);
+    opcheck_fini(&oc);
+    test_backend_close(&b);
+}
+END_TEST
+
 START_TEST(bce_balanced)
 {
     struct test_backend b;
@@ -1638,6 +1721,8 @@ int main(void)
     tcase_add_test(tc, softmax_ce_bad_label);
     tcase_add_test(tc, bce_balanced);
     tcase_add_test(tc, bce_by_hand);
+    tcase_add_test(tc, class_weights_by_count);
+    tcase_add_test(tc, mask_labels_threshold);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("checks");

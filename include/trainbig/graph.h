@@ -85,6 +85,11 @@ struct tb_node *tb_dropout(struct tb_graph *g, struct tb_node *x, float p, bool 
 struct tb_node *tb_softmax_ce(struct tb_graph *g, struct tb_node *logits, struct tb_node *labels,
                               struct tb_node *weights, int ignore_label, bool per_image);
 struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct tb_node *targets);
+/* Per-image class weights (N,classes,1,1) from u8 labels, and labels masked to
+ * ignore_label where x <= threshold (ABI 1.2). Neither carries a gradient. */
+struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label);
+struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struct tb_node *x, float threshold,
+                               int ignore_label);
 
 /* ---- what the graph is for ---- */
 

@@ -42,10 +42,11 @@ struct tb_model_ops {
     int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
     void (*destroy)(void *ctx);
     /* ABI 1.2. Builds the network on g for inputs `in`: its inputs, its parameters (named
-     * by scope, see trainbig/graph.h), the outputs "seg" (logits (N,classes,H,W)) and,
-     * where the model has one, "edge" (probabilities (N,1,H,W)); in a training graph also
-     * its loss terms (tb_graph_loss). Returns TB_OK, or an error naming the key or the
-     * shape at fault; a graph error (tb_graph_error) is reported by the core. */
+     * by scope, see trainbig/graph.h), the outputs "seg_logits" (N,classes,H,W) and, where
+     * the model has one, "edge_prob" (N,1,H,W); in a training graph also its loss terms
+     * (tb_graph_loss, or tb_graph_output for a term that is only reported). Returns TB_OK,
+     * or an error naming the key or the shape at fault; a graph error (tb_graph_error) is
+     * reported by the core. */
     int (*build)(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err);
 };
 

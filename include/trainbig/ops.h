@@ -83,6 +83,17 @@ enum tb_op_kind {
      * pixels of weight * BCE-with-logits (PyTorch's binary_cross_entropy_with_logits with
      * a weight tensor). backward reads: logits, targets */
     TB_OP_BCE_LOGITS,
+    /* in: labels (N,1,H,W) u8, no grad; out: weights (N,K,1,1) f32, no grad (ABI 1.2).
+     * Per-image class weights (G-SCNN's segmentation loss): with freq_c the share of image
+     * n's counted pixels (label != ignore_label) that are labelled c, weight = 1 +
+     * (1 - freq_c) for the classes present in the image and 1 for the others (all 1 for an
+     * image with no counted pixel). Labels >= K other than ignore_label are an error.
+     * No backward. */
+    TB_OP_CLASS_WEIGHTS,
+    /* in: labels (N,1,H,W) u8, x (N,1,H,W) f32, both no grad; out: (N,1,H,W) u8, the label
+     * where x > threshold and ignore_label elsewhere (ABI 1.2; the targets of G-SCNN's
+     * edge-attention loss). No backward. */
+    TB_OP_MASK_LABELS,
     TB_OP_KIND_COUNT
 };
 
@@ -125,6 +136,11 @@ struct tb_ce_params {
     int32_t per_image;
 };
 
+struct tb_label_params {
+    int32_t ignore_label; /* usually 255 */
+    float threshold;      /* mask_labels */
+};
+
 struct tb_op {
     enum tb_op_kind kind;
     uint32_t id; /* unique within a graph: part of dropout's seed, and in messages */
@@ -138,6 +154,7 @@ struct tb_op {
         struct tb_resize_params resize;
         struct tb_dropout_params dropout;
         struct tb_ce_params ce;
+        struct tb_label_params label;
     } p;
 };
 

@@ -116,19 +116,21 @@ struct tb_cpu_kernel {
 };
 
 /* The kernels, one row per op kind, defined in the kernel files. */
-extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;     /* cpu_conv.c (oneDNN) */
-extern const struct tb_cpu_kernel tb_cpu_batchnorm_kernel;  /* cpu_batchnorm.c */
-extern const struct tb_cpu_kernel tb_cpu_relu_kernel;       /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_sigmoid_kernel;    /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_add_kernel;        /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_mul_kernel;        /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_dropout_kernel;    /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_maxpool_kernel;    /* cpu_pool.c */
-extern const struct tb_cpu_kernel tb_cpu_avgpool_kernel;    /* cpu_pool.c (global average) */
-extern const struct tb_cpu_kernel tb_cpu_resize_kernel;     /* cpu_resize.c */
-extern const struct tb_cpu_kernel tb_cpu_concat_kernel;     /* cpu_concat.c */
-extern const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel; /* cpu_loss.c */
-extern const struct tb_cpu_kernel tb_cpu_bce_logits_kernel; /* cpu_loss.c */
+extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;        /* cpu_conv.c (oneDNN) */
+extern const struct tb_cpu_kernel tb_cpu_batchnorm_kernel;     /* cpu_batchnorm.c */
+extern const struct tb_cpu_kernel tb_cpu_relu_kernel;          /* cpu_eltwise.c */
+extern const struct tb_cpu_kernel tb_cpu_sigmoid_kernel;       /* cpu_eltwise.c */
+extern const struct tb_cpu_kernel tb_cpu_add_kernel;           /* cpu_eltwise.c */
+extern const struct tb_cpu_kernel tb_cpu_mul_kernel;           /* cpu_eltwise.c */
+extern const struct tb_cpu_kernel tb_cpu_dropout_kernel;       /* cpu_eltwise.c */
+extern const struct tb_cpu_kernel tb_cpu_maxpool_kernel;       /* cpu_pool.c */
+extern const struct tb_cpu_kernel tb_cpu_avgpool_kernel;       /* cpu_pool.c (global average) */
+extern const struct tb_cpu_kernel tb_cpu_resize_kernel;        /* cpu_resize.c */
+extern const struct tb_cpu_kernel tb_cpu_concat_kernel;        /* cpu_concat.c */
+extern const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel;    /* cpu_loss.c */
+extern const struct tb_cpu_kernel tb_cpu_bce_logits_kernel;    /* cpu_loss.c */
+extern const struct tb_cpu_kernel tb_cpu_class_weights_kernel; /* cpu_labels.c */
+extern const struct tb_cpu_kernel tb_cpu_mask_labels_kernel;   /* cpu_labels.c */
 
 /* Backward-weights of stride-1 convolutions straight from NHWC, in AVX2 register tiles
  * (cpu_conv_wgrad.c, used by cpu_conv.c where it beats oneDNN). */
@@ -139,13 +141,12 @@ struct tb_cpu_wgrad {
     int ncb; /* input-channel blocks */
 };
 /* Fills wg and returns true when this convolution takes the direct path. */
-bool tb_cpu_wgrad_init(struct tb_cpu_wgrad *wg, struct tb_shape x, struct tb_shape y,
-                       const struct tb_conv2d_params *p);
+bool tb_cpu_wgrad_init(struct tb_cpu_wgrad *wg, struct tb_shape x, struct tb_shape y, const struct tb_conv2d_params *p);
 /* Scratch bytes tb_cpu_wgrad_run needs with this many threads. */
 size_t tb_cpu_wgrad_scratch(const struct tb_cpu_wgrad *wg, int threads);
 /* dw (OHWI, overwritten) and db (overwritten), either may be NULL, from x and dy. */
-void tb_cpu_wgrad_run(const struct tb_cpu_wgrad *wg, int threads, const float *x, const float *dy, float *dw,
-                      float *db, void *scratch);
+void tb_cpu_wgrad_run(const struct tb_cpu_wgrad *wg, int threads, const float *x, const float *dy, float *dw, float *db,
+                      void *scratch);
 
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err);
 void tb_cpu_op_release(void *state);

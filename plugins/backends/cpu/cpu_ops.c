@@ -33,6 +33,10 @@ static const struct tb_cpu_kernel *kernel_of(enum tb_op_kind kind)
         return &tb_cpu_softmax_ce_kernel;
     case TB_OP_BCE_LOGITS:
         return &tb_cpu_bce_logits_kernel;
+    case TB_OP_CLASS_WEIGHTS:
+        return &tb_cpu_class_weights_kernel;
+    case TB_OP_MASK_LABELS:
+        return &tb_cpu_mask_labels_kernel;
     case TB_OP_KIND_COUNT:
         break;
     }

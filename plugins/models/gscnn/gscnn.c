@@ -202,17 +202,46 @@ static struct tb_node *decoder(struct tb_graph *g, const struct gscnn_cfg *cfg, 
     return x;
 }
 
+/* A loss term: trained with its weight, or only reported when the weight is 0. */
+static void loss_term(struct tb_graph *g, const char *name, struct tb_node *loss, float weight)
+{
+    if (weight > 0)
+        tb_graph_loss(g, name, loss, weight);
+    else
+        tb_graph_output(g, name, loss);
+}
+
+/* The reference's joint loss (GSCNN loss.py, JointEdgeSegLoss without the dual-task
+ * regulariser, which is not implemented):
+ *   seg:  per-image class-weighted cross-entropy (weights 1 + (1 - freq) of the classes
+ *         present in the image), mean per image, summed over the batch;
+ *   edge: class-balanced binary cross-entropy on the edge logits (the reference applies a
+ *         second sigmoid to the already sigmoided edges, a known bug not copied here);
+ *   att:  the segmentation loss again with the labels ignored wherever the predicted
+ *         edge probability is at most 0.8 (class weights computed from those labels). */
+static void losses(struct tb_graph *g, const struct gscnn_cfg *cfg, const struct tb_model_input *in,
+                   struct tb_node *seg, struct tb_node *edge_logits, struct tb_node *edge)
+{
+    const struct tb_shape s = { in->batch, 1, in->height, in->width };
+    struct tb_node *labels = tb_input(g, "labels", TB_U8, s);
+    struct tb_node *edges = tb_input(g, "edges", TB_U8, s);
+    const int ign = in->ignore_label;
+    struct tb_node *w = tb_class_weights(g, labels, in->classes, ign);
+    loss_term(g, "seg", tb_softmax_ce(g, seg, labels, w, ign, true), cfg->w_seg);
+    loss_term(g, "edge", tb_bce_logits(g, edge_logits, edges), cfg->w_edge);
+    struct tb_node *att = tb_mask_labels(g, labels, edge, 0.8f, ign);
+    struct tb_node *att_w = tb_class_weights(g, att, in->classes, ign);
+    loss_term(g, "att", tb_softmax_ce(g, seg, att, att_w, ign, true), cfg->w_att);
+}
+
 static int gscnn_build(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err)
 {
     const struct gscnn_cfg *cfg = ctx;
     if (in->channels != 3)
         return tb_err_set(err, TB_ERR_CONFIG, "gscnn: images have %d channels, the network takes 3 (RGB)",
                           in->channels);
-    if (in->classes < 1)
-        return tb_err_set(err, TB_ERR_CONFIG, "gscnn: the dataset has %d classes, at least 1 needed", in->classes);
-    if (tb_graph_training(g))
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "gscnn: training graphs are not implemented yet (the losses come with the trainer)");
+    if (in->classes < 1 || in->classes > 255)
+        return tb_err_set(err, TB_ERR_CONFIG, "gscnn: the dataset has %d classes, 1..255 are allowed", in->classes);
     const int h = in->height, w = in->width;
     struct tb_node *image = tb_input(g, "image", TB_F32, (struct tb_shape){ in->batch, 3, h, w });
     struct tb_node *canny = tb_input(g, "canny", TB_F32, (struct tb_shape){ in->batch, 1, h, w });
@@ -220,13 +249,16 @@ static int gscnn_build(void *ctx, struct tb_graph *g, const struct tb_model_inpu
     if (!gscnn_wider_resnet38(g, cfg, image, &t))
         return TB_OK; /* the core reports tb_graph_error */
 
-    struct tb_node *edge = tb_sigmoid(g, shape_stream(g, cfg, &t, h, w));
+    struct tb_node *edge_logits = shape_stream(g, cfg, &t, h, w);
+    struct tb_node *edge = tb_sigmoid(g, edge_logits);
     /* The edge map and the image's Canny edges fused into the ASPP's edge input. */
     struct tb_node *cat[2] = { edge, canny };
     struct tb_node *fused = tb_sigmoid(g, conv1x1(g, "canny_fuse", tb_concat(g, 2, cat), 1, false));
     struct tb_node *seg = decoder(g, cfg, aspp(g, cfg, t.m7, fused), t.m2, in->classes, h, w);
-    tb_graph_output(g, "seg", seg);
-    tb_graph_output(g, "edge", edge);
+    tb_graph_output(g, "seg_logits", seg);
+    tb_graph_output(g, "edge_prob", edge);
+    if (tb_graph_training(g))
+        losses(g, cfg, in, seg, edge_logits, edge);
     return TB_OK;
 }
 
