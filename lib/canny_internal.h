@@ -1,0 +1,19 @@
+/* lib/canny_internal.h: the per-pixel inputs the core computes for a model from a sample:
+ * Canny edges of the image (canny.c) and boundary targets of the label map
+ * (label_edges.c). */
+#ifndef TB_LIB_CANNY_INTERNAL_H
+#define TB_LIB_CANNY_INTERNAL_H
+
+#include <stdint.h>
+
+/* Canny edges of rgb ([height][width][3]) into out ([height][width]): 255 on edges, 0
+ * elsewhere, with OpenCV's definition (see canny.c). Returns 0, or -1 when out of memory
+ * (out untouched). */
+int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8_t *out);
+
+/* Boundary targets of labels ([height][width]) into out: ignore where the label is ignore,
+ * otherwise 1 when a pixel within Euclidean distance `radius` has another label that is
+ * not ignore, 0 when none has. */
+void tb_label_edges(const uint8_t *labels, int width, int height, int radius, uint8_t ignore, uint8_t *out);
+
+#endif

@@ -1,0 +1,188 @@
+/* check_edges: the per-pixel inputs the core computes for G-SCNN: Canny edges of the
+ * image (OpenCV's definition: Sobel 3x3, L1 magnitude, the strongest channel, non-maximum
+ * suppression with its tie rule, hysteresis) and the boundary targets of a label map. */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/canny_internal.h"
+
+enum { W = 16, H = 12 };
+
+static uint8_t img[H][W][3], out[H][W];
+
+static void fill(uint8_t v)
+{
+    memset(img, v, sizeof img);
+}
+
+static int count_edges(void)
+{
+    int n = 0;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            n += out[y][x] == 255;
+    return n;
+}
+
+static void canny(int low, int high)
+{
+    ck_assert_int_eq(tb_canny(&img[0][0][0], W, H, low, high, &out[0][0]), 0);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            ck_assert(out[y][x] == 0 || out[y][x] == 255);
+}
+
+/* Columns >= 8 of the channels in mask set to v (a vertical step between columns 7 and 8). */
+static void vertical_step(uint8_t v, int mask, int y0, int y1)
+{
+    for (int y = y0; y < y1; y++)
+        for (int x = 8; x < W; x++)
+            for (int c = 0; c < 3; c++)
+                if (mask >> c & 1)
+                    img[y][x][c] = v;
+}
+
+START_TEST(canny_uniform_has_no_edges)
+{
+    fill(117);
+    canny(10, 100);
+    ck_assert_int_eq(count_edges(), 0);
+}
+END_TEST
+
+/* Columns 7 and 8 have the same magnitude (4 * 200); OpenCV keeps the first along the
+ * gradient (m > left, m >= right), so the edge is column 7 exactly, in every row. */
+START_TEST(canny_vertical_step_tie_rule)
+{
+    for (int mask = 1; mask <= 7; mask++) {
+        fill(0);
+        vertical_step(200, mask, 0, H);
+        canny(10, 100);
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                ck_assert_msg(out[y][x] == (x == 7 ? 255 : 0), "channels %d: (%d,%d) = %d", mask, y, x, out[y][x]);
+    }
+}
+END_TEST
+
+START_TEST(canny_horizontal_step)
+{
+    fill(10);
+    for (int y = 4; y < H; y++)
+        for (int x = 0; x < W; x++)
+            img[y][x][2] = 250;
+    canny(10, 100);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            ck_assert_msg(out[y][x] == (y == 3 ? 255 : 0), "(%d,%d) = %d", y, x, out[y][x]);
+}
+END_TEST
+
+/* A step of 20 has magnitude 80: above low 10, not above high 100, so nothing seeds it;
+ * with high 79 the whole column is an edge. */
+START_TEST(canny_thresholds)
+{
+    fill(0);
+    vertical_step(20, 7, 0, H);
+    canny(10, 100);
+    ck_assert_int_eq(count_edges(), 0);
+    canny(10, 79);
+    ck_assert_int_eq(count_edges(), H);
+    canny(80, 200); /* magnitude 80 is not above low 80 */
+    ck_assert_int_eq(count_edges(), 0);
+    canny(100, 10); /* swapped thresholds are put in order, as OpenCV does */
+    ck_assert_int_eq(count_edges(), 0);
+}
+END_TEST
+
+/* Hysteresis: the same weak step (magnitude 80, below high 100, so alone it is no edge),
+ * with row 4 stepping by 40 (magnitude 120 or more: strong). The strong pixels seed the
+ * weak ones 8-connected to them: column 7 becomes an edge in every row far from row 4.
+ * (Row 4's own steps up and down from its neighbours are edges too.) */
+START_TEST(canny_hysteresis)
+{
+    fill(0);
+    vertical_step(20, 7, 0, H);
+    vertical_step(40, 7, 4, 5);
+    canny(10, 100);
+    for (int y = 0; y < H; y++)
+        if (y < 2 || y > 6)
+            ck_assert_msg(out[y][7] == 255 && out[y][6] == 0 && out[y][8] == 0, "row %d: not an edge at column 7 only",
+                          y);
+}
+END_TEST
+
+static uint8_t lab[H][W], tgt[H][W];
+
+START_TEST(label_edges_within_radius)
+{
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            lab[y][x] = x < 8 ? 1 : 2;
+    tb_label_edges(&lab[0][0], W, H, 2, 255, &tgt[0][0]);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            ck_assert_msg(tgt[y][x] == (x >= 6 && x <= 9), "(%d,%d) = %d", y, x, tgt[y][x]);
+}
+END_TEST
+
+/* A single pixel of another class: the pixels within Euclidean distance 2 of it (13 with
+ * itself; (2,1) offsets are sqrt(5) away) are edges, nothing else, not the image border. */
+START_TEST(label_edges_euclidean_disc)
+{
+    memset(lab, 0, sizeof lab);
+    lab[5][5] = 3;
+    tb_label_edges(&lab[0][0], W, H, 2, 255, &tgt[0][0]);
+    int n = 0;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const int d2 = (y - 5) * (y - 5) + (x - 5) * (x - 5);
+            ck_assert_msg(tgt[y][x] == (d2 <= 4), "(%d,%d) = %d", y, x, tgt[y][x]);
+            n += tgt[y][x];
+        }
+    ck_assert_int_eq(n, 13);
+}
+END_TEST
+
+/* Ignored pixels stay ignored, and bordering them is not a class change. */
+START_TEST(label_edges_ignore)
+{
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            lab[y][x] = x < 8 ? 4 : 255;
+    tb_label_edges(&lab[0][0], W, H, 2, 255, &tgt[0][0]);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            ck_assert_msg(tgt[y][x] == (x < 8 ? 0 : 255), "(%d,%d) = %d", y, x, tgt[y][x]);
+}
+END_TEST
+
+static Suite *edges_suite(void)
+{
+    Suite *s = suite_create("edges");
+    TCase *tc = tcase_create("canny");
+    tcase_add_test(tc, canny_uniform_has_no_edges);
+    tcase_add_test(tc, canny_vertical_step_tie_rule);
+    tcase_add_test(tc, canny_horizontal_step);
+    tcase_add_test(tc, canny_thresholds);
+    tcase_add_test(tc, canny_hysteresis);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("labels");
+    tcase_add_test(tc, label_edges_within_radius);
+    tcase_add_test(tc, label_edges_euclidean_disc);
+    tcase_add_test(tc, label_edges_ignore);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(edges_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
