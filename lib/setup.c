@@ -261,6 +261,30 @@ void tb_model_close(struct tb_model_instance *m)
     memset(m, 0, sizeof *m);
 }
 
+int tb_dataset_open(const char *name, const char *split, const char *settings, struct tb_dataset_instance *d,
+                    struct tb_err *err)
+{
+    memset(d, 0, sizeof *d);
+    int rc = open_section(TB_KIND_DATASET, "dataset", name, settings, &d->h, &d->cfg, &d->sec, err);
+    if (rc)
+        return rc;
+    d->ops = d->h->p->ops.dataset;
+    rc = d->ops->open(d->sec, split, &d->ctx, err);
+    if (rc)
+        tb_dataset_close(d);
+    return rc;
+}
+
+void tb_dataset_close(struct tb_dataset_instance *d)
+{
+    if (d->ctx)
+        d->ops->close(d->ctx);
+    tb_section_free(d->sec);
+    tb_config_free(d->cfg);
+    tb_plugin_close(d->h);
+    memset(d, 0, sizeof *d);
+}
+
 void tb_setup_free(struct tb_setup *s)
 {
     if (!s)

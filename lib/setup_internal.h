@@ -79,8 +79,23 @@ struct tb_model_instance {
 int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err);
 void tb_backend_close(struct tb_backend_instance *b);
 
+/* The same for a dataset split. */
+struct tb_dataset_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_dataset_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
 /* As tb_backend_open, for model plugin `name` and its [model] settings. */
 int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err);
 void tb_model_close(struct tb_model_instance *m);
+
+/* As tb_backend_open, for split `split` of dataset plugin `name` and its [dataset]
+ * settings. */
+int tb_dataset_open(const char *name, const char *split, const char *settings, struct tb_dataset_instance *d,
+                    struct tb_err *err);
+void tb_dataset_close(struct tb_dataset_instance *d);
 
 #endif
