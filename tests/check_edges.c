@@ -1,12 +1,15 @@
 /* check_edges: the per-pixel inputs the core computes for G-SCNN: Canny edges of the
  * image (OpenCV's definition: Sobel 3x3, L1 magnitude, the strongest channel, non-maximum
- * suppression with its tie rule, hysteresis) and the boundary targets of a label map. */
+ * suppression with its tie rule, hysteresis), the boundary targets of a label map, and a
+ * batch slot holding them with the normalised image. */
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/batch_internal.h"
 #include "lib/canny_internal.h"
 
 enum { W = 16, H = 12 };
@@ -160,6 +163,40 @@ START_TEST(label_edges_ignore)
 }
 END_TEST
 
+/* A batch slot: the image normalised per channel, the Canny edges and edge targets as
+ * computed above, the labels copied; a sample of another size is refused by name. */
+START_TEST(batch_inputs)
+{
+    struct tb_batch b;
+    struct tb_err err;
+    ck_assert_int_eq(tb_batch_init(&b, 2, H, W, &err), TB_OK);
+    fill(0);
+    vertical_step(200, 7, 0, H);
+    img[3][4][1] = 51;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            lab[y][x] = x < 8 ? 1 : (y == 0 ? 255 : 2);
+    struct tb_sample s = { W, H, &img[0][0][0], &lab[0][0], (size_t)W * H };
+    ck_assert_int_eq(tb_batch_put(&b, 1, &s, "s", &err), TB_OK);
+    const size_t plane = (size_t)W * H, slot = 3 * plane;
+    ck_assert(fabsf(b.image[slot + plane + 3 * W + 4] - (0.2f - 0.456f) / 0.224f) < 1e-5f);
+    ck_assert(fabsf(b.image[slot + 2 * plane + 5 * W + 9] - (200 / 255.0f - 0.406f) / 0.225f) < 1e-5f);
+    canny(10, 100);
+    tb_label_edges(&lab[0][0], W, H, 2, 255, &tgt[0][0]);
+    for (size_t p = 0; p < plane; p++) {
+        ck_assert(b.canny[plane + p] == (&out[0][0])[p]);
+        ck_assert(b.labels[plane + p] == (&lab[0][0])[p]);
+        ck_assert(b.edges[plane + p] == (&tgt[0][0])[p]);
+    }
+    ck_assert_int_eq(b.edges[plane + 5 * W + 9], 1);
+    ck_assert_int_eq(b.edges[plane + 9], 255);
+    s.width = W - 1;
+    ck_assert_int_ne(tb_batch_put(&b, 0, &s, "city/0001", &err), TB_OK);
+    ck_assert_msg(strstr(err.msg, "sample city/0001 is 15x12, but the batch takes 16x12 images"), "%s", err.msg);
+    tb_batch_fini(&b);
+}
+END_TEST
+
 static Suite *edges_suite(void)
 {
     Suite *s = suite_create("edges");
@@ -174,6 +211,7 @@ static Suite *edges_suite(void)
     tcase_add_test(tc, label_edges_within_radius);
     tcase_add_test(tc, label_edges_euclidean_disc);
     tcase_add_test(tc, label_edges_ignore);
+    tcase_add_test(tc, batch_inputs);
     suite_add_tcase(s, tc);
     return s;
 }
