@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "lib/batch_internal.h"
-#include "lib/canny_internal.h"
 
 const float tb_image_mean[3] = { 0.485f, 0.456f, 0.406f };
 const float tb_image_std[3] = { 0.229f, 0.224f, 0.225f };
@@ -25,7 +24,8 @@ int tb_batch_init(struct tb_batch *b, int n, int h, int w, struct tb_err *err)
     b->canny = malloc(pix * sizeof *b->canny);
     b->labels = malloc(pix);
     b->edges = malloc(pix);
-    if (!b->image || !b->canny || !b->labels || !b->edges) {
+    b->canny8 = malloc((size_t)h * (size_t)w);
+    if (!b->image || !b->canny || !b->labels || !b->edges || !b->canny8) {
         tb_batch_fini(b);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory for a batch of %d images of %dx%d", n, w, h);
     }
@@ -38,6 +38,8 @@ void tb_batch_fini(struct tb_batch *b)
     free(b->canny);
     free(b->labels);
     free(b->edges);
+    free(b->canny8);
+    tb_canny_work_free(&b->canny_work);
     memset(b, 0, sizeof *b);
 }
 
@@ -47,11 +49,8 @@ int tb_batch_put(struct tb_batch *b, int i, const struct tb_sample *s, const cha
         return tb_err_set(err, TB_ERR_RUNTIME, "sample %s is %ux%u, but the batch takes %dx%d images", name, s->width,
                           s->height, b->w, b->h);
     const size_t plane = (size_t)b->h * (size_t)b->w;
-    uint8_t *canny8 = malloc(plane);
-    if (!canny8 || tb_canny(s->image, b->w, b->h, CANNY_LOW, CANNY_HIGH, canny8) != 0) {
-        free(canny8);
+    if (tb_canny(s->image, b->w, b->h, CANNY_LOW, CANNY_HIGH, b->canny8, &b->canny_work) != 0)
         return tb_err_set(err, TB_ERR_NOMEM, "sample %s: out of memory for its Canny edges", name);
-    }
     float *img = b->image + (size_t)i * 3 * plane, *cny = b->canny + (size_t)i * plane;
     for (int c = 0; c < 3; c++) {
         const float scale = 1.0f / (255.0f * tb_image_std[c]), shift = tb_image_mean[c] / tb_image_std[c];
@@ -59,8 +58,7 @@ int tb_batch_put(struct tb_batch *b, int i, const struct tb_sample *s, const cha
             img[(size_t)c * plane + p] = s->image[p * 3 + (size_t)c] * scale - shift;
     }
     for (size_t p = 0; p < plane; p++)
-        cny[p] = canny8[p];
-    free(canny8);
+        cny[p] = b->canny8[p];
     memcpy(b->labels + (size_t)i * plane, s->label, plane);
     tb_label_edges(s->label, b->w, b->h, EDGE_RADIUS, IGNORE, b->edges + (size_t)i * plane);
     return TB_OK;

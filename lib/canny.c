@@ -31,20 +31,46 @@ static int clampi(int v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8_t *out)
+void tb_canny_work_free(struct tb_canny_work *w)
 {
+    free(w->mag), free(w->dx), free(w->dy), free(w->state), free(w->stack);
+    memset(w, 0, sizeof *w);
+}
+
+/* Makes w hold an image of width x height (the border of mag included). */
+static int work_reserve(struct tb_canny_work *w, int width, int height)
+{
+    const size_t n = ((size_t)width + 2) * ((size_t)height + 2);
+    if (n <= w->pixels)
+        return 0;
+    tb_canny_work_free(w);
+    w->mag = malloc(n * sizeof *w->mag);
+    w->dx = malloc(n * sizeof *w->dx);
+    w->dy = malloc(n * sizeof *w->dy);
+    w->state = malloc(n);
+    w->stack = malloc(n * sizeof *w->stack);
+    if (!w->mag || !w->dx || !w->dy || !w->state || !w->stack || n > UINT32_MAX) {
+        tb_canny_work_free(w);
+        return -1;
+    }
+    w->pixels = n;
+    return 0;
+}
+
+int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8_t *out, struct tb_canny_work *w)
+{
+    if (work_reserve(w, width, height) != 0)
+        return -1;
     const size_t n = (size_t)width * (size_t)height;
     /* mag has a zero border of one pixel so that neighbours never need a test. */
     const size_t mw = (size_t)width + 2;
-    int32_t *mag = calloc(mw * ((size_t)height + 2), sizeof *mag);
-    int16_t *dx = malloc(n * sizeof *dx), *dy = malloc(n * sizeof *dy);
+    int32_t *mag = w->mag;
+    int16_t *dx = w->dx, *dy = w->dy;
     /* state: 0 not an edge, 1 candidate (above low, a local maximum), 2 edge */
-    uint8_t *state = calloc(n, 1);
-    size_t *stack = malloc(n * sizeof *stack);
-    if (!mag || !dx || !dy || !state || !stack) {
-        free(mag), free(dx), free(dy), free(state), free(stack);
-        return -1;
-    }
+    uint8_t *state = w->state;
+    uint32_t *stack = w->stack;
+    memset(mag, 0, mw * ((size_t)height + 2) * sizeof *mag);
+    memset(state, 0, n);
     if (low > high) {
         int t = low;
         low = high;
@@ -98,7 +124,7 @@ int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8
                 continue;
             if (*m > high) {
                 state[i] = 2;
-                stack[top++] = i;
+                stack[top++] = (uint32_t)i;
             } else
                 state[i] = 1;
         }
@@ -113,12 +139,11 @@ int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8
                 const size_t j = (size_t)ny * width + nx;
                 if (state[j] == 1) {
                     state[j] = 2;
-                    stack[top++] = j;
+                    stack[top++] = (uint32_t)j;
                 }
             }
     }
     for (size_t i = 0; i < n; i++)
         out[i] = state[i] == 2 ? 255 : 0;
-    free(mag), free(dx), free(dy), free(state), free(stack);
     return 0;
 }
