@@ -156,8 +156,8 @@ static int cmd_train(int argc, char **argv)
         return tb_exit_code(rc);
     tb_log(TB_LOG_INFO, "%s: configuration is valid", a.config);
     fprintf(stderr,
-            "trainbig: error: %s: this version of trainbig cannot train yet: the training pipeline (compute "
-            "engine, model, trainer) is not built; nothing was run\n",
+            "trainbig: error: %s: this version of trainbig cannot train yet: the trainer is not built; "
+            "nothing was run\n",
             a.config);
     tb_setup_free(setup);
     tb_config_free(cfg);
