@@ -7,7 +7,8 @@ const struct tb_key tb_run_keys[] = {
     { "name", TB_KEY_STRING, "trainbig", NULL, "name of the run, used in output file names" },
     { "seed", TB_KEY_INT, "1", "0..2147483647",
       "seed of every random choice: data order, augmentation, dropout, initial weights" },
-    { "output", TB_KEY_PATH, "runs", NULL, "directory for checkpoints, logs and reports" },
+    { "output", TB_KEY_PATH, "runs", NULL,
+      "where run directories go: a run writes to OUTPUT/NAME (OUTPUT/NAME.2 ... when that holds an earlier run)" },
     { "epochs", TB_KEY_INT, "1", "1..", "passes over the training split" },
     { "log_level", TB_KEY_ENUM, "info", "error|warn|info|debug",
       "log verbosity; the TRAINBIG_LOG environment variable wins over it" },
@@ -16,21 +17,27 @@ const struct tb_key tb_run_keys[] = {
 
 const struct tb_key tb_train_keys[] = {
     { "batch", TB_KEY_INT, "2", "1..", "images per step, over all ranks together" },
+    { "val_batch", TB_KEY_INT, "0", "0..", "images per validation step; 0 = batch" },
     { "lr", TB_KEY_FLOAT, "0.01", "0..", "base learning rate" },
     { "lr_policy", TB_KEY_ENUM, "poly", "poly|constant",
-      "learning-rate schedule: poly decays to 0 over the run, constant keeps lr" },
+      "learning-rate schedule: poly decays to 0 over the run, per iteration; constant keeps lr" },
+    { "lr_power", TB_KEY_FLOAT, "1.0", "0..", "exponent of the poly schedule: lr * (1 - iteration/iterations)^power" },
     { "momentum", TB_KEY_FLOAT, "0.9", "0..1", "SGD momentum" },
     { "weight_decay", TB_KEY_FLOAT, "1e-4", "0..", "L2 weight decay" },
-    { "val_every", TB_KEY_INT, "1", "0..", "validate every N epochs; 0 = never" },
+    { "val_every", TB_KEY_INT, "1", "0..", "validate every N epochs and after the last; 0 = never" },
+    { "val_at_start", TB_KEY_BOOL, "no", NULL, "validate once before the first step: the untrained baseline" },
     { "checkpoint_every", TB_KEY_INT, "1", "0..", "write a checkpoint every N epochs; 0 = only at the end" },
+    { "keep", TB_KEY_INT, "3", "1..", "checkpoints kept in the run directory: the last N, older ones deleted" },
     TB_KEYS_END,
 };
 
 const struct tb_key tb_report_keys[] = {
-    { "csv", TB_KEY_PATH, "", NULL, "per-epoch CSV report; empty = none" },
-    { "jsonl", TB_KEY_PATH, "", NULL, "per-epoch JSON-lines report; empty = none" },
+    { "csv", TB_KEY_PATH, "", NULL, "per-epoch CSV report (appended); empty = epochs.csv in the run directory" },
+    { "jsonl", TB_KEY_PATH, "", NULL,
+      "per-epoch JSON lines with per-class IoU (appended); empty = epochs.jsonl in the run directory" },
     { "trace", TB_KEY_PATH, "", NULL,
       "Chrome-trace JSON of compute and copy streams (opens in Perfetto); empty = none" },
-    { "progress", TB_KEY_ENUM, "auto", "auto|yes|no", "progress line: auto = only when stderr is a terminal" },
+    { "progress", TB_KEY_ENUM, "auto", "auto|yes|no",
+      "live progress line: auto = when stderr is a terminal (else a plain line every 30 s)" },
     TB_KEYS_END,
 };

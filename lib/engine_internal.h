@@ -25,7 +25,7 @@ struct tb_engine {
     const struct tb_backend_ops *ops;
     void *ctx; /* the backend instance; not owned */
     int device;
-    uint64_t seed; /* initialises parameters */
+    uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
     size_t nparams, params_cap;
 };
@@ -60,7 +60,8 @@ void tb_exec_free(struct tb_exec *x);
 
 /* Copies host data (canonical NCHW, the input's dtype) into input `name`. */
 int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, struct tb_err *err);
-/* Runs every forward step. `step` numbers the training step (it seeds dropout). Memory of
+/* Runs every forward step. `step` numbers the training step: with the engine's seed it
+ * decides dropout's masks, so a step repeated (a resumed run) drops the same. Memory of
  * activations no later step needs is freed as soon as their last user has run. */
 int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err);
 /* Runs every backward step: the objective is the sum of weight * loss; afterwards every
@@ -86,6 +87,9 @@ int tb_sgd_step(struct tb_engine *e, float lr, float momentum, float weight_deca
 
 /* Learning-rate policies at iteration `it` (0-based) of `total`:
  *   poly: base * (1 - it/total)^power        step: base * gamma^floor(it/step_size) */
+/* Makes sure p (trainable) has a momentum buffer, created zeroed (checkpoints load into it). */
+int tb_param_momentum(struct tb_engine *e, struct tb_param *p, struct tb_err *err);
+
 double tb_lr_poly(double base, uint64_t it, uint64_t total, double power);
 double tb_lr_step(double base, uint64_t it, uint64_t step_size, double gamma);
 

@@ -285,6 +285,9 @@ static void retire(struct tb_exec *x, size_t step)
 int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
 {
     release_transients(x);
+    /* The backend draws dropout masks from (step, op, element): mixing the run seed in
+     * makes two seeds drop differently at the same step. */
+    step ^= x->e->seed * 0x9E3779B97F4A7C15ull;
     for (size_t k = 0; k < x->s->nforward; k++) {
         const struct tb_gop *o = &x->g->ops[k];
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include "lib/keys_internal.h"
 #include "lib/loader_internal.h"
 #include "lib/setup_internal.h"
+#include "lib/predict_internal.h"
+#include "lib/trainer_internal.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -21,7 +24,10 @@ static const char usage_main[] =
     "Trains large segmentation networks with tensors swapped between device and host memory.\n"
     "\n"
     "commands:\n"
-    "  train CONFIG [--set SECTION.KEY=VALUE]...   validate CONFIG and train\n"
+    "  train CONFIG [--set SECTION.KEY=VALUE]... [--resume CHECKPOINT]\n"
+    "                                              validate CONFIG and train\n"
+    "  predict CONFIG --checkpoint C --input IMAGE.png --output OUT.png [--set ...]\n"
+    "                                              segment an image with a trained model\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -32,14 +38,28 @@ static const char usage_main[] =
     "TRAINBIG_LOG (error, warn, info, debug). See trainbig(1) and trainbig.ini(5).\n";
 
 static const char usage_train[] =
-    "usage: trainbig train CONFIG [--set SECTION.KEY=VALUE]...\n"
+    "usage: trainbig train CONFIG [--set SECTION.KEY=VALUE]... [--resume CHECKPOINT]\n"
     "\n"
     "Validates the whole of CONFIG (every section, key and value, and every plugin it\n"
     "names) and then trains. --set overrides one key and may be repeated; it is validated\n"
-    "like the file.\n"
+    "like the file. The run writes its checkpoints and per-epoch reports into a new run\n"
+    "directory, [run] output/name (name.2, name.3 ... when that holds an earlier run).\n"
     "\n"
-    "This version of trainbig has no training pipeline yet: after validating, train stops\n"
-    "with exit code 1 and runs nothing.\n";
+    "--resume CHECKPOINT continues a run from one of its checkpoints, in its directory;\n"
+    "on the CPU backend the result is bit-identical to a run that never stopped.\n"
+    "\n"
+    "SIGINT (Ctrl-C) or SIGTERM: the current step finishes, a checkpoint is written, and\n"
+    "train exits 0 saying how to resume. A second signal stops at once.\n";
+
+static const char usage_predict[] =
+    "usage: trainbig predict CONFIG --checkpoint CHECKPOINT --input IMAGE.png --output OUT.png\n"
+    "                        [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Runs the model CONFIG describes, with the weights of CHECKPOINT (written by train with\n"
+    "the same [model] settings), on IMAGE.png at its own size, and writes OUT.png (each\n"
+    "pixel coloured by its predicted class, in the dataset's palette), OUT-overlay.png (the\n"
+    "same blended over the image) and OUT-edges.png (the model's edge map, white = edge).\n"
+    "Prints the share of each predicted class.\n";
 
 static const char usage_config[] =
     "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -83,12 +103,18 @@ struct run_args {
     const char *config;
     const char **sets;
     int nsets;
+    const char *resume;                      /* train only */
+    const char *checkpoint, *input, *output; /* predict only */
 };
 
 static int parse_run_args(const char *cmd, const char *usage, int argc, char **argv, struct run_args *a)
 {
     static const struct option opts[] = {
         { "set", required_argument, NULL, 's' },
+        { "resume", required_argument, NULL, 'r' },
+        { "checkpoint", required_argument, NULL, 'c' },
+        { "input", required_argument, NULL, 'i' },
+        { "output", required_argument, NULL, 'o' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -105,11 +131,26 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
         case 's':
             a->sets[a->nsets++] = optarg;
             break;
+        case 'r':
+            if (strcmp(cmd, "train") != 0)
+                return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
+            a->resume = optarg;
+            break;
+        case 'c':
+        case 'i':
+        case 'o':
+            if (strcmp(cmd, "predict") != 0)
+                return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
+            *(c == 'c' ? &a->checkpoint : c == 'i' ? &a->input : &a->output) = optarg;
+            break;
         case 'h':
             fputs(usage, stdout);
             return -1;
         case ':':
-            return usage_error("option '%s' needs a value: --set SECTION.KEY=VALUE", argv[optind - 1], cmdsp);
+            return usage_error(strncmp(argv[optind - 1], "--s", 3) == 0
+                                   ? "option '%s' needs a value: --set SECTION.KEY=VALUE"
+                                   : "option '%s' needs a value",
+                               argv[optind - 1], cmdsp);
         default:
             return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
         }
@@ -119,6 +160,14 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
     if (argc - optind > 1)
         return usage_error("unexpected argument '%s': give one CONFIG", argv[optind + 1], cmdsp);
     a->config = argv[optind];
+    if (strcmp(cmd, "predict") == 0) {
+        if (!a->checkpoint)
+            return usage_error("%s: missing --checkpoint CHECKPOINT (written by trainbig train)", cmd, cmdsp);
+        if (!a->input)
+            return usage_error("%s: missing --input IMAGE.png", cmd, cmdsp);
+        if (!a->output)
+            return usage_error("%s: missing --output OUT.png", cmd, cmdsp);
+    }
     return 0;
 }
 
@@ -140,6 +189,18 @@ static int load_setup(const struct run_args *a, struct tb_config **cfg, struct t
     return rc;
 }
 
+static volatile sig_atomic_t stop_requested;
+
+/* First signal: ask the trainer to stop after the step. Second: the default action. */
+static void on_stop_signal(int sig)
+{
+    if (stop_requested) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    stop_requested = 1;
+}
+
 static int cmd_train(int argc, char **argv)
 {
     struct run_args a = { 0 };
@@ -151,17 +212,50 @@ static int cmd_train(int argc, char **argv)
     struct tb_config *cfg;
     struct tb_setup *setup;
     int rc = load_setup(&a, &cfg, &setup);
+    if (rc) {
+        free(a.sets);
+        return tb_exit_code(rc);
+    }
+    tb_log(TB_LOG_INFO, "%s: configuration is valid", a.config);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    const struct tb_train_request req = { a.config, a.sets, a.nsets, a.resume, &stop_requested };
+    struct tb_err err;
+    rc = tb_train(setup, &req, &err);
+    if (rc)
+        print_error(&err);
+    free(a.sets);
+    tb_setup_free(setup);
+    tb_config_free(cfg);
+    return tb_exit_code(rc);
+}
+
+static int cmd_predict(int argc, char **argv)
+{
+    struct run_args a = { 0 };
+    int urc = parse_run_args("predict", usage_predict, argc, argv, &a);
+    if (urc) {
+        free(a.sets);
+        return urc < 0 ? 0 : urc;
+    }
+    struct tb_config *cfg;
+    struct tb_setup *setup;
+    int rc = load_setup(&a, &cfg, &setup);
     free(a.sets);
     if (rc)
         return tb_exit_code(rc);
-    tb_log(TB_LOG_INFO, "%s: configuration is valid", a.config);
-    fprintf(stderr,
-            "trainbig: error: %s: this version of trainbig cannot train yet: the trainer is not built; "
-            "nothing was run\n",
-            a.config);
+    const struct tb_predict_request req = { a.checkpoint, a.input, a.output };
+    struct tb_err err;
+    rc = tb_predict(setup, &req, &err);
+    if (rc)
+        print_error(&err);
     tb_setup_free(setup);
     tb_config_free(cfg);
-    return 1;
+    return tb_exit_code(rc);
 }
 
 static int cmd_config(int argc, char **argv)
@@ -290,11 +384,9 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },
-    { "config", cmd_config, usage_config },
-    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version },
-    { "help", NULL, usage_help },
+    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
+    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -331,8 +423,8 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "config", "plugins", "version", "help" };
-        const char *near = tb_nearest(cmd, names, 5);
+        const char *names[] = { "train", "predict", "config", "plugins", "version", "help" };
+        const char *near = tb_nearest(cmd, names, 6);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);
         else

@@ -1,0 +1,366 @@
+"""bench/gscnn_torch.py THREADS STEPS --params N [settings]: the `gscnn` model plugin's
+network (plugins/models/gscnn/gscnn.c, wider_resnet.c) in PyTorch, layer for layer, with
+its three losses, timed as bench/step times it (median ms of STEPS training steps after 2
+warm-up steps), channels_last, SGD with momentum and weight decay.
+
+--params is trainbig's count of trainable parameters for the same settings: a network
+whose count differs is not the same network, and is not timed (exit status 3).
+--inputs FILE trains on the batch bench/step wrote (image and canny f32, labels and edges
+u8, NCHW, raw, in that order); without it, random inputs of the same shapes.
+Prints 'torch-params X' and 'torch-ms-per-step X' for bench/step to read."""
+import argparse
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+IGNORE = 255
+# [model] keys other than width, shape_width and blocks, at gscnn.c's defaults.
+ASPP_RATES = (12, 24, 36)
+DROPOUT_MOD6, DROPOUT_MOD7 = 0.3, 0.5
+W_SEG, W_EDGE, W_ATT = 1.0, 20.0, 1.0
+# Channels of mod2 .. mod7 at width 1 (wider_resnet.c).
+MODULE_CHANNELS = ((128, 128), (256, 256), (512, 512), (512, 1024), (512, 1024, 2048), (1024, 2048, 4096))
+
+
+def scale(channels, factor):
+    """gscnn_scale: round(c * scale) half away from zero (C's lround), at least 1."""
+    return max(1, int(math.floor(channels * factor + 0.5)))
+
+
+def conv(cin, cout, k, stride=1, dilation=1, bias=False):
+    """tb_conv2d with padding dilation*(k-1)/2, Kaiming-normal weights, zero bias."""
+    c = nn.Conv2d(cin, cout, k, stride, dilation * (k - 1) // 2, dilation, bias=bias)
+    nn.init.kaiming_normal_(c.weight, nonlinearity="relu")
+    if bias:
+        nn.init.zeros_(c.bias)
+    return c
+
+
+def resize_to(x, h, w, align_corners):
+    """gscnn.c's resize_to: x itself when it has that size already."""
+    if x.shape[2] == h and x.shape[3] == w:
+        return x
+    return F.interpolate(x, size=(h, w), mode="bilinear", align_corners=align_corners)
+
+
+class Block(nn.Module):
+    """wider_resnet.c's pre-activation block: 2 (3x3, 3x3) or 3 (1x1, 3x3, 1x1) convs."""
+
+    def __init__(self, cin, ch, stride, dilation, dropout):
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        cout = ch[-1]
+        self.proj = conv(cin, cout, 1, stride) if stride != 1 or cin != cout else None
+        if len(ch) == 2:
+            self.conv1 = conv(cin, ch[0], 3, stride, dilation)
+            self.bn2 = nn.BatchNorm2d(ch[0])
+            self.conv2 = conv(ch[0], ch[1], 3, 1, dilation)
+            self.bn3 = self.conv3 = None
+        else:
+            self.conv1 = conv(cin, ch[0], 1, stride)
+            self.bn2 = nn.BatchNorm2d(ch[0])
+            self.conv2 = conv(ch[0], ch[1], 3, 1, dilation)
+            self.bn3 = nn.BatchNorm2d(ch[1])
+            self.conv3 = conv(ch[1], ch[2], 1)
+        self.drop = nn.Dropout2d(dropout) if dropout > 0 else None
+
+    def forward(self, x):
+        pre = F.relu(self.bn1(x))
+        shortcut = self.proj(pre) if self.proj is not None else x
+        y = F.relu(self.bn2(self.conv1(pre)))
+        if self.conv3 is None:
+            if self.drop is not None:
+                y = self.drop(y)
+            y = self.conv2(y)
+        else:
+            y = F.relu(self.bn3(self.conv2(y)))
+            if self.drop is not None:
+                y = self.drop(y)
+            y = self.conv3(y)
+        return y + shortcut
+
+
+class WiderResNet38(nn.Module):
+    """The dilated trunk: mod1 conv, then mod2..mod7 (max pools before mod2 and mod3,
+    stride 2 in mod4's first block, dilation 2 in mod5 and 4 in mod6, mod7)."""
+
+    def __init__(self, width, blocks):
+        super().__init__()
+        c = scale(64, width)
+        self.mod1 = conv(3, c, 3)
+        self.mods = nn.ModuleList()
+        for m, chans in enumerate(MODULE_CHANNELS):
+            mod = m + 2
+            ch = [scale(x, width) for x in chans]
+            dilation = 2 if mod == 5 else 4 if mod >= 6 else 1
+            dropout = DROPOUT_MOD6 if mod == 6 else DROPOUT_MOD7 if mod == 7 else 0.0
+            layers = []
+            for b in range(blocks[m]):
+                layers.append(Block(c, ch, 2 if mod == 4 and b == 0 else 1, dilation, dropout))
+                c = ch[-1]
+            self.mods.append(nn.Sequential(*layers))
+        self.out_channels = c
+
+    def forward(self, image):
+        x = m1 = self.mod1(image)
+        feats = {}
+        for m, layers in enumerate(self.mods):
+            mod = m + 2
+            if mod in (2, 3):
+                x = F.max_pool2d(x, 3, 2, 1)
+            x = layers(x)
+            feats[mod] = x
+        return m1, feats[2], feats[3], feats[4], x
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = conv(c, c, 3), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = conv(c, c, 3), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + x)
+
+
+class GatedConv(nn.Module):
+    """alpha = sigmoid(BN(conv1x1(ReLU(conv1x1(BN(cat[x, gate])))))); conv1x1(x * alpha + x)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.bn_in = nn.BatchNorm2d(c + 1)
+        self.conv_in = conv(c + 1, c + 1, 1, bias=True)
+        self.conv_out = conv(c + 1, 1, 1, bias=True)
+        self.bn_out = nn.BatchNorm2d(1)
+        self.conv = conv(c, c, 1)
+
+    def forward(self, x, gate):
+        a = F.relu(self.conv_in(self.bn_in(torch.cat([x, gate], 1))))
+        a = torch.sigmoid(self.bn_out(self.conv_out(a)))
+        return self.conv(x * a + x)
+
+
+class ShapeStream(nn.Module):
+    def __init__(self, c_m1, c_m3, c_m4, c_m7, shape_width):
+        super().__init__()
+        c1, c2, c3 = scale(32, shape_width), scale(16, shape_width), scale(8, shape_width)
+        self.side3 = conv(c_m3, 1, 1, bias=True)
+        self.side4 = conv(c_m4, 1, 1, bias=True)
+        self.side7 = conv(c_m7, 1, 1, bias=True)
+        self.res1, self.reduce1, self.gate1 = BasicBlock(c_m1), conv(c_m1, c1, 1, bias=True), GatedConv(c1)
+        self.res2, self.reduce2, self.gate2 = BasicBlock(c1), conv(c1, c2, 1, bias=True), GatedConv(c2)
+        self.res3, self.reduce3, self.gate3 = BasicBlock(c2), conv(c2, c3, 1, bias=True), GatedConv(c3)
+        self.fuse = conv(c3, 1, 1)
+
+    def forward(self, m1, m3, m4, m7, h, w):
+        s3 = resize_to(self.side3(m3), h, w, True)
+        s4 = resize_to(self.side4(m4), h, w, True)
+        s7 = resize_to(self.side7(m7), h, w, True)
+        x = self.res1(resize_to(m1, h, w, True))
+        x = self.res2(self.gate1(self.reduce1(x), s3))
+        x = self.res3(self.gate2(self.reduce2(x), s4))
+        x = self.gate3(self.reduce3(x), s7)
+        return self.fuse(x)
+
+
+def conv_bn_relu(cin, cout, k, dilation=1):
+    return nn.Sequential(conv(cin, cout, k, 1, dilation), nn.BatchNorm2d(cout), nn.ReLU())
+
+
+class ASPP(nn.Module):
+    """Image pooling, the fused edge map, a 1x1 and three dilated 3x3 branches."""
+
+    def __init__(self, cin, width):
+        super().__init__()
+        c = scale(256, width)
+        self.pool = conv_bn_relu(cin, c, 1)
+        self.edge = conv_bn_relu(1, c, 1)
+        self.conv1x1 = conv_bn_relu(cin, c, 1)
+        self.rates = nn.ModuleList(conv_bn_relu(cin, c, 3, r) for r in ASPP_RATES)
+        self.out_channels = 6 * c
+
+    def forward(self, x, edge):
+        h, w = x.shape[2], x.shape[3]
+        pool = F.interpolate(self.pool(F.adaptive_avg_pool2d(x, 1)), size=(h, w), mode="bilinear", align_corners=True)
+        branches = [pool, self.edge(resize_to(edge, h, w, True)), self.conv1x1(x)]
+        branches += [r(x) for r in self.rates]
+        return torch.cat(branches, 1)
+
+
+class Decoder(nn.Module):
+    def __init__(self, c_aspp, c_m2, width, classes):
+        super().__init__()
+        c, fine = scale(256, width), scale(48, width)
+        self.reduce_aspp = conv(c_aspp, c, 1)
+        self.reduce_fine = conv(c_m2, fine, 1)
+        self.conv1 = conv_bn_relu(fine + c, c, 3)
+        self.conv2 = conv_bn_relu(c, c, 3)
+        self.classifier = conv(c, classes, 1)
+
+    def forward(self, a, m2, h, w):
+        up = resize_to(self.reduce_aspp(a), m2.shape[2], m2.shape[3], True)
+        x = torch.cat([self.reduce_fine(m2), up], 1)
+        x = self.classifier(self.conv2(self.conv1(x)))
+        return resize_to(x, h, w, False)
+
+
+class GSCNN(nn.Module):
+    def __init__(self, width, blocks, classes, shape_width=1.0):
+        super().__init__()
+        self.trunk = WiderResNet38(width, blocks)
+        cm1, cm2, cm3, cm4 = scale(64, width), scale(MODULE_CHANNELS[0][-1], width), \
+            scale(MODULE_CHANNELS[1][-1], width), scale(MODULE_CHANNELS[2][-1], width)
+        cm7 = self.trunk.out_channels
+        self.shape = ShapeStream(cm1, cm3, cm4, cm7, shape_width)
+        self.canny_fuse = conv(2, 1, 1)
+        self.aspp = ASPP(cm7, width)
+        self.decoder = Decoder(self.aspp.out_channels, cm2, width, classes)
+
+    def forward(self, image, canny):
+        h, w = image.shape[2], image.shape[3]
+        m1, m2, m3, m4, m7 = self.trunk(image)
+        edge_logits = self.shape(m1, m3, m4, m7, h, w)
+        edge = torch.sigmoid(edge_logits)
+        fused = torch.sigmoid(self.canny_fuse(torch.cat([edge, canny], 1)))
+        seg = self.decoder(self.aspp(m7, fused), m2, h, w)
+        return seg, edge_logits, edge
+
+
+def class_weights(labels, classes):
+    """TB_OP_CLASS_WEIGHTS: (N,K), 1 + (1 - freq_c) for the classes present in each image
+    (freq over its pixels that are not ignored), 1 for the others. No gradient."""
+    n = labels.shape[0]
+    flat = labels.reshape(n, -1)
+    valid = flat != IGNORE
+    index = (torch.arange(n).unsqueeze(1) * classes + flat.clamp(max=classes - 1))[valid]
+    counts = torch.bincount(index, minlength=n * classes).view(n, classes).float()
+    total = counts.sum(1, keepdim=True).clamp(min=1)
+    return torch.where(counts > 0, 2 - counts / total, torch.ones_like(counts))
+
+
+def seg_loss(logits, labels, weights):
+    """TB_OP_SOFTMAX_CE, weighted, per image: sum over images of sum(w * nll) / sum(w)."""
+    valid = labels != IGNORE
+    target = torch.where(valid, labels, torch.zeros_like(labels))
+    nll = -F.log_softmax(logits, 1).gather(1, target.unsqueeze(1)).squeeze(1)
+    w = weights.gather(1, target.view(target.shape[0], -1)).view_as(nll) * valid
+    num, den = (w * nll).flatten(1).sum(1), w.flatten(1).sum(1)
+    return torch.where(den > 0, num / den.clamp(min=1e-12), torch.zeros_like(num)).sum()
+
+
+def edge_loss(logits, edges):
+    """TB_OP_BCE_LOGITS: class-balanced over the batch; a positive weighs Q/(P+Q), a
+    negative P/(P+Q), an ignored pixel 0; the mean over all pixels."""
+    pos, neg = edges == 1, edges == 0
+    p, q = pos.sum().float(), neg.sum().float()
+    total = (p + q).clamp(min=1)
+    weight = pos * (q / total) + neg * (p / total)
+    return F.binary_cross_entropy_with_logits(logits, pos.float(), weight=weight)
+
+
+def losses(seg, edge_logits, edge, labels, edges, classes):
+    """gscnn.c's losses(): seg, edge, att (seg again on labels kept where edge > 0.8)."""
+    seg_l = seg_loss(seg, labels, class_weights(labels, classes))
+    edge_l = edge_loss(edge_logits, edges)
+    att_labels = torch.where(edge.detach().squeeze(1) > 0.8, labels, torch.full_like(labels, IGNORE))
+    att_l = seg_loss(seg, att_labels, class_weights(att_labels, classes))
+    return seg_l, edge_l, att_l
+
+
+def read_inputs(path, n, h, w):
+    """The batch bench/step wrote: image (N,3,H,W) and canny (N,1,H,W) f32, labels and
+    edges (N,1,H,W) u8. Labels come back as int64 (N,H,W)."""
+    pix = n * h * w
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    if len(raw) != pix * (4 * 4 + 2):
+        sys.exit(f"{path}: {len(raw)} bytes, expected {pix * 18} for a batch of {n} images of {w}x{h}")
+    floats = torch.frombuffer(raw, dtype=torch.float32, count=4 * pix)
+    image, canny = floats[: 3 * pix].view(n, 3, h, w).clone(), floats[3 * pix:].view(n, 1, h, w).clone()
+    bytes_ = torch.frombuffer(raw, dtype=torch.uint8, offset=16 * pix)
+    labels = bytes_[:pix].view(n, h, w).long()
+    edges = bytes_[pix:].view(n, 1, h, w).clone()
+    return image, canny, labels, edges
+
+
+def random_inputs(n, h, w, classes):
+    """The same shapes: a normalised-looking image, Canny edges 0/255, random labels with
+    some ignored, edge targets 0/1 (255 where the label is ignored)."""
+    image = torch.randn(n, 3, h, w)
+    canny = (torch.rand(n, 1, h, w) < 0.1).float() * 255
+    labels = torch.randint(0, classes, (n, h, w))
+    labels[torch.rand(n, h, w) < 0.05] = IGNORE
+    edges = (torch.rand(n, 1, h, w) < 0.1).to(torch.uint8)
+    edges[(labels == IGNORE).unsqueeze(1)] = IGNORE
+    return image, canny, labels, edges
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("threads", type=int)
+    ap.add_argument("steps", type=int)
+    ap.add_argument("--params", type=int, required=True, help="trainbig's trainable parameter count")
+    ap.add_argument("--width", type=float, default=0.125)
+    ap.add_argument("--shape-width", type=float, default=1.0)
+    ap.add_argument("--blocks", default="1,1,1,1,1,1")
+    ap.add_argument("--classes", type=int, default=19)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--height", type=int, default=128)
+    ap.add_argument("--image-width", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=1e-4)
+    ap.add_argument("--inputs", help="the batch bench/step trains on (raw NCHW arrays)")
+    a = ap.parse_args()
+    blocks = [int(b) for b in a.blocks.split(",")]
+    if len(blocks) != len(MODULE_CHANNELS):
+        ap.error("--blocks takes 6 counts (mod2..mod7)")
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    net = GSCNN(a.width, blocks, a.classes, a.shape_width).to(memory_format=torch.channels_last)
+    count = sum(p.numel() for p in net.parameters() if p.requires_grad)
+    print(f"torch-params {count}")
+    if count != a.params:
+        print(f"parameter count {count} differs from trainbig's {a.params}: not the same network, not timed")
+        return 3
+    opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+
+    n, h, w = a.batch, a.height, a.image_width
+    if a.inputs:
+        image, canny, labels, edges = read_inputs(a.inputs, n, h, w)
+    else:
+        image, canny, labels, edges = random_inputs(n, h, w, a.classes)
+    image = image.contiguous(memory_format=torch.channels_last)
+    canny = canny.contiguous(memory_format=torch.channels_last)
+
+    times, nonfinite = [], 0
+    for i in range(a.steps + 2):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        seg, edge_logits, edge = net(image, canny)
+        seg_l, edge_l, att_l = losses(seg, edge_logits, edge, labels, edges, a.classes)
+        (W_SEG * seg_l + W_EDGE * edge_l + W_ATT * att_l).backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if i >= 2:
+            times.append(dt * 1e3)
+        if not nonfinite and not all(math.isfinite(x.item()) for x in (seg_l, edge_l, att_l)):
+            nonfinite = i + 1
+    times.sort()
+    print(f"torch {torch.__version__}, {a.threads} threads, {'the same batch' if a.inputs else 'random inputs'}; "
+          f"losses seg {seg_l.item():.4f} edge {edge_l.item():.4f} att {att_l.item():.4f}")
+    if nonfinite:
+        print(f"note: the losses are not finite from step {nonfinite} of {a.steps + 2} on (training diverged; those "
+              "steps are timed too)")
+    print(f"torch-ms-per-step {times[len(times) // 2]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+/* run.c: the backend, model and engine a configuration names, and the model's graphs. */
+#include "config.h"
+
+#include "lib/run_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/graph_internal.h"
+
+int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->s = s;
+    r->backend = s->slot[TB_SEC_BACKEND].plugin->p;
+    r->model = s->slot[TB_SEC_MODEL].plugin->p;
+    if (r->model->abi_minor < 2)
+        return tb_err_set(err, TB_ERR_PLUGIN,
+                          "model plugin '%s' was built for ABI %u.%u and cannot build a network: build() arrived "
+                          "with ABI 1.2; rebuild it against this SDK",
+                          r->model->name, r->model->abi_major, r->model->abi_minor);
+    if (!r->model->ops.model->build)
+        return tb_err_set(err, TB_ERR_PLUGIN,
+                          "model plugin '%s' has no build() (trainbig/model.h): it cannot describe a network, so "
+                          "nothing can be trained with it",
+                          r->model->name);
+    int rc = r->backend->ops.backend->create(s->slot[TB_SEC_BACKEND].section, &r->backend_ctx, err);
+    if (rc) {
+        r->backend_ctx = NULL;
+        return tb_err_prefix(err, "backend '%s'", r->backend->name);
+    }
+    rc = r->model->ops.model->create(s->slot[TB_SEC_MODEL].section, &r->model_ctx, err);
+    if (rc) {
+        r->model_ctx = NULL;
+        return tb_err_prefix(err, "model '%s'", r->model->name);
+    }
+    const uint64_t seed = (uint64_t)tb_section_int(s->slot[TB_SEC_RUN].section, "seed");
+    rc = tb_engine_init(&r->engine, r->backend, r->backend_ctx, 0, seed, err);
+    r->engine_ready = rc == TB_OK;
+    return rc;
+}
+
+void tb_run_close(struct tb_run *r)
+{
+    if (r->engine_ready)
+        tb_engine_fini(&r->engine);
+    if (r->model_ctx)
+        r->model->ops.model->destroy(r->model_ctx);
+    if (r->backend_ctx)
+        r->backend->ops.backend->destroy(r->backend_ctx);
+    memset(r, 0, sizeof *r);
+}
+
+int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *in, struct tb_graph **g,
+                 struct tb_exec **x, struct tb_err *err)
+{
+    *x = NULL;
+    *g = tb_graph_new(training);
+    if (!*g)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    int rc = r->model->ops.model->build(r->model_ctx, *g, in, err);
+    if (rc == TB_OK && tb_graph_error(*g))
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s", tb_graph_error(*g));
+    if (rc == TB_OK)
+        rc = tb_exec_create(&r->engine, *g, x, err);
+    if (rc) {
+        tb_err_prefix(err, "model '%s', %s graph for %d images of %dx%d", r->model->name,
+                      training ? "training" : "inference", in->batch, in->width, in->height);
+        tb_graph_free(*g);
+        *g = NULL;
+    }
+    return rc;
+}
+
+/* Appends "prefix key = value\n" for every key of sec to a memory stream. */
+static void put_section(FILE *f, const char *prefix, const struct tb_section *sec, const char *only)
+{
+    for (size_t i = 0; i < sec->nkeys; i++)
+        if (!only || strcmp(sec->keys[i].name, only) == 0)
+            fprintf(f, "%s%s = %s\n", prefix, sec->keys[i].name, tb_section_text(sec, i));
+}
+
+char *tb_run_model_text(const struct tb_setup *s, int classes)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return NULL;
+    fprintf(f, "model.plugin = %s\n", s->slot[TB_SEC_MODEL].plugin->p->name);
+    put_section(f, "model.", s->slot[TB_SEC_MODEL].section, NULL);
+    fprintf(f, "classes = %d\n", classes);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+char *tb_run_training_text(const struct tb_setup *s)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return NULL;
+    put_section(f, "run.", s->slot[TB_SEC_RUN].section, "seed");
+    put_section(f, "run.", s->slot[TB_SEC_RUN].section, "epochs");
+    static const char *const train_keys[] = { "batch", "lr", "lr_policy", "lr_power", "momentum", "weight_decay" };
+    for (size_t i = 0; i < sizeof train_keys / sizeof *train_keys; i++)
+        put_section(f, "train.", s->slot[TB_SEC_TRAIN].section, train_keys[i]);
+    fprintf(f, "dataset.plugin = %s\n", s->slot[TB_SEC_DATASET].plugin->p->name);
+    put_section(f, "dataset.", s->slot[TB_SEC_DATASET].section, NULL);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+char *tb_run_config_text(const struct tb_setup *s)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return NULL;
+    tb_setup_print(s, f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

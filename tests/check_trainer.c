@@ -1,0 +1,299 @@
+/* check_trainer: the trainer's checkpoints on a small G-SCNN over synthetic data.
+ *
+ * A run of 2 epochs writes a checkpoint after each. Resuming from the one after epoch 1
+ * and training epoch 2 again must give exactly the weights, buffers and momentum of the
+ * run that never stopped; so must a run stopped after its first step (the stop a signal
+ * requests) and resumed. Truncated, corrupt and other-model checkpoints are refused
+ * naming the file and the difference, and `keep` prunes old checkpoints. */
+#include "config.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <trainbig/trainbig.h>
+#include <unistd.h>
+
+#include "lib/config_internal.h"
+#include "lib/safetensors_internal.h"
+#include "lib/setup_internal.h"
+#include "lib/trainer_internal.h"
+#include "testutil.h"
+
+static const char *straight_dir(void);
+
+/* The suite runs without forking (main): OpenMP's threads do not survive fork(), and the
+ * straight run is made once for all tests. */
+static void setup(void)
+{
+    ck_assert_msg(getenv("TB_BUILDDIR"), "run through make check (TB_BUILDDIR unset)");
+    unsetenv("TRAINBIG_PLUGIN_PATH");
+    setenv("TRAINBIG_LOG", "error", 1);
+    straight_dir();
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* 8 images of 32x32, batch 2: 4 steps per epoch of a narrow network. */
+static const char base_config[] = "[run]\n"
+                                  "name = run\n"
+                                  "seed = 3\n"
+                                  "epochs = 2\n"
+                                  "[backend]\n"
+                                  "plugin = cpu\n"
+                                  "threads = 2\n"
+                                  "[model]\n"
+                                  "plugin = gscnn\n"
+                                  "width = 0.125\n"
+                                  "shape_width = 0.25\n"
+                                  "blocks = 1,1,1,1,1,1\n"
+                                  "[dataset]\n"
+                                  "plugin = synthetic\n"
+                                  "width = 32\n"
+                                  "height = 32\n"
+                                  "train_count = 8\n"
+                                  "val_count = 2\n"
+                                  "[train]\n"
+                                  "batch = 2\n"
+                                  "lr = 0.002\n"
+                                  "val_every = 0\n"
+                                  "keep = 5\n"
+                                  "[report]\n"
+                                  "progress = no\n";
+
+/* Trains with base_config and the overrides sets (NULL-terminated) under output dir
+ * `out`; returns tb_train's status, err filled. */
+static int train(const char *out, const char *const *sets, const char *resume, bool stop_at_once, struct tb_err *err)
+{
+    char *path = test_write_file("run.ini", base_config);
+    struct tb_config *cfg;
+    ck_assert_msg(tb_config_load(path, &cfg, err) == TB_OK, "%s", err->msg);
+    char set[4200];
+    snprintf(set, sizeof set, "run.output=%s", out);
+    ck_assert_msg(tb_config_set(cfg, set, err) == TB_OK, "%s", err->msg);
+    for (int i = 0; sets && sets[i]; i++)
+        ck_assert_msg(tb_config_set(cfg, sets[i], err) == TB_OK, "%s", err->msg);
+    struct tb_setup *s;
+    ck_assert_msg(tb_setup_resolve(cfg, &s, err) == TB_OK, "%s", err->msg);
+    volatile sig_atomic_t stop = stop_at_once;
+    const struct tb_train_request req = { path, NULL, 0, resume, &stop };
+    int rc = tb_train(s, &req, err);
+    tb_setup_free(s);
+    tb_config_free(cfg);
+    free(path);
+    return rc;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    ck_assert_msg(in && out, "copy %s to %s", from, to);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    ck_assert_int_eq(fclose(out), 0);
+}
+
+/* Every tensor of a is in b with the same shape and the same bytes, and the counts match. */
+static void assert_same_tensors(const char *a_path, const char *b_path)
+{
+    struct tb_err err;
+    struct tb_safetensors *a, *b;
+    ck_assert_msg(tb_safetensors_read(a_path, &a, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_safetensors_read(b_path, &b, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(tb_safetensors_count(a), tb_safetensors_count(b));
+    size_t momenta = 0;
+    for (size_t i = 0; i < tb_safetensors_count(a); i++) {
+        struct tb_shape sa, sb;
+        const float *da;
+        const char *name = tb_safetensors_at(a, i, &sa, &da);
+        const float *db = tb_safetensors_find(b, name, &sb);
+        ck_assert_msg(db, "%s missing from %s", name, b_path);
+        ck_assert(memcmp(&sa, &sb, sizeof sa) == 0);
+        size_t n = tb_shape_elems(sa);
+        for (size_t k = 0; k < n; k++)
+            ck_assert_msg(memcmp(&da[k], &db[k], sizeof *da) == 0, "%s[%zu]: %.9g vs %.9g", name, k, da[k], db[k]);
+        momenta += strncmp(name, "momentum/", 9) == 0;
+    }
+    ck_assert_uint_gt(momenta, 100);
+    ck_assert_str_eq(tb_safetensors_meta(a, "iteration"), tb_safetensors_meta(b, "iteration"));
+    tb_safetensors_free(a);
+    tb_safetensors_free(b);
+}
+
+/* The straight run, shared by the tests below (built once per process). */
+static const char *straight_dir(void)
+{
+    static char *dir;
+    if (!dir) {
+        char *out = test_path("straight");
+        struct tb_err err;
+        ck_assert_msg(train(out, NULL, NULL, false, &err) == TB_OK, "%s", err.msg);
+        ck_assert_int_ge(asprintf(&dir, "%s/run", out), 0);
+        free(out);
+    }
+    return dir;
+}
+
+START_TEST(resume_after_epoch_is_bit_identical)
+{
+    const char *straight = straight_dir();
+    char *e1 = NULL, *e2 = NULL, *resumed_dir = test_path("resumed"), *copy = NULL, *end = NULL;
+    ck_assert_int_ge(asprintf(&e1, "%s/epoch-0001.safetensors", straight), 0);
+    ck_assert_int_ge(asprintf(&e2, "%s/epoch-0002.safetensors", straight), 0);
+    ck_assert_msg(exists(e1) && exists(e2), "the straight run wrote no checkpoints per epoch");
+    ck_assert_int_eq(mkdir(resumed_dir, 0777), 0);
+    ck_assert_int_ge(asprintf(&copy, "%s/epoch-0001.safetensors", resumed_dir), 0);
+    copy_file(e1, copy);
+    struct tb_err err;
+    ck_assert_msg(train(test_tmpdir(), NULL, copy, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&end, "%s/epoch-0002.safetensors", resumed_dir), 0);
+    ck_assert_msg(exists(end), "the resumed run wrote no %s", end);
+    assert_same_tensors(e2, end);
+    free(e1);
+    free(e2);
+    free(copy);
+    free(end);
+    free(resumed_dir);
+}
+END_TEST
+
+START_TEST(stop_and_resume_mid_epoch_is_bit_identical)
+{
+    const char *straight = straight_dir();
+    char *out = test_path("stopped"), *ckpt = NULL, *end = NULL, *e2 = NULL;
+    struct tb_err err;
+    /* Stop requested before the first step: the step finishes, then a checkpoint. */
+    ck_assert_msg(train(out, NULL, NULL, true, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&ckpt, "%s/run/epoch-0001-step-000001.safetensors", out), 0);
+    ck_assert_msg(exists(ckpt), "no checkpoint %s after a stop", ckpt);
+    ck_assert_msg(train(out, NULL, ckpt, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&end, "%s/run/epoch-0002.safetensors", out), 0);
+    ck_assert_int_ge(asprintf(&e2, "%s/epoch-0002.safetensors", straight), 0);
+    assert_same_tensors(e2, end);
+    free(out);
+    free(ckpt);
+    free(end);
+    free(e2);
+}
+END_TEST
+
+/* A copy of the straight run's last checkpoint, changed by `damage`, must be refused. */
+static void refused(const char *name, void (*damage)(const char *path), const char *const *sets, const char *want1,
+                    const char *want2)
+{
+    char *src = NULL, *dir = test_path(name), *copy = NULL;
+    ck_assert_int_ge(asprintf(&src, "%s/epoch-0001.safetensors", straight_dir()), 0);
+    ck_assert_int_eq(mkdir(dir, 0777), 0);
+    ck_assert_int_ge(asprintf(&copy, "%s/epoch-0001.safetensors", dir), 0);
+    copy_file(src, copy);
+    if (damage)
+        damage(copy);
+    struct tb_err err;
+    ck_assert_int_ne(train(test_tmpdir(), sets, copy, false, &err), TB_OK);
+    ck_assert_contains(err.msg, copy);
+    ck_assert_contains(err.msg, want1);
+    if (want2)
+        ck_assert_contains(err.msg, want2);
+    free(src);
+    free(dir);
+    free(copy);
+}
+
+static void truncate_half(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(truncate(path, st.st_size / 2), 0);
+}
+
+/* Flips one bit near the end, in the tensors' bytes (the header is at the start). */
+static void flip_bit(const char *path)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, -100, SEEK_END), 0);
+    int c = fgetc(f);
+    ck_assert_int_ne(c, EOF);
+    ck_assert_int_eq(fseek(f, -100, SEEK_END), 0);
+    fputc(c ^ 0x10, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(truncated_checkpoint_refused)
+{
+    refused("truncated", truncate_half, NULL, "safetensors", NULL);
+}
+END_TEST
+
+START_TEST(corrupt_checkpoint_refused)
+{
+    refused("corrupt", flip_bit, NULL, "corrupt", "checksum");
+}
+END_TEST
+
+START_TEST(other_model_refused)
+{
+    static const char *const wider[] = { "model.shape_width=0.5", NULL };
+    refused("other-model", NULL, wider, "another model configuration", "shape_width");
+}
+END_TEST
+
+START_TEST(keep_prunes_old_checkpoints)
+{
+    char *out = test_path("keep"), *e1 = NULL, *e2 = NULL;
+    static const char *const sets[] = { "train.keep=1", NULL };
+    struct tb_err err;
+    ck_assert_msg(train(out, sets, NULL, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&e1, "%s/run/epoch-0001.safetensors", out), 0);
+    ck_assert_int_ge(asprintf(&e2, "%s/run/epoch-0002.safetensors", out), 0);
+    ck_assert_msg(!exists(e1), "%s kept with keep = 1", e1);
+    ck_assert_msg(exists(e2), "%s missing", e2);
+    free(out);
+    free(e1);
+    free(e2);
+}
+END_TEST
+
+static Suite *trainer_suite(void)
+{
+    Suite *s = suite_create("trainer");
+    TCase *tc = tcase_create("checkpoints");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, resume_after_epoch_is_bit_identical);
+    tcase_add_test(tc, stop_and_resume_mid_epoch_is_bit_identical);
+    tcase_add_test(tc, truncated_checkpoint_refused);
+    tcase_add_test(tc, corrupt_checkpoint_refused);
+    tcase_add_test(tc, other_model_refused);
+    tcase_add_test(tc, keep_prunes_old_checkpoints);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(trainer_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int rc = srunner_ntests_failed(sr) ? EXIT_FAILURE : EXIT_SUCCESS;
+    srunner_free(sr);
+    nftw(test_tmpdir(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); /* checkpoints are megabytes */
+    return rc;
+}
