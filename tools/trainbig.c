@@ -13,6 +13,7 @@
 #include "lib/keys_internal.h"
 #include "lib/loader_internal.h"
 #include "lib/setup_internal.h"
+#include "lib/data_report_internal.h"
 #include "lib/predict_internal.h"
 #include "lib/trainer_internal.h"
 
@@ -28,6 +29,7 @@ static const char usage_main[] =
     "                                              validate CONFIG and train\n"
     "  predict CONFIG --checkpoint C --input IMAGE.png --output OUT.png [--set ...]\n"
     "                                              segment an image with a trained model\n"
+    "  data CONFIG [--set SECTION.KEY=VALUE]...    count, decode and summarise the dataset\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -60,6 +62,13 @@ static const char usage_predict[] =
     "pixel coloured by its predicted class, in the dataset's palette), OUT-overlay.png (the\n"
     "same blended over the image) and OUT-edges.png (the model's edge map, white = edge).\n"
     "Prints the share of each predicted class.\n";
+
+static const char usage_data[] = "usage: trainbig data CONFIG [--set SECTION.KEY=VALUE]...\n"
+                                 "\n"
+                                 "Opens the train, val and test splits of the dataset CONFIG names and decodes every\n"
+                                 "sample (a progress bar on a terminal). Prints per split the sample count, the image\n"
+                                 "sizes, each sample that cannot be read with the reason, and the share of pixels of\n"
+                                 "each class. Exits 1 when any sample is bad, 0 otherwise.\n";
 
 static const char usage_config[] =
     "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -258,6 +267,33 @@ static int cmd_predict(int argc, char **argv)
     return tb_exit_code(rc);
 }
 
+static int cmd_data(int argc, char **argv)
+{
+    struct run_args a = { 0 };
+    int urc = parse_run_args("data", usage_data, argc, argv, &a);
+    if (urc) {
+        free(a.sets);
+        return urc < 0 ? 0 : urc;
+    }
+    struct tb_config *cfg;
+    struct tb_setup *setup;
+    int rc = load_setup(&a, &cfg, &setup);
+    free(a.sets);
+    if (rc)
+        return tb_exit_code(rc);
+    struct tb_err err;
+    tb_err_clear(&err);
+    size_t bad = 0;
+    rc = tb_data_report(setup, stdout, &bad, &err);
+    if (rc)
+        print_error(&err);
+    else if (bad)
+        fprintf(stderr, "trainbig: error: %s: %zu samples cannot be read (listed above)\n", a.config, bad);
+    tb_setup_free(setup);
+    tb_config_free(cfg);
+    return rc ? tb_exit_code(rc) : bad ? 1 : 0;
+}
+
 static int cmd_config(int argc, char **argv)
 {
     struct run_args a = { 0 };
@@ -384,9 +420,13 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
-    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
+    { "train", cmd_train, usage_train },
+    { "predict", cmd_predict, usage_predict },
+    { "data", cmd_data, usage_data },
+    { "config", cmd_config, usage_config },
+    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version },
+    { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -423,8 +463,8 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "config", "plugins", "version", "help" };
-        const char *near = tb_nearest(cmd, names, 6);
+        const char *names[] = { "train", "predict", "data", "config", "plugins", "version", "help" };
+        const char *near = tb_nearest(cmd, names, 7);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);
         else
