@@ -586,6 +586,8 @@ static int validate(struct trainer *t, double *miou, double *acc, double *loss, 
     double ce = 0;
     uint64_t pixels = 0, bad = 0;
     for (size_t first = 0; first < t->val.count; first += (size_t)vb) {
+        if (t->req->stop && *t->req->stop)
+            return TB_ERR_RUNTIME; /* not an error: run_validation reports the stop */
         int n = (int)(t->val.count - first < (size_t)vb ? t->val.count - first : (size_t)vb);
         size_t *ix = vb <= 1 << 10 ? idx : malloc((size_t)vb * sizeof *ix);
         if (!ix)
@@ -776,6 +778,11 @@ static void log_op_times(struct trainer *t, double epoch_seconds)
 static int run_validation(struct trainer *t, struct epoch_row *r, struct tb_err *err)
 {
     int rc = validate(t, &r->miou, &r->acc, &r->val_loss, err);
+    if (rc == TB_ERR_RUNTIME && t->req->stop && *t->req->stop && err->status == TB_OK) {
+        progress_clear(t);
+        tb_log(TB_LOG_INFO, "validation after epoch %" PRIu64 " cut short: a stop was requested", r->epoch);
+        return TB_OK;
+    }
     if (rc)
         return rc;
     r->validated = true;
