@@ -1049,7 +1049,7 @@ START_TEST(resolve_model_missing)
     path = ini("nomodel3.ini", "[run]\nseed = 1\n");
     c = load_ok(path);
     resolve_fails(c, TB_ERR_CONFIG, 2, &err, "[model] plugin is required: name a model plugin (available: gscnn, testmodel)",
-                  "[dataset] plugin is required: name a dataset plugin (available: synthetic, testdata)");
+                  "[dataset] plugin is required: name a dataset plugin (available: cityscapes, synthetic, testdata)");
     tb_config_free(c);
     free(path);
 }
@@ -1131,7 +1131,7 @@ START_TEST(resolve_auto_not_for_model)
     resolve_fails(c, TB_ERR_CONFIG, 2, &err, l2, l4,
                   "[model] plugin = 'auto': only [backend] and [platform] choose by score; name a model plugin "
                   "(available: gscnn, testmodel)",
-                  "[dataset] plugin = 'auto': only [backend] and [platform]", "(available: synthetic, testdata)");
+                  "[dataset] plugin = 'auto': only [backend] and [platform]", "(available: cityscapes, synthetic, testdata)");
     free(l2);
     free(l4);
     tb_config_free(c);

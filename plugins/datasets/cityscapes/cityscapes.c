@@ -1,0 +1,505 @@
+/* datasets/cityscapes: the Cityscapes dataset (Cordts et al., CVPR 2016) as it unpacks
+ * from the official zips.
+ *
+ * Images are {root}/leftImg8bit/{split}/{city}/{city}_{seq}_{frame}_leftImg8bit.png, their
+ * fine annotations {root}/gtFine/{split}/{city}/{city}_{seq}_{frame}_gtFine_labelIds.png;
+ * either tree may also sit inside the wrapper directory its zip creates
+ * (leftImg8bit_trainvaltest/, gtFine_trainvaltest/). With coarse = yes the labels come
+ * from {root}/gtCoarse/{split}/{city}/{city}_{seq}_{frame}_gtCoarse_labelIds.png instead,
+ * and the train split also takes the images of leftImg8bit/train_extra/ (or
+ * leftImg8bit_trainextra/leftImg8bit/train_extra/), labelled from gtCoarse/train_extra/.
+ *
+ * The label ids of *_labelIds.png are mapped to the 19 training classes with the official
+ * table (cityscapesScripts labels.py); every other id becomes 255, ignored. The
+ * *_labelTrainIds.png files some scripts write are never read.
+ *
+ * open() lists the directories once, sorts the samples by city and then file name, and
+ * checks that every image has its label file; load() only reads ctx, so any number of
+ * threads may load at once. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <trainbig/image.h>
+#include <trainbig/trainbig.h>
+
+enum { NCLASSES = 19, IGNORE = 255 };
+
+/* Names and colours of the Cityscapes training classes (cityscapesScripts labels.py). */
+static const struct tb_class classes[NCLASSES] = {
+    { "road", { 128, 64, 128 } },
+    { "sidewalk", { 244, 35, 232 } },
+    { "building", { 70, 70, 70 } },
+    { "wall", { 102, 102, 156 } },
+    { "fence", { 190, 153, 153 } },
+    { "pole", { 153, 153, 153 } },
+    { "traffic light", { 250, 170, 30 } },
+    { "traffic sign", { 220, 220, 0 } },
+    { "vegetation", { 107, 142, 35 } },
+    { "terrain", { 152, 251, 152 } },
+    { "sky", { 70, 130, 180 } },
+    { "person", { 220, 20, 60 } },
+    { "rider", { 255, 0, 0 } },
+    { "car", { 0, 0, 142 } },
+    { "truck", { 0, 0, 70 } },
+    { "bus", { 0, 60, 100 } },
+    { "train", { 0, 80, 100 } },
+    { "motorcycle", { 0, 0, 230 } },
+    { "bicycle", { 119, 11, 32 } },
+};
+
+/* The label ids (labels.py "id") that are training classes, indexed by trainId. */
+static const uint8_t class_ids[NCLASSES] = {
+    7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33,
+};
+
+static const struct tb_key cityscapes_keys[] = {
+    { "root", TB_KEY_PATH, NULL, NULL,
+      "directory holding leftImg8bit/ and gtFine/ (or the zips' wrapper directories)" },
+    { "cities", TB_KEY_LIST, "", NULL, "only these cities (e.g. aachen,bremen); empty = all" },
+    { "coarse", TB_KEY_BOOL, "no", NULL, "labels from gtCoarse/; train adds leftImg8bit/train_extra/" },
+    TB_KEYS_END,
+};
+
+struct sample {
+    char *image, *label; /* full paths */
+    const char *city;    /* into cities[] of the open call: for sorting only */
+    const char *file;    /* the image's file name, inside image */
+    int part;            /* 0: the split's own directory, 1: train_extra */
+};
+
+struct cityscapes {
+    size_t count;
+    struct sample *samples;
+    uint8_t lut[256]; /* label id -> trainId or IGNORE */
+};
+
+/* ------------------------------------------------------------------ files */
+
+/* A formatted string on the heap, or NULL when memory runs out. */
+static char *strf(const char *fmt, ...) TB_PRINTF(1, 2);
+static char *strf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+static void names_free(struct names *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    *l = (struct names){ 0 };
+}
+
+static bool names_push(struct names *l, const char *s)
+{
+    if (l->n == l->cap) {
+        const size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    const size_t len = strlen(s);
+    if (!(l->v[l->n] = malloc(len + 1)))
+        return false;
+    memcpy(l->v[l->n++], s, len + 1);
+    return true;
+}
+
+static bool names_has(const struct names *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    const size_t n = strlen(s), m = strlen(suffix);
+    return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The entries of dir, sorted: its subdirectories (dirs) or its regular files whose name
+ * ends in suffix (files). */
+static int list_dir(const char *dir, bool dirs, const char *suffix, struct names *out, struct tb_err *err)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return tb_err_set(err, TB_ERR_RUNTIME, "cityscapes: cannot list %s: %s", dir, strerror(errno));
+    int rc = TB_OK;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (!dirs && !ends_with(e->d_name, suffix))
+            continue;
+        char *path = strf("%s/%s", dir, e->d_name);
+        if (!path) {
+            rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory listing %s", dir);
+            break;
+        }
+        const bool keep = dirs ? is_dir(path) : is_file(path);
+        free(path);
+        if (keep && !names_push(out, e->d_name)) {
+            rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory listing %s", dir);
+            break;
+        }
+    }
+    closedir(d);
+    if (!rc && out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    return rc;
+}
+
+/* The first of root/<candidate>/<split> that is a directory, as root/<candidate> in *base;
+ * an error naming root/<candidates[0]>/<split> and the alternatives when none is. */
+static int find_tree(const char *root, const char *const *candidates, size_t ncand, const char *split, const char *what,
+                     char **base, struct tb_err *err)
+{
+    for (size_t k = 0; k < ncand; k++) {
+        char *dir = strf("%s/%s/%s", root, candidates[k], split);
+        if (!dir)
+            return tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+        const bool found = is_dir(dir);
+        free(dir);
+        if (found) {
+            if (!(*base = strf("%s/%s", root, candidates[k])))
+                return tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+            return TB_OK;
+        }
+    }
+    char also[512] = "";
+    size_t used = 0;
+    for (size_t k = 1; k < ncand && used < sizeof also; k++) {
+        const int n = snprintf(also + used, sizeof also - used, "%s%s/%s/%s", k > 1 ? " or " : " (or ", root,
+                               candidates[k], split);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    if (ncand > 1 && used < sizeof also - 1)
+        snprintf(also + used, sizeof also - used, ", as the official zip unpacks)");
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "cityscapes: no directory %s/%s/%s%s: expected %s there, one folder per city", root,
+                      candidates[0], split, also, what);
+}
+
+/* ------------------------------------------------------------------ open */
+
+/* One directory of images to list: <images>/<subset>/<city>/, labels in
+ * <labels>/<subset>/<city>/ named <stem><label_suffix>. */
+struct part {
+    char *images, *labels; /* the trees' bases */
+    const char *subset;    /* "train", "train_extra", ... */
+    struct names cities;
+};
+
+struct scan {
+    struct sample *v;
+    size_t n, cap;
+    size_t missing;                  /* images without a label file */
+    char *first_image, *first_label; /* the first of them */
+};
+
+static int add_city(struct scan *sc, const struct part *p, int part, const char *city, const char *label_suffix,
+                    struct tb_err *err)
+{
+    static const char image_suffix[] = "_leftImg8bit.png";
+    char *dir = strf("%s/%s/%s", p->images, p->subset, city);
+    if (!dir)
+        return tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+    struct names files = { 0 };
+    int rc = list_dir(dir, false, image_suffix, &files, err);
+    for (size_t i = 0; !rc && i < files.n; i++) {
+        const char *name = files.v[i];
+        const int stem = (int)(strlen(name) - (sizeof image_suffix - 1));
+        char *image = strf("%s/%s", dir, name);
+        char *label = strf("%s/%s/%s/%.*s%s", p->labels, p->subset, city, stem, name, label_suffix);
+        if (!image || !label) {
+            free(image);
+            free(label);
+            rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+            break;
+        }
+        if (!is_file(label)) {
+            if (!sc->missing++) {
+                sc->first_image = image;
+                sc->first_label = label;
+            } else {
+                free(image);
+                free(label);
+            }
+            continue;
+        }
+        if (sc->n == sc->cap) {
+            const size_t cap = sc->cap ? 2 * sc->cap : 256;
+            struct sample *v = realloc(sc->v, cap * sizeof *v);
+            if (!v) {
+                free(image);
+                free(label);
+                rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory for %zu samples", cap);
+                break;
+            }
+            sc->v = v;
+            sc->cap = cap;
+        }
+        sc->v[sc->n++] = (struct sample){ image, label, city, image + strlen(dir) + 1, part };
+    }
+    names_free(&files);
+    free(dir);
+    return rc;
+}
+
+static int cmp_sample(const void *pa, const void *pb)
+{
+    const struct sample *a = pa, *b = pb;
+    int c = strcmp(a->city, b->city);
+    if (!c)
+        c = strcmp(a->file, b->file);
+    if (!c)
+        c = (a->part > b->part) - (a->part < b->part);
+    return c;
+}
+
+static void free_samples(struct sample *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].image);
+        free(v[i].label);
+    }
+    free(v);
+}
+
+static void cityscapes_close(void *ctx)
+{
+    struct cityscapes *d = ctx;
+    if (!d)
+        return;
+    free_samples(d->samples, d->count);
+    free(d);
+}
+
+/* The names of l into buf, separated by ", "; cut with "..." when they do not fit. */
+static void join_names(const struct names *l, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < l->n && used + 1 < size; i++) {
+        const int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", l->v[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    if (used >= size && size > 4)
+        memcpy(buf + size - 4, "...", 4);
+}
+
+static int cityscapes_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+{
+    if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0)
+        return tb_err_set(err, TB_ERR_CONFIG, "cityscapes: no split '%s' (train, val and test exist)", split);
+    const char *root = tb_section_string(cfg, "root");
+    const bool coarse = tb_section_bool(cfg, "coarse");
+    const char *const *want;
+    const size_t nwant = tb_section_list(cfg, "cities", &want);
+
+    static const char *const fine_images[] = { "leftImg8bit", "leftImg8bit_trainvaltest/leftImg8bit" };
+    static const char *const extra_images[] = { "leftImg8bit", "leftImg8bit_trainextra/leftImg8bit" };
+    static const char *const fine_labels[] = { "gtFine", "gtFine_trainvaltest/gtFine" };
+    static const char *const coarse_labels[] = { "gtCoarse" };
+    const char *const label_suffix = coarse ? "_gtCoarse_labelIds.png" : "_gtFine_labelIds.png";
+
+    struct part parts[2] = { { .subset = split }, { .subset = "train_extra" } };
+    const int nparts = coarse && strcmp(split, "train") == 0 ? 2 : 1;
+    struct scan sc = { 0 };
+    struct names all_cities = { 0 };
+    int rc = TB_OK;
+    for (int k = 0; !rc && k < nparts; k++) {
+        struct part *p = &parts[k];
+        rc = find_tree(root, k ? extra_images : fine_images, 2, p->subset, "the images (*_leftImg8bit.png)", &p->images,
+                       err);
+        if (!rc && coarse)
+            rc = find_tree(root, coarse_labels, 1, p->subset, "the coarse labels (*_gtCoarse_labelIds.png)", &p->labels,
+                           err);
+        else if (!rc)
+            rc = find_tree(root, fine_labels, 2, p->subset, "the labels (*_gtFine_labelIds.png)", &p->labels, err);
+        char *dir = rc ? NULL : strf("%s/%s", p->images, p->subset);
+        if (!rc && !dir)
+            rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+        if (!rc)
+            rc = list_dir(dir, true, NULL, &p->cities, err);
+        free(dir);
+        for (size_t c = 0; !rc && c < p->cities.n; c++)
+            if (!names_has(&all_cities, p->cities.v[c]) && !names_push(&all_cities, p->cities.v[c]))
+                rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+    }
+    /* Every city asked for must exist. */
+    for (size_t w = 0; !rc && w < nwant; w++)
+        if (!names_has(&all_cities, want[w])) {
+            char found[1024];
+            if (all_cities.n > 1)
+                qsort(all_cities.v, all_cities.n, sizeof *all_cities.v, cmp_str);
+            join_names(&all_cities, found, sizeof found);
+            rc = tb_err_set(err, TB_ERR_CONFIG, "cityscapes: cities: no city '%s' in split '%s' under %s (%s: %s)",
+                            want[w], split, root, all_cities.n ? "cities found" : "no cities found",
+                            all_cities.n ? found : "none");
+        }
+    for (int k = 0; !rc && k < nparts; k++)
+        for (size_t c = 0; !rc && c < parts[k].cities.n; c++) {
+            const char *city = parts[k].cities.v[c];
+            bool take = nwant == 0;
+            for (size_t w = 0; !take && w < nwant; w++)
+                take = strcmp(want[w], city) == 0;
+            if (take)
+                rc = add_city(&sc, &parts[k], k, city, label_suffix, err);
+        }
+    if (!rc && sc.missing)
+        rc = sc.missing == 1
+                 ? tb_err_set(err, TB_ERR_RUNTIME, "cityscapes: image %s has no label file %s", sc.first_image,
+                              sc.first_label)
+                 : tb_err_set(err, TB_ERR_RUNTIME,
+                              "cityscapes: image %s has no label file %s (%zu images of split '%s' have none)",
+                              sc.first_image, sc.first_label, sc.missing, split);
+    if (!rc && sc.n == 0) {
+        if (nwant) {
+            struct names w = { 0 };
+            char list[1024];
+            for (size_t i = 0; i < nwant; i++)
+                if (!names_push(&w, want[i]))
+                    break;
+            join_names(&w, list, sizeof list);
+            names_free(&w);
+            rc = tb_err_set(
+                err, TB_ERR_RUNTIME,
+                "cityscapes: split '%s' is empty: no *_leftImg8bit.png in the folders of cities %s under %s/%s", split,
+                list, parts[0].images, split);
+        } else {
+            rc = tb_err_set(err, TB_ERR_RUNTIME,
+                            "cityscapes: split '%s' is empty: no *_leftImg8bit.png in the city folders of %s/%s", split,
+                            parts[0].images, split);
+        }
+    }
+    struct cityscapes *d = rc ? NULL : calloc(1, sizeof *d);
+    if (!rc && !d)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+    if (!rc) {
+        qsort(sc.v, sc.n, sizeof *sc.v, cmp_sample);
+        /* city pointed into the parts' lists, freed below; only sorting needed it */
+        for (size_t i = 0; i < sc.n; i++)
+            sc.v[i].city = NULL;
+        d->samples = sc.v;
+        d->count = sc.n;
+        memset(d->lut, IGNORE, sizeof d->lut);
+        for (int c = 0; c < NCLASSES; c++)
+            d->lut[class_ids[c]] = (uint8_t)c;
+        *ctx = d;
+    } else {
+        free_samples(sc.v, sc.n);
+    }
+    free(sc.first_image);
+    free(sc.first_label);
+    for (int k = 0; k < 2; k++) {
+        free(parts[k].images);
+        free(parts[k].labels);
+        names_free(&parts[k].cities);
+    }
+    names_free(&all_cities);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the rest */
+
+static size_t cityscapes_count(void *ctx)
+{
+    return ((struct cityscapes *)ctx)->count;
+}
+
+static const char *cityscapes_name(void *ctx, size_t i)
+{
+    return ((struct cityscapes *)ctx)->samples[i].image;
+}
+
+static int cityscapes_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *err)
+{
+    const struct cityscapes *d = ctx;
+    const struct sample *s = &d->samples[i];
+    int rc = tb_image_read_rgb(s->image, out, err);
+    if (!rc)
+        rc = tb_image_read_label(s->label, out, err);
+    if (rc)
+        return tb_err_prefix(err, "cityscapes");
+    const size_t n = (size_t)out->width * out->height;
+    for (size_t p = 0; p < n; p++)
+        out->label[p] = d->lut[out->label[p]];
+    return TB_OK;
+}
+
+static size_t cityscapes_classes(void *ctx, const struct tb_class **out)
+{
+    (void)ctx;
+    *out = classes;
+    return NCLASSES;
+}
+
+static const struct tb_dataset_ops cityscapes_ops = {
+    .open = cityscapes_open,
+    .close = cityscapes_close,
+    .count = cityscapes_count,
+    .sample_name = cityscapes_name,
+    .load = cityscapes_load,
+    .classes = cityscapes_classes,
+};
+
+TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
+    .abi_major = TB_ABI_MAJOR,
+    .abi_minor = TB_ABI_MINOR,
+    .kind = TB_KIND_DATASET,
+    .name = "cityscapes",
+    .version = TB_VERSION,
+    .description = "Cityscapes from leftImg8bit/ and gtFine/ (or gtCoarse/) PNGs, 19 classes",
+    .keys = cityscapes_keys,
+    .ops.dataset = &cityscapes_ops,
+};

@@ -1,0 +1,618 @@
+/* check_cityscapes: the `cityscapes` dataset plugin on small trees written here with
+ * libspng: the directory layout and the zips' wrapper directories, the order of the
+ * samples, the whole labelIds -> trainId table pixel by pixel, the `cities` filter, the
+ * coarse annotations, the errors (missing directories, an image without its label, an
+ * empty split, a truncated PNG, a label map of another size) and concurrent loads. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <spng.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <trainbig/trainbig.h>
+
+#include "lib/setup_internal.h"
+#include "tests/testutil.h"
+
+enum { W = 16, H = 8 }; /* 128 pixels: room for every label id */
+
+/* The official table (cityscapesScripts labels.py): trainId of label ids 0..33; the
+ * license plate (-1) and every id past 33 are 255 too. Written out in full here, apart
+ * from the plugin's table, so that a slip in either shows. */
+static const uint8_t official_train_id[34] = {
+    255, /*  0 unlabeled */
+    255, /*  1 ego vehicle */
+    255, /*  2 rectification border */
+    255, /*  3 out of roi */
+    255, /*  4 static */
+    255, /*  5 dynamic */
+    255, /*  6 ground */
+    0,   /*  7 road */
+    1,   /*  8 sidewalk */
+    255, /*  9 parking */
+    255, /* 10 rail track */
+    2,   /* 11 building */
+    3,   /* 12 wall */
+    4,   /* 13 fence */
+    255, /* 14 guard rail */
+    255, /* 15 bridge */
+    255, /* 16 tunnel */
+    5,   /* 17 pole */
+    255, /* 18 polegroup */
+    6,   /* 19 traffic light */
+    7,   /* 20 traffic sign */
+    8,   /* 21 vegetation */
+    9,   /* 22 terrain */
+    10,  /* 23 sky */
+    11,  /* 24 person */
+    12,  /* 25 rider */
+    13,  /* 26 car */
+    14,  /* 27 truck */
+    15,  /* 28 bus */
+    255, /* 29 caravan */
+    255, /* 30 trailer */
+    16,  /* 31 train */
+    17,  /* 32 motorcycle */
+    18,  /* 33 bicycle */
+};
+
+static uint8_t expected_train_id(uint8_t id)
+{
+    return id < 34 ? official_train_id[id] : 255;
+}
+
+/* ------------------------------------------------------------------ the fixture */
+
+/* A frame of the fixture: its pixels are a function of (city, seq, frame). */
+struct frame {
+    const char *city;
+    int seq, frame;
+};
+
+static uint32_t frame_key(const struct frame *f)
+{
+    uint32_t k = 2166136261u;
+    for (const char *c = f->city; *c; c++)
+        k = (k ^ (uint8_t)*c) * 16777619u;
+    return k ^ (uint32_t)(f->seq * 131 + f->frame * 7);
+}
+
+static void frame_rgb(const struct frame *f, uint8_t *rgb)
+{
+    const uint32_t k = frame_key(f);
+    for (int p = 0; p < W * H; p++)
+        for (int c = 0; c < 3; c++)
+            rgb[p * 3 + c] = (uint8_t)((k >> (8 * c)) + (uint32_t)p * (c + 1) * 3);
+}
+
+/* The label ids: every id 0..33 and 255 in each map, at positions that move with the frame. */
+static void frame_ids(const struct frame *f, uint8_t *ids)
+{
+    const uint32_t k = frame_key(f);
+    for (int p = 0; p < W * H; p++) {
+        const int v = (int)(((uint32_t)p + k) % 35u);
+        ids[p] = (uint8_t)(v == 34 ? 255 : v);
+    }
+}
+
+/* The fixture is written before Check runs any test: its failures end the process. */
+#define need(cond, ...)                                                 \
+    do {                                                                \
+        if (!(cond)) {                                                  \
+            fprintf(stderr, "check_cityscapes: fixture: " __VA_ARGS__); \
+            fputc('\n', stderr);                                        \
+            exit(EXIT_FAILURE);                                         \
+        }                                                               \
+    } while (0)
+
+static void mkdirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            need(mkdir(buf, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", buf, strerror(errno));
+            *p = '/';
+        }
+    need(mkdir(buf, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", buf, strerror(errno));
+}
+
+static void write_png(const char *path, const uint8_t *data, uint32_t w, uint32_t h, bool rgb)
+{
+    FILE *f = fopen(path, "wb");
+    need(f, "%s: %s", path, strerror(errno));
+    spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+    need(ctx, "out of memory");
+    struct spng_ihdr ihdr = { w, h, 8, rgb ? SPNG_COLOR_TYPE_TRUECOLOR : SPNG_COLOR_TYPE_GRAYSCALE, 0, 0, 0 };
+    int e = spng_set_png_file(ctx, f);
+    if (!e)
+        e = spng_set_ihdr(ctx, &ihdr);
+    if (!e)
+        e = spng_encode_image(ctx, data, (size_t)w * h * (rgb ? 3 : 1), SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+    need(e == 0, "%s: %s", path, spng_strerror(e));
+    spng_ctx_free(ctx);
+    need(fclose(f) == 0, "%s: %s", path, strerror(errno));
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    need(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    need(fclose(f) == 0, "%s: %s", path, strerror(errno));
+}
+
+/* Writes the image of fr under <root>/<images>/<subset>/<city>/ and, unless labels is
+ * NULL, its labelIds under <root>/<labels>/<subset>/<city>/ with `kind` (gtFine or
+ * gtCoarse) in the name, next to decoys the plugin must never read: a labelTrainIds map
+ * of zeros, a colour map and polygons. */
+static void put_frame(const char *root, const char *images, const char *labels, const char *kind, const char *subset,
+                      const struct frame *fr)
+{
+    char dir[4096], path[8192], stem[256];
+    snprintf(stem, sizeof stem, "%s_%06d_%06d", fr->city, fr->seq, fr->frame);
+    uint8_t rgb[W * H * 3], ids[W * H];
+    frame_rgb(fr, rgb);
+    frame_ids(fr, ids);
+    snprintf(dir, sizeof dir, "%s/%s/%s/%s", root, images, subset, fr->city);
+    mkdirs(dir);
+    snprintf(path, sizeof path, "%s/%s_leftImg8bit.png", dir, stem);
+    write_png(path, rgb, W, H, true);
+    if (!labels)
+        return;
+    snprintf(dir, sizeof dir, "%s/%s/%s/%s", root, labels, subset, fr->city);
+    mkdirs(dir);
+    snprintf(path, sizeof path, "%s/%s_%s_labelIds.png", dir, stem, kind);
+    write_png(path, ids, W, H, false);
+    memset(ids, 0, sizeof ids);
+    snprintf(path, sizeof path, "%s/%s_%s_labelTrainIds.png", dir, stem, kind);
+    write_png(path, ids, W, H, false);
+    snprintf(path, sizeof path, "%s/%s_%s_color.png", dir, stem, kind);
+    write_png(path, rgb, W, H, true);
+    snprintf(path, sizeof path, "%s/%s_%s_polygons.json", dir, stem, kind);
+    write_text(path, "{}\n");
+}
+
+/* The fine splits of the main tree, in the order the plugin must give them. */
+static const struct frame train_frames[] = {
+    { "aachen", 0, 19 }, { "aachen", 1, 5 }, { "aachen", 2, 19 },
+    { "bremen", 0, 7 },  { "bremen", 0, 8 }, { "zurich", 3, 1 },
+};
+static const struct frame val_frames[] = { { "frankfurt", 0, 294 }, { "frankfurt", 1, 3 }, { "lindau", 0, 19 } };
+static const struct frame test_frames[] = { { "berlin", 0, 19 } };
+static const struct frame extra_frames[] = { { "augsburg", 0, 1 }, { "bremen", 9, 9 } };
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static char *root_main, *root_wrap_images, *root_wrap_labels, *root_no_label, *root_empty, *root_broken, *root_coarse,
+    *root_no_extra, *root_nothing;
+
+/* Writes frames in reverse, so that creation order is not the expected order. */
+static char fixture_dir[4096];
+
+/* <fixture_dir>/name, allocated: the caller frees it. */
+static char *fixture_path(const char *name)
+{
+    char *path;
+    need(asprintf(&path, "%s/%s", fixture_dir, name) >= 0, "out of memory");
+    return path;
+}
+
+static void put_split(const char *root, const char *images, const char *labels, const char *subset,
+                      const struct frame *v, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        put_frame(root, images, labels, "gtFine", subset, &v[i]);
+}
+
+static void make_trees(void)
+{
+    snprintf(fixture_dir, sizeof fixture_dir, "%s/trainbig-cityscapes-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    need(mkdtemp(fixture_dir), "mkdtemp %s: %s", fixture_dir, strerror(errno));
+    root_main = fixture_path("main");
+    put_split(root_main, "leftImg8bit", "gtFine", "train", train_frames, LEN(train_frames));
+    put_split(root_main, "leftImg8bit", "gtFine", "val", val_frames, LEN(val_frames));
+    put_split(root_main, "leftImg8bit", "gtFine", "test", test_frames, LEN(test_frames));
+
+    /* Each tree inside its zip's wrapper directory, the other one plain. */
+    root_wrap_images = fixture_path("wrap-images");
+    put_split(root_wrap_images, "leftImg8bit_trainvaltest/leftImg8bit", "gtFine", "train", train_frames,
+              LEN(train_frames));
+    root_wrap_labels = fixture_path("wrap-labels");
+    put_split(root_wrap_labels, "leftImg8bit", "gtFine_trainvaltest/gtFine", "train", train_frames, LEN(train_frames));
+
+    /* bremen_000000_000008 has no label. */
+    root_no_label = fixture_path("no-label");
+    put_split(root_no_label, "leftImg8bit", "gtFine", "train", train_frames, 4);
+    put_frame(root_no_label, "leftImg8bit", NULL, "gtFine", "train", &train_frames[4]);
+
+    /* val: a city folder without images; test: no city at all. */
+    root_empty = fixture_path("empty");
+    put_split(root_empty, "leftImg8bit", "gtFine", "train", train_frames, 1);
+    char *dir = fixture_path("empty/leftImg8bit/val/aachen");
+    mkdirs(dir);
+    free(dir);
+    dir = fixture_path("empty/gtFine/val/aachen");
+    mkdirs(dir);
+    free(dir);
+    dir = fixture_path("empty/leftImg8bit/test");
+    mkdirs(dir);
+    free(dir);
+    dir = fixture_path("empty/gtFine/test");
+    mkdirs(dir);
+    free(dir);
+
+    /* train: sample 1 truncated; val: a label map of half the size. */
+    root_broken = fixture_path("broken");
+    put_split(root_broken, "leftImg8bit", "gtFine", "train", train_frames, 3);
+    char *path = fixture_path("broken/leftImg8bit/train/aachen/aachen_000001_000005_leftImg8bit.png");
+    struct stat st;
+    need(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
+    need(truncate(path, st.st_size / 2) == 0, "%s: %s", path, strerror(errno));
+    free(path);
+    put_split(root_broken, "leftImg8bit", "gtFine", "val", val_frames, 1);
+    path = fixture_path("broken/gtFine/val/frankfurt/frankfurt_000000_000294_gtFine_labelIds.png");
+    uint8_t small[(W / 2) * (H / 2)] = { 7 };
+    write_png(path, small, W / 2, H / 2, false);
+    free(path);
+
+    /* Coarse labels: train (with train_extra) and val; fine labels only for val. */
+    root_coarse = fixture_path("coarse");
+    for (size_t i = 0; i < LEN(train_frames); i++)
+        put_frame(root_coarse, "leftImg8bit", "gtCoarse", "gtCoarse", "train", &train_frames[i]);
+    for (size_t i = 0; i < LEN(extra_frames); i++)
+        put_frame(root_coarse, "leftImg8bit_trainextra/leftImg8bit", "gtCoarse", "gtCoarse", "train_extra",
+                  &extra_frames[i]);
+    for (size_t i = 0; i < LEN(val_frames); i++)
+        put_frame(root_coarse, "leftImg8bit", "gtCoarse", "gtCoarse", "val", &val_frames[i]);
+
+    /* Coarse train labels, but no train_extra images. */
+    root_no_extra = fixture_path("no-extra");
+    put_frame(root_no_extra, "leftImg8bit", "gtCoarse", "gtCoarse", "train", &train_frames[0]);
+
+    root_nothing = fixture_path("nothing");
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static void setup(void)
+{
+    ck_assert_msg(getenv("TB_BUILDDIR"), "run through make check (TB_BUILDDIR unset)");
+    unsetenv("TRAINBIG_PLUGIN_PATH");
+    setenv("TRAINBIG_LOG", "error", 1);
+}
+
+static char *settings_for(const char *root, const char *more)
+{
+    char *s;
+    ck_assert_int_ge(asprintf(&s, "root = %s\n%s", root, more), 0);
+    return s;
+}
+
+static void open_split(struct tb_dataset_instance *d, const char *root, const char *split, const char *more)
+{
+    char *settings = settings_for(root, more);
+    struct tb_err err;
+    ck_assert_msg(tb_dataset_open("cityscapes", split, settings, d, &err) == TB_OK, "%s", err.msg);
+    free(settings);
+}
+
+/* Opening fails; returns the message (static). */
+static const char *open_fails(const char *root, const char *split, const char *more)
+{
+    static struct tb_err err;
+    char *settings = settings_for(root, more);
+    struct tb_dataset_instance d;
+    ck_assert_int_ne(tb_dataset_open("cityscapes", split, settings, &d, &err), TB_OK);
+    free(settings);
+    return err.msg;
+}
+
+static void load(struct tb_dataset_instance *d, size_t i, struct tb_sample *s)
+{
+    struct tb_err err;
+    ck_assert_msg(d->ops->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
+}
+
+static void check_name(struct tb_dataset_instance *d, size_t i, const char *root, const char *images,
+                       const char *subset, const struct frame *f)
+{
+    char want[4096];
+    snprintf(want, sizeof want, "%s/%s/%s/%s/%s_%06d_%06d_leftImg8bit.png", root, images, subset, f->city, f->city,
+             f->seq, f->frame);
+    ck_assert_str_eq(d->ops->sample_name(d->ctx, i), want);
+}
+
+/* Sample i holds frame f: the image's bytes, and each pixel's trainId from the table. */
+static void check_sample(struct tb_dataset_instance *d, size_t i, const struct frame *f)
+{
+    struct tb_sample s = { 0 };
+    load(d, i, &s);
+    ck_assert_uint_eq(s.width, W);
+    ck_assert_uint_eq(s.height, H);
+    uint8_t rgb[W * H * 3], ids[W * H];
+    frame_rgb(f, rgb);
+    frame_ids(f, ids);
+    ck_assert_msg(memcmp(s.image, rgb, sizeof rgb) == 0, "sample %zu: image bytes differ", i);
+    bool seen[256] = { false };
+    for (int p = 0; p < W * H; p++) {
+        seen[ids[p]] = true;
+        ck_assert_msg(s.label[p] == expected_train_id(ids[p]), "sample %zu pixel %d: id %d gave %d, expected %d", i, p,
+                      ids[p], s.label[p], expected_train_id(ids[p]));
+    }
+    for (int id = 0; id < 34; id++)
+        ck_assert_msg(seen[id], "the fixture misses id %d", id);
+    ck_assert(seen[255]);
+    tb_sample_release(&s);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+START_TEST(classes_splits_and_order)
+{
+    struct tb_dataset_instance d;
+    open_split(&d, root_main, "train", "");
+    const struct tb_class *cl;
+    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 19);
+    static const char *const names[19] = {
+        "road",         "sidewalk",   "building", "wall",       "fence",   "pole",  "traffic light",
+        "traffic sign", "vegetation", "terrain",  "sky",        "person",  "rider", "car",
+        "truck",        "bus",        "train",    "motorcycle", "bicycle",
+    };
+    for (int c = 0; c < 19; c++)
+        ck_assert_str_eq(cl[c].name, names[c]);
+    ck_assert(cl[0].color[0] == 128 && cl[0].color[1] == 64 && cl[0].color[2] == 128);   /* road */
+    ck_assert(cl[13].color[0] == 0 && cl[13].color[1] == 0 && cl[13].color[2] == 142);   /* car */
+    ck_assert(cl[18].color[0] == 119 && cl[18].color[1] == 11 && cl[18].color[2] == 32); /* bicycle */
+    ck_assert_uint_eq(d.ops->count(d.ctx), LEN(train_frames));
+    for (size_t i = 0; i < LEN(train_frames); i++)
+        check_name(&d, i, root_main, "leftImg8bit", "train", &train_frames[i]);
+    tb_dataset_close(&d);
+
+    open_split(&d, root_main, "val", "");
+    ck_assert_uint_eq(d.ops->count(d.ctx), LEN(val_frames));
+    for (size_t i = 0; i < LEN(val_frames); i++)
+        check_name(&d, i, root_main, "leftImg8bit", "val", &val_frames[i]);
+    tb_dataset_close(&d);
+
+    /* test opens like the others (its labels are dummies) */
+    open_split(&d, root_main, "test", "");
+    ck_assert_uint_eq(d.ops->count(d.ctx), 1);
+    check_name(&d, 0, root_main, "leftImg8bit", "test", &test_frames[0]);
+    tb_dataset_close(&d);
+
+    ck_assert_contains(open_fails(root_main, "extra", ""), "no split 'extra' (train, val and test exist)");
+}
+END_TEST
+
+/* Every pixel of every sample, against the official table: all ids 0..33 and 255 occur. */
+START_TEST(label_ids_to_train_ids)
+{
+    struct tb_dataset_instance d;
+    open_split(&d, root_main, "train", "");
+    for (size_t i = 0; i < LEN(train_frames); i++)
+        check_sample(&d, i, &train_frames[i]);
+    tb_dataset_close(&d);
+    open_split(&d, root_main, "val", "");
+    for (size_t i = 0; i < LEN(val_frames); i++)
+        check_sample(&d, i, &val_frames[i]);
+    tb_dataset_close(&d);
+}
+END_TEST
+
+START_TEST(wrapper_directories)
+{
+    struct tb_dataset_instance d;
+    open_split(&d, root_wrap_images, "train", "");
+    ck_assert_uint_eq(d.ops->count(d.ctx), LEN(train_frames));
+    for (size_t i = 0; i < LEN(train_frames); i++) {
+        check_name(&d, i, root_wrap_images, "leftImg8bit_trainvaltest/leftImg8bit", "train", &train_frames[i]);
+        check_sample(&d, i, &train_frames[i]);
+    }
+    tb_dataset_close(&d);
+    open_split(&d, root_wrap_labels, "train", "");
+    ck_assert_uint_eq(d.ops->count(d.ctx), LEN(train_frames));
+    for (size_t i = 0; i < LEN(train_frames); i++)
+        check_sample(&d, i, &train_frames[i]);
+    tb_dataset_close(&d);
+}
+END_TEST
+
+START_TEST(cities_filter)
+{
+    struct tb_dataset_instance d;
+    open_split(&d, root_main, "train", "cities = zurich, aachen\n");
+    ck_assert_uint_eq(d.ops->count(d.ctx), 4);
+    check_name(&d, 0, root_main, "leftImg8bit", "train", &train_frames[0]);
+    check_name(&d, 2, root_main, "leftImg8bit", "train", &train_frames[2]);
+    check_name(&d, 3, root_main, "leftImg8bit", "train", &train_frames[5]);
+    check_sample(&d, 3, &train_frames[5]);
+    tb_dataset_close(&d);
+    const char *msg = open_fails(root_main, "train", "cities = aachen, paris\n");
+    ck_assert_contains(msg, "no city 'paris'");
+    ck_assert_contains(msg, "aachen, bremen, zurich");
+    ck_assert_contains(open_fails(root_main, "val", "cities = aachen\n"), "frankfurt, lindau");
+}
+END_TEST
+
+START_TEST(coarse_annotations)
+{
+    struct tb_dataset_instance d;
+    /* train: the train images and those of train_extra, by city then file name */
+    open_split(&d, root_coarse, "train", "coarse = yes\n");
+    ck_assert_uint_eq(d.ops->count(d.ctx), LEN(train_frames) + LEN(extra_frames));
+    check_name(&d, 0, root_coarse, "leftImg8bit", "train", &train_frames[0]);
+    check_name(&d, 3, root_coarse, "leftImg8bit_trainextra/leftImg8bit", "train_extra", &extra_frames[0]);
+    check_name(&d, 6, root_coarse, "leftImg8bit_trainextra/leftImg8bit", "train_extra", &extra_frames[1]);
+    check_sample(&d, 3, &extra_frames[0]);
+    check_sample(&d, 6, &extra_frames[1]);
+    check_sample(&d, 7, &train_frames[5]);
+    tb_dataset_close(&d);
+    open_split(&d, root_coarse, "val", "coarse = yes\ncities = lindau\n");
+    ck_assert_uint_eq(d.ops->count(d.ctx), 1);
+    check_sample(&d, 0, &val_frames[2]);
+    tb_dataset_close(&d);
+    /* the fine labels are not there */
+    const char *msg = open_fails(root_coarse, "val", "");
+    ck_assert_contains(msg, "gtFine/val");
+    ck_assert_contains(msg, "gtFine_trainvaltest/gtFine/val");
+    /* and the main tree has no coarse ones */
+    ck_assert_contains(open_fails(root_main, "val", "coarse = yes\n"), "gtCoarse/val");
+    msg = open_fails(root_no_extra, "train", "coarse = yes\n");
+    ck_assert_contains(msg, "leftImg8bit/train_extra");
+    ck_assert_contains(msg, "leftImg8bit_trainextra/leftImg8bit/train_extra");
+}
+END_TEST
+
+START_TEST(missing_directories)
+{
+    char want[4096];
+    const char *msg = open_fails(root_nothing, "train", "");
+    snprintf(want, sizeof want, "%s/leftImg8bit/train", root_nothing);
+    ck_assert_contains(msg, want);
+    snprintf(want, sizeof want, "%s/leftImg8bit_trainvaltest/leftImg8bit/train", root_nothing);
+    ck_assert_contains(msg, want);
+    ck_assert_contains(msg, "_leftImg8bit.png");
+    /* images there, labels not */
+    msg = open_fails(root_coarse, "train", "");
+    snprintf(want, sizeof want, "%s/gtFine/train", root_coarse);
+    ck_assert_contains(msg, want);
+    snprintf(want, sizeof want, "%s/gtFine_trainvaltest/gtFine/train", root_coarse);
+    ck_assert_contains(msg, want);
+    ck_assert_contains(msg, "_gtFine_labelIds.png");
+}
+END_TEST
+
+START_TEST(image_without_label)
+{
+    const char *msg = open_fails(root_no_label, "train", "");
+    char want[4096];
+    snprintf(want, sizeof want, "%s/leftImg8bit/train/bremen/bremen_000000_000008_leftImg8bit.png", root_no_label);
+    ck_assert_contains(msg, want);
+    snprintf(want, sizeof want, "%s/gtFine/train/bremen/bremen_000000_000008_gtFine_labelIds.png", root_no_label);
+    ck_assert_contains(msg, want);
+    /* the other cities open */
+    struct tb_dataset_instance d;
+    open_split(&d, root_no_label, "train", "cities = aachen\n");
+    ck_assert_uint_eq(d.ops->count(d.ctx), 3);
+    tb_dataset_close(&d);
+}
+END_TEST
+
+START_TEST(empty_split)
+{
+    const char *msg = open_fails(root_empty, "val", "");
+    ck_assert_contains(msg, "split 'val' is empty");
+    ck_assert_contains(msg, "leftImg8bit/val");
+    ck_assert_contains(open_fails(root_empty, "test", ""), "split 'test' is empty");
+    msg = open_fails(root_empty, "val", "cities = aachen\n");
+    ck_assert_contains(msg, "split 'val' is empty");
+    ck_assert_contains(msg, "cities aachen");
+}
+END_TEST
+
+START_TEST(broken_files)
+{
+    struct tb_dataset_instance d;
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    open_split(&d, root_broken, "train", "");
+    ck_assert_uint_eq(d.ops->count(d.ctx), 3);
+    load(&d, 0, &s);
+    ck_assert_int_eq(d.ops->load(d.ctx, 1, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "aachen_000001_000005_leftImg8bit.png");
+    load(&d, 2, &s); /* and the next one still loads */
+    tb_dataset_close(&d);
+    open_split(&d, root_broken, "val", "");
+    ck_assert_int_eq(d.ops->load(d.ctx, 0, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "frankfurt_000000_000294_gtFine_labelIds.png");
+    tb_dataset_close(&d);
+    tb_sample_release(&s);
+}
+END_TEST
+
+struct job {
+    struct tb_dataset_instance *d;
+    int reverse;
+    uint8_t image[LEN(train_frames)][W * H * 3];
+    uint8_t label[LEN(train_frames)][W * H];
+};
+
+static void *load_all(void *arg)
+{
+    struct job *j = arg;
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    for (int round = 0; round < 20; round++)
+        for (size_t k = 0; k < LEN(train_frames); k++) {
+            const size_t i = j->reverse ? LEN(train_frames) - 1 - k : k;
+            if (j->d->ops->load(j->d->ctx, i, &s, &err) != TB_OK || s.width != W || s.height != H)
+                return "load failed";
+            memcpy(j->image[i], s.image, sizeof j->image[i]);
+            memcpy(j->label[i], s.label, sizeof j->label[i]);
+        }
+    tb_sample_release(&s);
+    return NULL;
+}
+
+/* Two threads loading the split at once get what one thread gets, and a second open the same. */
+START_TEST(deterministic_and_thread_safe)
+{
+    struct tb_dataset_instance d;
+    open_split(&d, root_main, "train", "");
+    struct job *j = calloc(3, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    j[0].d = j[1].d = &d;
+    j[1].reverse = 1;
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, load_all, &j[0]), 0);
+    ck_assert_int_eq(pthread_create(&tb, NULL, load_all, &j[1]), 0);
+    void *ra, *rb;
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    ck_assert_ptr_null(ra);
+    ck_assert_ptr_null(rb);
+    tb_dataset_close(&d);
+    open_split(&d, root_main, "train", "");
+    j[2].d = &d;
+    ck_assert_ptr_null(load_all(&j[2]));
+    tb_dataset_close(&d);
+    for (int k = 0; k < 2; k++) {
+        ck_assert(memcmp(j[k].image, j[2].image, sizeof j[2].image) == 0);
+        ck_assert(memcmp(j[k].label, j[2].label, sizeof j[2].label) == 0);
+    }
+    free(j);
+}
+END_TEST
+
+static Suite *cityscapes_suite(void)
+{
+    Suite *s = suite_create("cityscapes");
+    TCase *tc = tcase_create("cityscapes");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, classes_splits_and_order);
+    tcase_add_test(tc, label_ids_to_train_ids);
+    tcase_add_test(tc, wrapper_directories);
+    tcase_add_test(tc, cities_filter);
+    tcase_add_test(tc, coarse_annotations);
+    tcase_add_test(tc, missing_directories);
+    tcase_add_test(tc, image_without_label);
+    tcase_add_test(tc, empty_split);
+    tcase_add_test(tc, broken_files);
+    tcase_add_test(tc, deterministic_and_thread_safe);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    make_trees(); /* once, before Check forks: every test reads the same trees */
+    return test_run_suite(cityscapes_suite());
+}
