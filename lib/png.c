@@ -1,4 +1,4 @@
-/* png.c: PNG reading and writing through libspng. */
+/* png.c: PNG writing through libspng (reading is trainbig/image.h's, image.c). */
 #include "config.h"
 
 #include "lib/png_internal.h"
@@ -11,50 +11,6 @@
 
 #ifdef HAVE_SPNG
 #include <spng.h>
-
-/* Larger than any image we expect (Cityscapes is 2048x1024); guards against bombs. */
-enum { MAX_SIDE = 1 << 15 };
-
-int tb_png_read_rgb(const char *path, struct tb_sample *s, struct tb_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
-    spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) {
-        fclose(f);
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    }
-    struct spng_ihdr ihdr;
-    size_t len = 0;
-    int rc = TB_OK, e = spng_set_image_limits(ctx, MAX_SIDE, MAX_SIDE);
-    if (!e)
-        e = spng_set_png_file(ctx, f);
-    if (!e)
-        e = spng_get_ihdr(ctx, &ihdr);
-    if (!e)
-        e = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &len);
-    if (e) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: not a readable PNG: %s", path, spng_strerror(e));
-        goto out;
-    }
-    if (len != (size_t)ihdr.width * ihdr.height * 3) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: unexpected decoded size", path);
-        goto out;
-    }
-    rc = tb_sample_reserve(s, ihdr.width, ihdr.height, err);
-    if (rc) {
-        tb_err_prefix(err, "%s", path);
-        goto out;
-    }
-    e = spng_decode_image(ctx, s->image, len, SPNG_FMT_RGB8, 0);
-    if (e)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: corrupt or truncated PNG: %s", path, spng_strerror(e));
-out:
-    spng_ctx_free(ctx);
-    fclose(f);
-    return rc;
-}
 
 int tb_png_write_rgb(const char *path, const uint8_t *rgb, uint32_t w, uint32_t h, struct tb_err *err)
 {
@@ -92,15 +48,6 @@ int tb_png_write_rgb(const char *path, const uint8_t *rgb, uint32_t w, uint32_t 
 }
 
 #else
-
-int tb_png_read_rgb(const char *path, struct tb_sample *s, struct tb_err *err)
-{
-    (void)s;
-    return tb_err_set(err, TB_ERR_RUNTIME,
-                      "%s: this trainbig was built without libspng, so it cannot read PNG files; install "
-                      "libspng-dev and run ./configure again",
-                      path);
-}
 
 int tb_png_write_rgb(const char *path, const uint8_t *rgb, uint32_t w, uint32_t h, struct tb_err *err)
 {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/image.h>
 
 #include "lib/batch_internal.h"
 #include "lib/checkpoint_internal.h"
@@ -101,7 +102,7 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     char *model_text = NULL;
     const struct tb_plugin *dp = s->slot[TB_SEC_DATASET].plugin->p;
     void *ds = NULL;
-    int rc = tb_png_read_rgb(req->input, &in, err);
+    int rc = tb_image_read_rgb(req->input, &in, err);
     if (rc)
         return rc;
     memset(in.label, IGNORE_LABEL, (size_t)in.width * in.height);

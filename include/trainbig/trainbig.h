@@ -6,6 +6,7 @@
 #include <trainbig/dataset.h>
 #include <trainbig/error.h>
 #include <trainbig/graph.h>
+#include <trainbig/image.h>
 #include <trainbig/keys.h>
 #include <trainbig/log.h>
 #include <trainbig/model.h>

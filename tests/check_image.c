@@ -1,0 +1,308 @@
+/* check_image: trainbig/image.h decodes PNG and JPEG files into samples.
+ *
+ * Files are made here: PNGs with libspng (RGB, grey and palette label maps), JPEGs with
+ * TurboJPEG, some with an EXIF orientation block (little- and big-endian). An image of
+ * 3x2 coloured blocks must come out in the orientation EXIF says, checked against the
+ * transforms the EXIF standard defines (mirrors and quarter turns composed here, not the
+ * decoder's formulas). Missing, empty, truncated and unknown files and label maps of
+ * another size or kind are refused naming the file. */
+#include "config.h"
+
+#include <check.h>
+#include <spng.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/image.h>
+#include <turbojpeg.h>
+
+#include "testutil.h"
+
+enum { BLOCK = 16, BW = 3, BH = 2 }; /* a 48x32 image of 3x2 blocks */
+
+static const uint8_t block_colour[BH][BW][3] = {
+    { { 230, 20, 20 }, { 20, 230, 20 }, { 20, 20, 230 } },
+    { { 230, 230, 20 }, { 20, 230, 230 }, { 230, 20, 230 } },
+};
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void write_png(const char *path, const uint8_t *pixels, uint32_t w, uint32_t h, int colour_type,
+                      const uint8_t *palette_rgb, int npalette)
+{
+    spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+    ck_assert_ptr_nonnull(ctx);
+    ck_assert_int_eq(spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1), 0);
+    struct spng_ihdr ihdr = { w, h, 8, (uint8_t)colour_type, 0, 0, 0 };
+    ck_assert_int_eq(spng_set_ihdr(ctx, &ihdr), 0);
+    if (palette_rgb) {
+        struct spng_plte plte = { 0 };
+        plte.n_entries = (uint32_t)npalette;
+        for (int i = 0; i < npalette; i++)
+            plte.entries[i] =
+                (struct spng_plte_entry){ palette_rgb[3 * i], palette_rgb[3 * i + 1], palette_rgb[3 * i + 2], 255 };
+        ck_assert_int_eq(spng_set_plte(ctx, &plte), 0);
+    }
+    const size_t bpp = colour_type == SPNG_COLOR_TYPE_TRUECOLOR ? 3 : 1;
+    ck_assert_int_eq(spng_encode_image(ctx, pixels, (size_t)w * h * bpp, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE), 0);
+    size_t n;
+    int e;
+    void *buf = spng_get_png_buffer(ctx, &n, &e);
+    ck_assert_ptr_nonnull(buf);
+    write_bytes(path, buf, n);
+    free(buf);
+    spng_ctx_free(ctx);
+}
+
+static uint8_t *blocks_image(void)
+{
+    uint8_t *p = malloc((size_t)BW * BLOCK * BH * BLOCK * 3);
+    for (int y = 0; y < BH * BLOCK; y++)
+        for (int x = 0; x < BW * BLOCK; x++)
+            memcpy(p + ((size_t)y * BW * BLOCK + x) * 3, block_colour[y / BLOCK][x / BLOCK], 3);
+    return p;
+}
+
+/* A JPEG of the blocks, with an EXIF APP1 block of orientation o after SOI when o > 0. */
+static void write_jpeg(const char *path, int o, bool big_endian)
+{
+    uint8_t *px = blocks_image();
+    tjhandle tj = tjInitCompress();
+    unsigned char *jpeg = NULL;
+    unsigned long n = 0;
+    ck_assert_int_eq(tjCompress2(tj, px, BW * BLOCK, 0, BH * BLOCK, TJPF_RGB, &jpeg, &n, TJSAMP_444, 95, 0), 0);
+    unsigned char app1[2 + 2 + 6 + 26];
+    size_t a = 0;
+    if (o > 0) {
+        const bool le = !big_endian;
+#define P16(v)                                                                           \
+    (le ? (app1[a++] = (unsigned char)((v)&0xFF), app1[a++] = (unsigned char)((v) >> 8)) \
+        : (app1[a++] = (unsigned char)((v) >> 8), app1[a++] = (unsigned char)((v)&0xFF)))
+        app1[a++] = 0xFF;
+        app1[a++] = 0xE1;
+        app1[a++] = 0;
+        app1[a++] = (unsigned char)(sizeof app1 - 2);
+        memcpy(app1 + a, "Exif\0\0", 6);
+        a += 6;
+        app1[a++] = le ? 'I' : 'M';
+        app1[a++] = le ? 'I' : 'M';
+        P16(42);
+        P16(le ? 8 : 0);
+        P16(le ? 0 : 8); /* IFD0 at offset 8, written as 32 bits */
+        P16(1);          /* one entry */
+        P16(0x0112);     /* orientation */
+        P16(3);          /* SHORT */
+        P16(le ? 1 : 0);
+        P16(le ? 0 : 1); /* count 1 */
+        P16(o);
+        P16(0); /* value, padded */
+        P16(0);
+        P16(0); /* no next IFD */
+#undef P16
+        ck_assert_uint_eq(a, sizeof app1);
+    }
+    unsigned char *out = malloc(n + a);
+    memcpy(out, jpeg, 2);
+    memcpy(out + 2, app1, a);
+    memcpy(out + 2 + a, jpeg + 2, n - 2);
+    write_bytes(path, out, n + a);
+    free(out);
+    tjFree(jpeg);
+    tjDestroy(tj);
+    free(px);
+}
+
+/* The block grid after EXIF orientation o, by the standard's definitions: 2 mirror, 3 half
+ * turn, 4 vertical mirror, 5 mirror then quarter turn anticlockwise, 6 quarter turn
+ * clockwise, 7 mirror then quarter turn clockwise, 8 quarter turn anticlockwise. grid[y][x]
+ * holds a block index by*BW+bx; *gw and *gh receive its size. */
+static void turn_cw(int g[3][3], int *w, int *h)
+{
+    int t[3][3], nw = *h, nh = *w;
+    for (int y = 0; y < nh; y++)
+        for (int x = 0; x < nw; x++)
+            t[y][x] = g[*h - 1 - x][y];
+    memcpy(g, t, sizeof t);
+    *w = nw;
+    *h = nh;
+}
+
+static void mirror(int g[3][3], int w, int h)
+{
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w / 2; x++) {
+            int t = g[y][x];
+            g[y][x] = g[y][w - 1 - x];
+            g[y][w - 1 - x] = t;
+        }
+}
+
+static void expected_grid(int o, int g[3][3], int *w, int *h)
+{
+    *w = BW;
+    *h = BH;
+    for (int y = 0; y < BH; y++)
+        for (int x = 0; x < BW; x++)
+            g[y][x] = y * BW + x;
+    static const int turns[9] = { 0, 0, 0, 2, 2, 3, 1, 1, 3 }; /* clockwise quarter turns */
+    if (o == 2 || o == 4 || o == 5 || o == 7)
+        mirror(g, *w, *h);
+    for (int i = 0; i < turns[o]; i++)
+        turn_cw(g, w, h);
+}
+
+static void check_orientation(int o, bool big_endian)
+{
+    char name[64];
+    snprintf(name, sizeof name, "o%d%s.JPG", o, big_endian ? "mm" : "");
+    char *path = test_path(name);
+    write_jpeg(path, o, big_endian);
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    ck_assert_msg(tb_image_read_rgb(path, &s, &err) == TB_OK, "%s", err.msg);
+    int g[3][3], gw, gh;
+    expected_grid(o, g, &gw, &gh);
+    ck_assert_uint_eq(s.width, (uint32_t)(gw * BLOCK));
+    ck_assert_uint_eq(s.height, (uint32_t)(gh * BLOCK));
+    for (int by = 0; by < gh; by++)
+        for (int bx = 0; bx < gw; bx++) {
+            const uint8_t *want = block_colour[g[by][bx] / BW][g[by][bx] % BW];
+            const uint8_t *got = s.image + (((size_t)by * BLOCK + BLOCK / 2) * s.width + bx * BLOCK + BLOCK / 2) * 3;
+            for (int c = 0; c < 3; c++)
+                ck_assert_msg(abs(got[c] - want[c]) < 30, "orientation %d, block (%d,%d): %d,%d,%d, want %d,%d,%d", o,
+                              bx, by, got[0], got[1], got[2], want[0], want[1], want[2]);
+        }
+    tb_sample_release(&s);
+    free(path);
+}
+
+START_TEST(jpeg_exif_orientations)
+{
+    for (int o = 0; o <= 8; o++) /* 0: no EXIF block at all */
+        check_orientation(o, false);
+    check_orientation(6, true);
+    check_orientation(8, true);
+}
+END_TEST
+
+START_TEST(png_image_and_labels)
+{
+    uint8_t *px = blocks_image();
+    char *img = test_path("img.png"), *grey = test_path("grey.png"), *pal = test_path("pal.png");
+    write_png(img, px, BW * BLOCK, BH * BLOCK, SPNG_COLOR_TYPE_TRUECOLOR, NULL, 0);
+    const size_t n = (size_t)BW * BLOCK * BH * BLOCK;
+    uint8_t *labels = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        labels[i] = (uint8_t)(i % 37 == 0 ? 255 : i % 34);
+    write_png(grey, labels, BW * BLOCK, BH * BLOCK, SPNG_COLOR_TYPE_GRAYSCALE, NULL, 0);
+    uint8_t palette[3 * 40];
+    for (int i = 0; i < 40; i++)
+        palette[3 * i] = palette[3 * i + 1] = palette[3 * i + 2] = (uint8_t)(255 - i); /* colours unlike indices */
+    uint8_t *indices = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        indices[i] = (uint8_t)(i % 40);
+    write_png(pal, indices, BW * BLOCK, BH * BLOCK, SPNG_COLOR_TYPE_INDEXED, palette, 40);
+
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    ck_assert_msg(tb_image_read_rgb(img, &s, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(s.width, BW * BLOCK);
+    ck_assert_uint_eq(s.height, BH * BLOCK);
+    ck_assert(memcmp(s.image, px, n * 3) == 0); /* lossless */
+    ck_assert_msg(tb_image_read_label(grey, &s, &err) == TB_OK, "%s", err.msg);
+    ck_assert(memcmp(s.label, labels, n) == 0);
+    ck_assert_msg(tb_image_read_label(pal, &s, &err) == TB_OK, "%s", err.msg);
+    ck_assert(memcmp(s.label, indices, n) == 0); /* indices, not colours */
+
+    /* A label map of another size, or in colour, is refused naming it. */
+    char *small = test_path("small.png");
+    write_png(small, labels, 8, 8, SPNG_COLOR_TYPE_GRAYSCALE, NULL, 0);
+    ck_assert_int_eq(tb_image_read_label(small, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, small);
+    ck_assert_contains(err.msg, "8x8 but its image is 48x32");
+    ck_assert_int_eq(tb_image_read_label(img, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "8-bit grey or palette");
+    tb_sample_release(&s);
+    free(px);
+    free(labels);
+    free(indices);
+    free(img);
+    free(grey);
+    free(pal);
+    free(small);
+}
+END_TEST
+
+static void truncate_copy(const char *from, const char *to, double keep)
+{
+    FILE *f = fopen(from, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    write_bytes(to, buf, (size_t)((double)n * keep));
+}
+
+static void refused(const char *path, const char *want)
+{
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    ck_assert_int_eq(tb_image_read_rgb(path, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, path);
+    ck_assert_contains(err.msg, want);
+    tb_sample_release(&s);
+}
+
+START_TEST(bad_files_refused)
+{
+    char *jpg = test_path("ok.jpg"), *png = test_path("ok.png");
+    write_jpeg(jpg, 0, false);
+    uint8_t *px = blocks_image();
+    write_png(png, px, BW * BLOCK, BH * BLOCK, SPNG_COLOR_TYPE_TRUECOLOR, NULL, 0);
+    char *tj = test_path("trunc.jpg"), *tp = test_path("trunc.png"), *empty = test_path("empty.png"),
+         *text = test_path("text.png"), *missing = test_path("missing.png");
+    char *tj90 = test_path("trunc90.jpg");
+    truncate_copy(jpg, tj, 0.3);   /* inside the headers */
+    truncate_copy(jpg, tj90, 0.9); /* inside the scan */
+    truncate_copy(png, tp, 0.6);
+    write_bytes(empty, "", 0);
+    write_bytes(text, "hello, world\n", 13);
+    refused(tj, "JPEG");
+    refused(tj90, "truncated or corrupt JPEG");
+    refused(tp, "PNG");
+    refused(empty, "empty");
+    refused(text, "neither a PNG nor a JPEG");
+    refused(missing, "cannot open");
+    free(px);
+    free(jpg);
+    free(png);
+    free(tj);
+    free(tj90);
+    free(tp);
+    free(empty);
+    free(text);
+    free(missing);
+}
+END_TEST
+
+static Suite *image_suite(void)
+{
+    Suite *s = suite_create("image");
+    TCase *tc = tcase_create("decode");
+    tcase_add_test(tc, jpeg_exif_orientations);
+    tcase_add_test(tc, png_image_and_labels);
+    tcase_add_test(tc, bad_files_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return test_run_suite(image_suite());
+}
