@@ -252,7 +252,7 @@ static int taco_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *
     int rc = tb_image_read_rgb(path, out, err);
     if (rc) {
         free(path);
-        return rc;
+        return tb_err_prefix(err, "taco");
     }
     if (out->width != im->width || out->height != im->height) {
         rc = tb_err_set(err, TB_ERR_RUNTIME,
