@@ -10,18 +10,11 @@
 #include <string.h>
 #include <trainbig/version.h>
 
+#include "lib/hash_internal.h"
 #include "lib/safetensors_internal.h"
 
 static const char format_name[] = "trainbig-checkpoint-1";
 static const char momentum_prefix[] = "momentum/";
-
-uint64_t tb_fnv1a(const void *data, size_t n, uint64_t h)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* A tensor's checksum: its name, then its bytes 8 at a time through a multiply-xorshift
  * mix (FNV-1a byte by byte would take seconds on a full G-SCNN). */

@@ -47,8 +47,4 @@ int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, str
  * messages about configurations that differ. */
 void tb_text_first_difference(const char *here, const char *there, char *buf, size_t size);
 
-/* FNV-1a, 64 bits. */
-uint64_t tb_fnv1a(const void *data, size_t n, uint64_t h);
-#define TB_FNV1A_INIT 0xcbf29ce484222325ull
-
 #endif

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "lib/engine_internal.h"
+#include "lib/hash_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -114,9 +115,9 @@ static int initialise(struct tb_engine *e, struct tb_param *p, enum tb_init init
     float *host = malloc(n * sizeof *host);
     if (!host)
         return tb_err_set(err, TB_ERR_NOMEM, "out of host memory initialising %s", p->name);
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = p->name; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    /* Started from 1469598103934665603 (FNV's offset basis with a digit lost) since the
+     * first release: kept, so that a seed gives the same initial weights as before. */
+    const uint64_t h = tb_fnv1a(p->name, strlen(p->name), 1469598103934665603ull);
     struct normal_rng r = { h ^ (e->seed * 0x9E3779B97F4A7C15ull), false, 0 };
     for (size_t i = 0; i < n; i++)
         host[i] = (float)(std * normal(&r));

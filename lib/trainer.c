@@ -576,8 +576,9 @@ static double val_ce(const float *logits, const uint8_t *labels, int n, int k, s
     return sum;
 }
 
-/* Runs the validation split; *miou, *acc, *loss receive the results (NaN for none). */
-static int validate(struct trainer *t, double *miou, double *acc, double *loss, struct tb_err *err)
+/* Runs the validation split; *miou, *acc, *loss receive the results (NaN for none).
+ * *stopped is set, and nothing else, when a stop request cuts it short. */
+static int validate(struct trainer *t, double *miou, double *acc, double *loss, bool *stopped, struct tb_err *err)
 {
     tb_confusion_clear(&t->confusion);
     size_t idx[1 << 10];
@@ -586,8 +587,10 @@ static int validate(struct trainer *t, double *miou, double *acc, double *loss, 
     double ce = 0;
     uint64_t pixels = 0, bad = 0;
     for (size_t first = 0; first < t->val.count; first += (size_t)vb) {
-        if (t->req->stop && *t->req->stop)
-            return TB_ERR_RUNTIME; /* not an error: run_validation reports the stop */
+        if (t->req->stop && *t->req->stop) {
+            *stopped = true;
+            return TB_OK;
+        }
         int n = (int)(t->val.count - first < (size_t)vb ? t->val.count - first : (size_t)vb);
         size_t *ix = vb <= 1 << 10 ? idx : malloc((size_t)vb * sizeof *ix);
         if (!ix)
@@ -777,8 +780,9 @@ static void log_op_times(struct trainer *t, double epoch_seconds)
 /* Validates, prints the class table, and fills r. */
 static int run_validation(struct trainer *t, struct epoch_row *r, struct tb_err *err)
 {
-    int rc = validate(t, &r->miou, &r->acc, &r->val_loss, err);
-    if (rc == TB_ERR_RUNTIME && t->req->stop && *t->req->stop && err->status == TB_OK) {
+    bool stopped = false;
+    int rc = validate(t, &r->miou, &r->acc, &r->val_loss, &stopped, err);
+    if (rc == TB_OK && stopped) {
         progress_clear(t);
         tb_log(TB_LOG_INFO, "validation after epoch %" PRIu64 " cut short: a stop was requested", r->epoch);
         return TB_OK;

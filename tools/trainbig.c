@@ -180,22 +180,46 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
     return 0;
 }
 
-/* Loads, overrides and resolves: shared by train and config. */
-static int load_setup(const struct run_args *a, struct tb_config **cfg, struct tb_setup **setup)
+/* A command that runs on a CONFIG: its arguments, and the configuration loaded,
+ * overridden and resolved. */
+struct run_cmd {
+    struct run_args a;
+    struct tb_config *cfg;
+    struct tb_setup *setup;
+};
+
+/* Parses the arguments, then loads, overrides and resolves CONFIG (every problem
+ * printed). Returns -1 when the command should go on (then run_cmd_close() it), else the
+ * exit code to return (help printed, or an error). */
+static int run_cmd_open(struct run_cmd *c, const char *cmd, const char *usage, int argc, char **argv)
 {
+    memset(c, 0, sizeof *c);
+    int urc = parse_run_args(cmd, usage, argc, argv, &c->a);
+    if (urc) {
+        free(c->a.sets);
+        return urc < 0 ? 0 : urc;
+    }
     struct tb_err err;
     tb_err_clear(&err);
-    int rc = tb_config_load(a->config, cfg, &err);
-    for (int i = 0; rc == TB_OK && i < a->nsets; i++)
-        rc = tb_config_set(*cfg, a->sets[i], &err);
+    int rc = tb_config_load(c->a.config, &c->cfg, &err);
+    for (int i = 0; rc == TB_OK && i < c->a.nsets; i++)
+        rc = tb_config_set(c->cfg, c->a.sets[i], &err);
     if (rc == TB_OK)
-        rc = tb_setup_resolve(*cfg, setup, &err);
+        rc = tb_setup_resolve(c->cfg, &c->setup, &err);
     if (rc) {
         print_error(&err);
-        tb_config_free(*cfg);
-        *cfg = NULL;
+        tb_config_free(c->cfg);
+        free(c->a.sets);
+        return tb_exit_code(rc);
     }
-    return rc;
+    return -1;
+}
+
+static void run_cmd_close(struct run_cmd *c)
+{
+    tb_setup_free(c->setup);
+    tb_config_free(c->cfg);
+    free(c->a.sets);
 }
 
 static volatile sig_atomic_t stop_requested;
@@ -212,105 +236,67 @@ static void on_stop_signal(int sig)
 
 static int cmd_train(int argc, char **argv)
 {
-    struct run_args a = { 0 };
-    int urc = parse_run_args("train", usage_train, argc, argv, &a);
-    if (urc) {
-        free(a.sets);
-        return urc < 0 ? 0 : urc;
-    }
-    struct tb_config *cfg;
-    struct tb_setup *setup;
-    int rc = load_setup(&a, &cfg, &setup);
-    if (rc) {
-        free(a.sets);
-        return tb_exit_code(rc);
-    }
-    tb_log(TB_LOG_INFO, "%s: configuration is valid", a.config);
+    struct run_cmd c;
+    int code = run_cmd_open(&c, "train", usage_train, argc, argv);
+    if (code >= 0)
+        return code;
+    tb_log(TB_LOG_INFO, "%s: configuration is valid", c.a.config);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    const struct tb_train_request req = { a.config, a.sets, a.nsets, a.resume, &stop_requested };
+    const struct tb_train_request req = { c.a.config, c.a.sets, c.a.nsets, c.a.resume, &stop_requested };
     struct tb_err err;
-    rc = tb_train(setup, &req, &err);
+    int rc = tb_train(c.setup, &req, &err);
     if (rc)
         print_error(&err);
-    free(a.sets);
-    tb_setup_free(setup);
-    tb_config_free(cfg);
+    run_cmd_close(&c);
     return tb_exit_code(rc);
 }
 
 static int cmd_predict(int argc, char **argv)
 {
-    struct run_args a = { 0 };
-    int urc = parse_run_args("predict", usage_predict, argc, argv, &a);
-    if (urc) {
-        free(a.sets);
-        return urc < 0 ? 0 : urc;
-    }
-    struct tb_config *cfg;
-    struct tb_setup *setup;
-    int rc = load_setup(&a, &cfg, &setup);
-    free(a.sets);
-    if (rc)
-        return tb_exit_code(rc);
-    const struct tb_predict_request req = { a.checkpoint, a.input, a.output };
+    struct run_cmd c;
+    int code = run_cmd_open(&c, "predict", usage_predict, argc, argv);
+    if (code >= 0)
+        return code;
+    const struct tb_predict_request req = { c.a.checkpoint, c.a.input, c.a.output };
     struct tb_err err;
-    rc = tb_predict(setup, &req, &err);
+    int rc = tb_predict(c.setup, &req, &err);
     if (rc)
         print_error(&err);
-    tb_setup_free(setup);
-    tb_config_free(cfg);
+    run_cmd_close(&c);
     return tb_exit_code(rc);
 }
 
 static int cmd_data(int argc, char **argv)
 {
-    struct run_args a = { 0 };
-    int urc = parse_run_args("data", usage_data, argc, argv, &a);
-    if (urc) {
-        free(a.sets);
-        return urc < 0 ? 0 : urc;
-    }
-    struct tb_config *cfg;
-    struct tb_setup *setup;
-    int rc = load_setup(&a, &cfg, &setup);
-    free(a.sets);
-    if (rc)
-        return tb_exit_code(rc);
+    struct run_cmd c;
+    int code = run_cmd_open(&c, "data", usage_data, argc, argv);
+    if (code >= 0)
+        return code;
     struct tb_err err;
     tb_err_clear(&err);
     size_t bad = 0;
-    rc = tb_data_report(setup, stdout, &bad, &err);
+    int rc = tb_data_report(c.setup, stdout, &bad, &err);
     if (rc)
         print_error(&err);
     else if (bad)
-        fprintf(stderr, "trainbig: error: %s: %zu samples cannot be read (listed above)\n", a.config, bad);
-    tb_setup_free(setup);
-    tb_config_free(cfg);
+        fprintf(stderr, "trainbig: error: %s: %zu samples cannot be read (listed above)\n", c.a.config, bad);
+    run_cmd_close(&c);
     return rc ? tb_exit_code(rc) : bad ? 1 : 0;
 }
 
 static int cmd_config(int argc, char **argv)
 {
-    struct run_args a = { 0 };
-    int urc = parse_run_args("config", usage_config, argc, argv, &a);
-    if (urc) {
-        free(a.sets);
-        return urc < 0 ? 0 : urc;
-    }
-    struct tb_config *cfg;
-    struct tb_setup *setup;
-    int rc = load_setup(&a, &cfg, &setup);
-    free(a.sets);
-    if (rc)
-        return tb_exit_code(rc);
-    tb_setup_print(setup, stdout);
-    tb_setup_free(setup);
-    tb_config_free(cfg);
+    struct run_cmd c;
+    int code = run_cmd_open(&c, "config", usage_config, argc, argv);
+    if (code >= 0)
+        return code;
+    tb_setup_print(c.setup, stdout);
+    run_cmd_close(&c);
     return 0;
 }
 

@@ -30,30 +30,9 @@
 #include <trainbig/image.h>
 #include <trainbig/trainbig.h>
 
-enum { NCLASSES = 19, IGNORE = 255 };
+#include "plugins/datasets/cityscapes_classes.h"
 
-/* Names and colours of the Cityscapes training classes (cityscapesScripts labels.py). */
-static const struct tb_class classes[NCLASSES] = {
-    { "road", { 128, 64, 128 } },
-    { "sidewalk", { 244, 35, 232 } },
-    { "building", { 70, 70, 70 } },
-    { "wall", { 102, 102, 156 } },
-    { "fence", { 190, 153, 153 } },
-    { "pole", { 153, 153, 153 } },
-    { "traffic light", { 250, 170, 30 } },
-    { "traffic sign", { 220, 220, 0 } },
-    { "vegetation", { 107, 142, 35 } },
-    { "terrain", { 152, 251, 152 } },
-    { "sky", { 70, 130, 180 } },
-    { "person", { 220, 20, 60 } },
-    { "rider", { 255, 0, 0 } },
-    { "car", { 0, 0, 142 } },
-    { "truck", { 0, 0, 70 } },
-    { "bus", { 0, 60, 100 } },
-    { "train", { 0, 80, 100 } },
-    { "motorcycle", { 0, 0, 230 } },
-    { "bicycle", { 119, 11, 32 } },
-};
+enum { NCLASSES = (int)TB_CITYSCAPES_CLASSES, IGNORE = 255 };
 
 /* The label ids (labels.py "id") that are training classes, indexed by trainId. */
 static const uint8_t class_ids[NCLASSES] = {
@@ -480,7 +459,7 @@ static int cityscapes_load(void *ctx, size_t i, struct tb_sample *out, struct tb
 static size_t cityscapes_classes(void *ctx, const struct tb_class **out)
 {
     (void)ctx;
-    *out = classes;
+    *out = tb_cityscapes_classes;
     return NCLASSES;
 }
 

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
+#include "plugins/datasets/cityscapes_classes.h"
+
 enum {
     ROAD,
     SIDEWALK,
@@ -41,29 +43,7 @@ enum {
     BICYCLE,
     NCLASSES
 };
-
-/* Names and colours of the Cityscapes training classes (cityscapesScripts labels.py). */
-static const struct tb_class classes[NCLASSES] = {
-    { "road", { 128, 64, 128 } },
-    { "sidewalk", { 244, 35, 232 } },
-    { "building", { 70, 70, 70 } },
-    { "wall", { 102, 102, 156 } },
-    { "fence", { 190, 153, 153 } },
-    { "pole", { 153, 153, 153 } },
-    { "traffic light", { 250, 170, 30 } },
-    { "traffic sign", { 220, 220, 0 } },
-    { "vegetation", { 107, 142, 35 } },
-    { "terrain", { 152, 251, 152 } },
-    { "sky", { 70, 130, 180 } },
-    { "person", { 220, 20, 60 } },
-    { "rider", { 255, 0, 0 } },
-    { "car", { 0, 0, 142 } },
-    { "truck", { 0, 0, 70 } },
-    { "bus", { 0, 60, 100 } },
-    { "train", { 0, 80, 100 } },
-    { "motorcycle", { 0, 0, 230 } },
-    { "bicycle", { 119, 11, 32 } },
-};
+_Static_assert((int)NCLASSES == (int)TB_CITYSCAPES_CLASSES, "the scene classes are Cityscapes' trainIds");
 
 static const struct tb_key synthetic_keys[] = {
     { "width", TB_KEY_INT, "128", "16..8192", "image width, pixels" },
@@ -407,7 +387,7 @@ static int synthetic_load(void *ctx, size_t i, struct tb_sample *out, struct tb_
 static size_t synthetic_classes(void *ctx, const struct tb_class **out)
 {
     (void)ctx;
-    *out = classes;
+    *out = tb_cityscapes_classes;
     return NCLASSES;
 }
 
