@@ -1,8 +1,10 @@
-/* check_taco: the `taco` dataset plugin on a small TACO tree written here: JPEG files
- * (.jpg and .JPG, one with an EXIF orientation), a COCO-style annotations.json. Checks
- * rasterisation against masks computed by hand, both class modes, painting order, the
- * seeded splits and user-provided split files, loads from several threads, and that every
- * bad input is an error naming the file. */
+/* check_taco: the `taco` dataset plugin on a tiny TACO tree written here with the JPEG
+ * writer of tests/fixtures.c: JPEG files (.jpg and .JPG, one with an EXIF orientation),
+ * a COCO-style annotations.json. Checks rasterisation against masks computed by hand,
+ * both class modes, painting order, the seeded splits and user-provided split files,
+ * loads from several threads, and that every bad input is an error naming the file.
+ * Then the larger tree tests/make_fixtures writes (fixture_taco()), image by image
+ * against its description, with and without its corrupt and missing files. */
 #include "config.h"
 
 #include <check.h>
@@ -14,11 +16,11 @@
 #include <sys/stat.h>
 #include <trainbig/image.h>
 #include <trainbig/trainbig.h>
-#include <turbojpeg.h>
 #include <unistd.h>
 
 #include "lib/setup_internal.h"
-#include "testutil.h"
+#include "tests/fixtures.h"
+#include "tests/testutil.h"
 
 /* ------------------------------------------------------------------ the fixture */
 
@@ -35,39 +37,20 @@ static char *rootf(const char *fmt, ...)
     return path;
 }
 
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 static void write_text(const char *rel, const char *text)
 {
     char *path = rootf("%s", rel);
-    write_bytes(path, text, strlen(text));
+    ck_assert_int_eq(fixture_write_text(path, text), 0);
     free(path);
 }
 
-/* An APP1 segment with EXIF orientation 6 (rotate 90 degrees clockwise to view): marker,
- * length, "Exif\0\0", a big-endian TIFF header and IFD0 with the one tag 0x0112. */
-static const unsigned char exif6[] = {
-    0xFF, 0xE1, 0x00, 0x22,                         /* APP1, 34 bytes from the length on */
-    'E',  'x',  'i',  'f',  0x00, 0x00,             /* */
-    'M',  'M',  0x00, 0x2A, 0x00, 0x00, 0x00, 0x08, /* TIFF header, IFD0 at 8 */
-    0x00, 0x01,                                     /* one entry */
-    0x01, 0x12, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, /* orientation, SHORT, count 1 */
-    0x00, 0x06, 0x00, 0x00,                         /* value 6 */
-    0x00, 0x00, 0x00, 0x00,                         /* no next IFD */
-};
-
-/* Writes a w x h JPEG: grey, with an 8x8 red block at the top left when red_corner; the
- * EXIF segment right after SOI when exif; cut in the middle of the image data when
- * truncate. */
+/* Writes a w x h JPEG (fixtures.c): grey, with an 8x8 red block at the top left when
+ * red_corner; the EXIF orientation 6 segment when exif; cut in the middle of the image
+ * data when truncate. */
 static void write_jpeg(const char *rel, int w, int h, bool red_corner, bool exif, bool truncate)
 {
     unsigned char *rgb = malloc((size_t)w * h * 3);
+    ck_assert_ptr_nonnull(rgb);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
             unsigned char *p = rgb + ((size_t)y * w + x) * 3;
@@ -76,36 +59,10 @@ static void write_jpeg(const char *rel, int w, int h, bool red_corner, bool exif
             p[1] = red ? 0 : 128;
             p[2] = red ? 0 : 128;
         }
-    tjhandle tj = tjInitCompress();
-    ck_assert_ptr_nonnull(tj);
-    unsigned char *jpeg = NULL;
-    unsigned long size = 0;
-    ck_assert_int_eq(tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpeg, &size, TJSAMP_444, 95, 0), 0);
-    unsigned char *file = malloc(size + sizeof exif6);
-    size_t n = 0;
-    memcpy(file, jpeg, 2); /* SOI */
-    n = 2;
-    if (exif) {
-        memcpy(file + n, exif6, sizeof exif6);
-        n += sizeof exif6;
-    }
-    memcpy(file + n, jpeg + 2, size - 2);
-    n += size - 2;
-    if (exif)
-        ck_assert_int_eq(tb_image_exif_orientation(file, n), 6);
-    if (truncate) {
-        size_t sos = 2;
-        while (sos + 1 < n && !(file[sos] == 0xFF && file[sos + 1] == 0xDA))
-            sos++;
-        ck_assert_uint_lt(sos + 1, n);
-        n = sos + (n - sos) / 2;
-    }
     char *path = rootf("%s", rel);
-    write_bytes(path, file, n);
+    ck_assert_int_eq(
+        fixture_jpeg(path, rgb, w, h, (exif ? FIXTURE_JPEG_EXIF6 : 0) | (truncate ? FIXTURE_JPEG_TRUNCATED : 0)), 0);
     free(path);
-    tjFree(jpeg);
-    tjDestroy(tj);
-    free(file);
     free(rgb);
 }
 
@@ -430,7 +387,7 @@ START_TEST(user_split_files)
                                   categories, k, splits[k]),
                          0);
         ck_assert_int_ge(asprintf(&paths[k], "%s/annotations_%s.json", dir, splits[k]), 0);
-        write_bytes(paths[k], text, strlen(text));
+        ck_assert_int_eq(fixture_write_text(paths[k], text), 0);
         free(text);
     }
     struct tb_dataset_instance d;
@@ -636,6 +593,182 @@ START_TEST(bad_annotations)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ the generated tree */
+
+/* The tree tests/make_fixtures writes (fixtures.c), checked image by image against its
+ * description. Returns its root (the caller frees it). */
+static char *generated_tree(const char *name, bool clean)
+{
+    char *dir = test_path(name);
+    ck_assert_int_eq(fixture_taco(dir, clean), 0);
+    return dir;
+}
+
+static const struct fixture_taco_image *fixture_image(const char *file)
+{
+    for (size_t i = 0; i < fixture_taco_nimages; i++)
+        if (strcmp(fixture_taco_images[i].file, file) == 0)
+            return &fixture_taco_images[i];
+    ck_abort_msg("sample %s is not an image of the fixture", file);
+    return NULL;
+}
+
+/* A good sample: its size, each pixel's class (by name: the supercategory of the object
+ * on top, or background) and, away from the objects' edges, its colour. */
+static void check_generated_sample(const struct tb_sample *s, const struct fixture_taco_image *im,
+                                   const struct tb_class *cl, size_t ncl)
+{
+    ck_assert_uint_eq(s->width, im->width);
+    ck_assert_uint_eq(s->height, im->height);
+    for (int y = 0; y < im->height; y++)
+        for (int x = 0; x < im->width; x++) {
+            const size_t p = (size_t)y * im->width + x;
+            const int top = fixture_taco_top(im, x, y);
+            const char *want = top < 0 ? "background" : fixture_taco_categories[im->obj[top].category].supercategory;
+            ck_assert_uint_lt(s->label[p], ncl);
+            ck_assert_msg(strcmp(cl[s->label[p]].name, want) == 0, "%s (%d, %d): %s, expected %s", im->file, x, y,
+                          cl[s->label[p]].name, want);
+            /* JPEG rings within its 8x8 blocks (of the stored picture: the rotated one is
+             * 96 wide, so they line up here too): only blocks of one object are compared */
+            bool flat = true;
+            for (int v = y / 8 * 8; v < y / 8 * 8 + 8 && v < im->height && flat; v++)
+                for (int u = x / 8 * 8; u < x / 8 * 8 + 8 && u < im->width && flat; u++)
+                    flat = fixture_taco_top(im, u, v) == top;
+            if (!flat)
+                continue;
+            uint8_t rgb[3];
+            fixture_taco_pixel(im, x, y, rgb);
+            for (int c = 0; c < 3; c++)
+                ck_assert_msg(abs(s->image[p * 3 + c] - rgb[c]) <= 24, "%s (%d, %d) channel %d: %d, written %d",
+                              im->file, x, y, c, s->image[p * 3 + c], rgb[c]);
+        }
+}
+
+/* What the issue asks of the tree: .jpg and .JPG, a multi-polygon annotation, overlapping
+ * objects, an EXIF-rotated image, a corrupt JPEG and a missing file. */
+START_TEST(generated_tree_contents)
+{
+    int jpg = 0, JPG = 0, multi = 0, overlaps = 0, exif = 0, corrupt = 0, missing = 0;
+    for (size_t i = 0; i < fixture_taco_nimages; i++) {
+        const struct fixture_taco_image *im = &fixture_taco_images[i];
+        jpg += strstr(im->file, ".jpg") != NULL;
+        JPG += strstr(im->file, ".JPG") != NULL;
+        exif += (im->flags & FIXTURE_TACO_EXIF6) != 0;
+        corrupt += (im->flags & FIXTURE_TACO_CORRUPT) != 0;
+        missing += (im->flags & FIXTURE_TACO_MISSING) != 0;
+        ck_assert(im->width >= 64 && im->width <= 160 && im->height >= 64 && im->height <= 160);
+        for (int k = 0; k < im->nobj; k++)
+            multi += im->obj[k].nrect > 1;
+        bool overlap = false;
+        for (int y = 0; y < im->height && !overlap; y++)
+            for (int x = 0; x < im->width && !overlap; x++) {
+                int covering = 0;
+                for (int k = 0; k < im->nobj; k++)
+                    for (int r = 0; r < im->obj[k].nrect; r++) {
+                        const struct fixture_taco_rect *q = &im->obj[k].rect[r];
+                        covering += x >= q->x0 && x < q->x1 && y >= q->y0 && y < q->y1;
+                    }
+                overlap = covering > 1;
+            }
+        overlaps += overlap;
+    }
+    ck_assert_int_ge(jpg, 2);
+    ck_assert_int_ge(JPG, 2);
+    ck_assert_int_ge(multi, 2);
+    ck_assert_int_ge(overlaps, 2);
+    ck_assert_int_eq(exif, 1);
+    ck_assert_int_eq(corrupt, 1);
+    ck_assert_int_eq(missing, 1);
+}
+END_TEST
+
+/* The seeded 80/10/10 split of its 20 images; every good one loads as described, the
+ * corrupt and the missing one are errors naming their file. Also by category. */
+START_TEST(generated_tree_loads)
+{
+    char *dir = generated_tree("taco-generated", false);
+    char *settings;
+    ck_assert_int_ge(asprintf(&settings, "root = %s\n", dir), 0);
+    static const char *const splits[3] = { "train", "val", "test" };
+    static const size_t want_count[3] = { 16, 2, 2 };
+    size_t seen = 0, bad = 0;
+    struct tb_sample s = { 0 };
+    for (int k = 0; k < 3; k++) {
+        struct tb_dataset_instance d;
+        struct tb_err err;
+        ck_assert_msg(tb_dataset_open("taco", splits[k], settings, &d, &err) == TB_OK, "%s", err.msg);
+        ck_assert_uint_eq(d.ops->count(d.ctx), want_count[k]);
+        const struct tb_class *cl;
+        const size_t ncl = d.ops->classes(d.ctx, &cl);
+        ck_assert_uint_eq(ncl, 6); /* background and 5 supercategories */
+        for (size_t i = 0; i < d.ops->count(d.ctx); i++) {
+            const struct fixture_taco_image *im = fixture_image(d.ops->sample_name(d.ctx, i));
+            seen++;
+            if (im->flags & (FIXTURE_TACO_CORRUPT | FIXTURE_TACO_MISSING)) {
+                bad++;
+                ck_assert_int_eq(d.ops->load(d.ctx, i, &s, &err), TB_ERR_RUNTIME);
+                ck_assert_contains(err.msg, im->file);
+                ck_assert_contains(err.msg,
+                                   im->flags & FIXTURE_TACO_CORRUPT ? "truncated or corrupt JPEG" : "cannot open");
+                continue;
+            }
+            load(&d, i, &s);
+            check_generated_sample(&s, im, cl, ncl);
+        }
+        tb_dataset_close(&d);
+    }
+    ck_assert_uint_eq(seen, fixture_taco_nimages);
+    ck_assert_uint_eq(bad, 2);
+    free(settings);
+
+    /* classes = category: label id + 1, named after the category */
+    ck_assert_int_ge(asprintf(&settings, "root = %s\nclasses = category\nsplit_ratios = 1,0,0\n", dir), 0);
+    struct tb_dataset_instance d;
+    struct tb_err err;
+    ck_assert_msg(tb_dataset_open("taco", "train", settings, &d, &err) == TB_OK, "%s", err.msg);
+    const struct tb_class *cl;
+    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 61); /* the largest id is 59 */
+    for (size_t c = 0; c < fixture_taco_ncategories; c++)
+        ck_assert_str_eq(cl[fixture_taco_categories[c].id + 1].name, fixture_taco_categories[c].name);
+    tb_dataset_close(&d);
+    tb_sample_release(&s);
+    free(settings);
+    free(dir);
+}
+END_TEST
+
+/* Without the bad files: 18 images, 14/2/2, all load. */
+START_TEST(generated_clean_tree)
+{
+    char *dir = generated_tree("taco-clean", true);
+    char *settings;
+    ck_assert_int_ge(asprintf(&settings, "root = %s\n", dir), 0);
+    char *corrupt;
+    ck_assert_int_ge(asprintf(&corrupt, "%s/%s", dir, FIXTURE_TACO_CORRUPT_FILE), 0);
+    ck_assert_int_ne(access(corrupt, F_OK), 0);
+    free(corrupt);
+    static const char *const splits[3] = { "train", "val", "test" };
+    static const size_t want_count[3] = { 14, 2, 2 };
+    struct tb_sample s = { 0 };
+    for (int k = 0; k < 3; k++) {
+        struct tb_dataset_instance d;
+        struct tb_err err;
+        ck_assert_msg(tb_dataset_open("taco", splits[k], settings, &d, &err) == TB_OK, "%s", err.msg);
+        ck_assert_uint_eq(d.ops->count(d.ctx), want_count[k]);
+        const struct tb_class *cl;
+        const size_t ncl = d.ops->classes(d.ctx, &cl);
+        for (size_t i = 0; i < d.ops->count(d.ctx); i++) {
+            load(&d, i, &s);
+            check_generated_sample(&s, fixture_image(d.ops->sample_name(d.ctx, i)), cl, ncl);
+        }
+        tb_dataset_close(&d);
+    }
+    tb_sample_release(&s);
+    free(settings);
+    free(dir);
+}
+END_TEST
+
 static Suite *taco_suite(void)
 {
     Suite *s = suite_create("taco");
@@ -650,6 +783,9 @@ static Suite *taco_suite(void)
     tcase_add_test(tc, thread_safe_loads);
     tcase_add_test(tc, bad_images);
     tcase_add_test(tc, bad_annotations);
+    tcase_add_test(tc, generated_tree_contents);
+    tcase_add_test(tc, generated_tree_loads);
+    tcase_add_test(tc, generated_clean_tree);
     suite_add_tcase(s, tc);
     return s;
 }
