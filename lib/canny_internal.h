@@ -14,8 +14,10 @@ struct tb_canny_work {
     size_t pixels; /* what the buffers hold */
     int32_t *mag;  /* (height + 2) x (width + 2), zero border */
     int16_t *dx, *dy;
-    uint8_t *state;
+    uint8_t *state; /* (height + 2) x (width + 2), zero border */
     uint32_t *stack;
+    size_t row_elems; /* what row holds */
+    int16_t *row;     /* one row's derivatives of each channel: 2 x 3 x width */
 };
 void tb_canny_work_free(struct tb_canny_work *w);
 

@@ -12,4 +12,7 @@
  * a failure never leaves a partial picture. */
 int tb_png_write_rgb(const char *path, const uint8_t *rgb, uint32_t w, uint32_t h, struct tb_err *err);
 
+/* The same for w x h 8-bit grey pixels (label maps, as trainbig/image.h reads them). */
+int tb_png_write_gray(const char *path, const uint8_t *gray, uint32_t w, uint32_t h, struct tb_err *err);
+
 #endif

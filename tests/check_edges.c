@@ -165,6 +165,49 @@ START_TEST(label_edges_ignore)
 }
 END_TEST
 
+/* The rule stated per pixel, looking at every pixel of the disc. */
+static uint8_t disc_rule(const uint8_t *l, int w, int h, int x, int y, int radius)
+{
+    const uint8_t c = l[y * w + x];
+    if (c == 255)
+        return 255;
+    for (int ny = 0; ny < h; ny++)
+        for (int nx = 0; nx < w; nx++) {
+            const int d2 = (nx - x) * (nx - x) + (ny - y) * (ny - y);
+            const uint8_t m = l[ny * w + nx];
+            if (d2 <= radius * radius && m != c && m != 255)
+                return 1;
+        }
+    return 0;
+}
+
+/* Random maps of every size from 1x1 (narrower than the disc, mostly borders) to wide
+ * ones (mostly region interiors, which tb_label_edges settles without the disc): the
+ * result is the rule's at every pixel, for radii 0 to 3. */
+START_TEST(label_edges_random_maps)
+{
+    enum { MAXW = 40, MAXH = 17 };
+    static uint8_t l[MAXW * MAXH], t[MAXW * MAXH];
+    uint32_t r = 12345;
+    for (int trial = 0; trial < 400; trial++) {
+        r = r * 1103515245u + 12345u;
+        const int w = 1 + (int)(r >> 8) % MAXW, h = 1 + (int)(r >> 16) % MAXH, radius = trial % 4;
+        const int cell = 1 + trial % 7;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                r = r * 1103515245u + 12345u;
+                const int v = ((x / cell) * 3 + (y / cell) * 5) % 4;
+                l[y * w + x] = (r >> 24) % 17 == 0 ? 255 : (uint8_t)(v == 3 ? 255 : v);
+            }
+        tb_label_edges(l, w, h, radius, 255, t);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                ck_assert_msg(t[y * w + x] == disc_rule(l, w, h, x, y, radius), "%dx%d radius %d at (%d,%d)", w, h,
+                              radius, x, y);
+    }
+}
+END_TEST
+
 /* A batch slot: the image normalised per channel, the Canny edges and edge targets as
  * computed above, the labels copied; a sample of another size is refused by name. */
 START_TEST(batch_inputs)
@@ -213,6 +256,7 @@ static Suite *edges_suite(void)
     tcase_add_test(tc, label_edges_within_radius);
     tcase_add_test(tc, label_edges_euclidean_disc);
     tcase_add_test(tc, label_edges_ignore);
+    tcase_add_test(tc, label_edges_random_maps);
     tcase_add_test(tc, batch_inputs);
     suite_add_tcase(s, tc);
     return s;
