@@ -186,6 +186,7 @@ struct bench {
     struct tb_sample decoded, augmented;
     struct tb_augment_work work;
     struct tb_batch batch;
+    struct tb_batch_work batch_work;
 };
 
 static void decode(struct bench *b)
@@ -205,7 +206,7 @@ static void augment(struct bench *b, const struct tb_augment_draw *d)
 static void put(struct bench *b)
 {
     struct tb_err err;
-    if (tb_batch_put(&b->batch, 0, &b->augmented, "bench", &err))
+    if (tb_batch_put(&b->batch, 0, &b->augmented, "bench", &b->batch_work, &err))
         die("tb_batch_put", &err);
 }
 
@@ -316,7 +317,7 @@ int main(int argc, char **argv)
                  .blur_sigma_min = 0.15f,
                  .blur_sigma_max = 1.3f },
     };
-    if (tb_batch_init(&b.batch, 1, crop, crop, &err))
+    if (tb_batch_init(&b.batch, 1, crop, crop, NULL, &err))
         die("tb_batch_init", &err);
 
     /* one warm-up pass: buffers sized, files in the page cache */
@@ -351,6 +352,7 @@ int main(int argc, char **argv)
         printf("  %-34s %6.2f\n", names[k], 1e3 * t_stage[k]);
 
     tb_batch_fini(&b.batch);
+    tb_batch_work_free(&b.batch_work);
     tb_augment_work_free(&b.work);
     tb_sample_release(&b.decoded);
     tb_sample_release(&b.augmented);

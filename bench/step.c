@@ -321,15 +321,17 @@ static int synthetic_batch(struct tb_batch *batch, struct tb_err *err)
     if (!rc && d.ops->count(d.ctx) < GSCNN_BATCH)
         rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic train split has fewer than %d images", GSCNN_BATCH);
     if (!rc)
-        rc = tb_batch_init(batch, GSCNN_BATCH, GSCNN_HEIGHT, GSCNN_IMAGE_WIDTH, err);
+        rc = tb_batch_init(batch, GSCNN_BATCH, GSCNN_HEIGHT, GSCNN_IMAGE_WIDTH, NULL, err);
     struct tb_sample sample;
+    struct tb_batch_work work = { 0 };
     memset(&sample, 0, sizeof sample);
     for (int i = 0; i < GSCNN_BATCH && !rc; i++) {
         rc = d.ops->load(d.ctx, (size_t)i, &sample, err);
         if (!rc)
-            rc = tb_batch_put(batch, i, &sample, d.ops->sample_name(d.ctx, (size_t)i), err);
+            rc = tb_batch_put(batch, i, &sample, d.ops->sample_name(d.ctx, (size_t)i), &work, err);
     }
     tb_sample_release(&sample);
+    tb_batch_work_free(&work);
     tb_dataset_close(&d);
     return rc;
 }

@@ -16,13 +16,13 @@
 
 /* The settings ([dataset] keys; see core_keys.c). */
 struct tb_augment {
-    uint32_t crop_w, crop_h;        /* output size of every training sample */
-    float scale_min, scale_max;     /* scale uniform in [min, max]; 1, 1 = none */
-    bool flip;                      /* horizontal flip with probability 1/2 */
-    float jitter;                   /* brightness, contrast, saturation factors uniform in
-                                     * [max(0, 1 - j), 1 + j], hue shift uniform in [-j, j]
-                                     * turns (torchvision ColorJitter(j, j, j, j)); 0 = none */
-    float blur_prob;                /* Gaussian blur with this probability */
+    uint32_t crop_w, crop_h;              /* output size of every training sample */
+    float scale_min, scale_max;           /* scale uniform in [min, max]; 1, 1 = none */
+    bool flip;                            /* horizontal flip with probability 1/2 */
+    float jitter;                         /* brightness, contrast, saturation factors uniform in
+                                           * [max(0, 1 - j), 1 + j], hue shift uniform in [-j, j]
+                                           * turns (torchvision ColorJitter(j, j, j, j)); 0 = none */
+    float blur_prob;                      /* Gaussian blur with this probability */
     float blur_sigma_min, blur_sigma_max; /* its sigma, uniform (pixels of the output) */
 };
 
@@ -34,7 +34,7 @@ struct tb_augment_draw {
                            * past the edge where the window is larger: padding there */
     bool flip;
     float brightness, contrast, saturation, hue; /* factors 1 and hue 0 = unchanged */
-    uint8_t order[4];     /* jitter order: 0 brightness, 1 contrast, 2 saturation, 3 hue */
+    uint8_t order[4];                            /* jitter order: 0 brightness, 1 contrast, 2 saturation, 3 hue */
     bool blur;
     float sigma;
 };
@@ -64,8 +64,7 @@ int tb_augment_apply(const struct tb_augment *a, const struct tb_augment_draw *d
 
 /* out = in resized to w x h (bilinear image, nearest labels); a copy when the sizes are
  * equal. For validation at a fixed size. */
-int tb_augment_resize(const struct tb_sample *in, uint32_t w, uint32_t h, struct tb_sample *out,
-                      struct tb_err *err);
+int tb_augment_resize(const struct tb_sample *in, uint32_t w, uint32_t h, struct tb_sample *out, struct tb_err *err);
 
 /* The padding colour: the ImageNet mean as 8-bit RGB. */
 extern const uint8_t tb_augment_pad_rgb[3];

@@ -1,4 +1,5 @@
-/* core_keys.c: the keys of the sections the core itself owns: [run], [train], [report]. */
+/* core_keys.c: the keys of the sections the core itself owns: [run], [train], [report],
+ * and the data loader's keys, which [dataset] holds beside its plugin's. */
 #include "config.h"
 
 #include "lib/setup_internal.h"
@@ -39,5 +40,28 @@ const struct tb_key tb_report_keys[] = {
       "Chrome-trace JSON of compute and copy streams (opens in Perfetto); empty = none" },
     { "progress", TB_KEY_ENUM, "auto", "auto|yes|no",
       "live progress line: auto = when stderr is a terminal (else a plain line every 30 s)" },
+    TB_KEYS_END,
+};
+
+/* The reference's augmentation (Takikawa et al. 2019, after Zhu et al. 2019) by default. */
+const struct tb_key tb_data_keys[] = {
+    { "workers", TB_KEY_INT, "2", "0..256",
+      "loader threads decoding and augmenting samples; 0 = on the training thread" },
+    { "prefetch", TB_KEY_INT, "2", "1..64", "batches the loader prepares ahead of the training step" },
+    { "on_bad_sample", TB_KEY_ENUM, "fail", "fail|skip",
+      "a sample that cannot be read: fail = stop, naming it; skip = log it, count it, train on another" },
+    { "crop", TB_KEY_INT, "0", "0..65536", "training crop (square), pixels; 0 = the size of the first training image" },
+    { "augment", TB_KEY_BOOL, "yes", NULL,
+      "training augmentation (scale, flip, colour jitter, blur below); no = random crops only" },
+    { "scale_min", TB_KEY_FLOAT, "0.5", "0.01..100", "random scale, lower bound" },
+    { "scale_max", TB_KEY_FLOAT, "2.0", "0.01..100", "random scale, upper bound" },
+    { "flip", TB_KEY_BOOL, "yes", NULL, "horizontal flip with probability 1/2" },
+    { "color_jitter", TB_KEY_FLOAT, "0.25", "0..0.5",
+      "brightness, contrast and saturation factors in [1-j, 1+j], hue shift in [-j, j] turns" },
+    { "blur_prob", TB_KEY_FLOAT, "0.5", "0..1", "probability of a Gaussian blur" },
+    { "blur_sigma_min", TB_KEY_FLOAT, "0.15", "0..20", "Gaussian blur sigma, lower bound (pixels)" },
+    { "blur_sigma_max", TB_KEY_FLOAT, "1.3", "0..20", "Gaussian blur sigma, upper bound (pixels)" },
+    { "val_size", TB_KEY_STRING, "", NULL,
+      "validation images resized to WxH (e.g. 1024x512); empty = as decoded, all of one size" },
     TB_KEYS_END,
 };

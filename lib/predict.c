@@ -94,6 +94,7 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     struct tb_sample in = { 0 };
     struct tb_run run;
     struct tb_batch b;
+    struct tb_batch_work bw = { 0 };
     memset(&b, 0, sizeof b);
     memset(&run, 0, sizeof run);
     struct tb_graph *g = NULL;
@@ -129,9 +130,9 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     struct tb_ckpt_info info = { .model = model_text };
     rc = tb_checkpoint_load(req->checkpoint, &run.engine, false, &info, NULL, err);
     if (!rc)
-        rc = tb_batch_init(&b, 1, (int)in.height, (int)in.width, err);
+        rc = tb_batch_init(&b, 1, (int)in.height, (int)in.width, NULL, err);
     if (!rc)
-        rc = tb_batch_put(&b, 0, &in, req->input, err);
+        rc = tb_batch_put(&b, 0, &in, req->input, &bw, err);
     if (rc)
         goto out;
     const size_t hw = (size_t)in.width * in.height;
@@ -160,6 +161,7 @@ out:
     free(edge);
     free(model_text);
     tb_batch_fini(&b);
+    tb_batch_work_free(&bw);
     tb_exec_free(x);
     tb_graph_free(g);
     tb_run_close(&run);

@@ -74,11 +74,18 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
 }
 
 /* Appends "prefix key = value\n" for every key of sec to a memory stream. */
+/* Every key of sec (or only `only`), as "prefix.key = value" lines. */
 static void put_section(FILE *f, const char *prefix, const struct tb_section *sec, const char *only)
 {
-    for (size_t i = 0; i < sec->nkeys; i++)
-        if (!only || strcmp(sec->keys[i].name, only) == 0)
-            fprintf(f, "%s%s = %s\n", prefix, sec->keys[i].name, tb_section_text(sec, i));
+    for (size_t i = 0; i < sec->nkeys; i++) {
+        const char *k = sec->keys[i].name;
+        /* The loader's threads and queue depth change when batches are ready, never what
+         * they hold. */
+        if (strcmp(prefix, "dataset.") == 0 && (strcmp(k, "workers") == 0 || strcmp(k, "prefetch") == 0))
+            continue;
+        if (!only || strcmp(k, only) == 0)
+            fprintf(f, "%s%s = %s\n", prefix, k, tb_section_text(sec, i));
+    }
 }
 
 char *tb_run_model_text(const struct tb_setup *s, int classes)

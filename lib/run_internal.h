@@ -36,8 +36,8 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
 char *tb_run_model_text(const struct tb_setup *s, int classes);
 
 /* The settings that decide which weights training reaches ([run] seed and epochs, the
- * [train] keys of the optimiser and batch, every key of [dataset]), one "section.key = value" per line. The caller
- * frees it. */
+ * [train] keys of the optimiser and batch, every key of [dataset] but the loader's
+ * workers and prefetch), one "section.key = value" per line. The caller frees it. */
 char *tb_run_training_text(const struct tb_setup *s);
 
 /* The effective configuration as `trainbig config` prints it. The caller frees it. */

@@ -128,6 +128,7 @@ void tb_section_free(struct tb_section *s)
     free(s->values);
     free(s->origins);
     free(s->name);
+    free(s->owned_keys);
     free(s);
 }
 

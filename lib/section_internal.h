@@ -9,8 +9,9 @@ struct tb_section {
     char *name;                /* "backend" */
     const struct tb_key *keys; /* the table it was validated against (not owned) */
     size_t nkeys;
-    struct tb_value *values; /* [nkeys], in table order */
-    char **origins;          /* [nkeys]: "run.ini:12", "--set", "default" */
+    struct tb_value *values;   /* [nkeys], in table order */
+    char **origins;            /* [nkeys]: "run.ini:12", "--set", "default" */
+    struct tb_key *owned_keys; /* keys, when the section owns its table (a merged one) */
 };
 
 /* Builds section `name` of config c against keys: every key of c's section must be in

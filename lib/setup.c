@@ -3,6 +3,7 @@
 
 #include "lib/setup_internal.h"
 
+#include "lib/dataloader_internal.h"
 #include "lib/log_internal.h"
 
 #include <stdlib.h>
@@ -82,6 +83,51 @@ static bool is_path(const char *v)
     return strchr(v, '/') || (n > 3 && strcmp(v + n - 3, ".so") == 0);
 }
 
+/* The key table of a plugin's section: a dataset's keys follow the data loader's, so
+ * [dataset] holds both (one table: an unknown key is reported once, with the nearest name
+ * from either). A plugin may not declare a key the loader owns. *out is NULL where the
+ * plugin's own table is used as it is; otherwise the caller frees it. */
+static int section_keys(int kind, const struct tb_plugin *p, struct tb_key **out, struct tb_err *err)
+{
+    *out = NULL;
+    if (kind != TB_KIND_DATASET)
+        return TB_OK;
+    const size_t nc = tb_keys_count(tb_data_keys), np = tb_keys_count(p->keys);
+    for (size_t i = 0; i < np; i++)
+        for (size_t j = 0; j < nc; j++)
+            if (strcmp(p->keys[i].name, tb_data_keys[j].name) == 0)
+                return tb_err_add(err, TB_ERR_PLUGIN,
+                                  "dataset plugin '%s' declares key '%s', which is the data loader's: rename it",
+                                  p->name, p->keys[i].name);
+    struct tb_key *k = malloc((nc + np + 1) * sizeof *k);
+    if (!k)
+        return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
+    memcpy(k, p->keys, np * sizeof *k);
+    memcpy(k + np, tb_data_keys, (nc + 1) * sizeof *k);
+    *out = k;
+    return TB_OK;
+}
+
+/* tb_section_build against the plugin's table (with the loader's keys for a dataset). */
+static int build_plugin_section(const struct tb_config *c, const char *sec, int kind, const struct tb_plugin *p,
+                                struct tb_section **out, struct tb_err *err)
+{
+    struct tb_key *keys;
+    *out = NULL;
+    int rc = section_keys(kind, p, &keys, err);
+    if (rc)
+        return rc;
+    char owner[300];
+    snprintf(owner, sizeof owner, "%s plugin '%s'", sec, p->name);
+    static const char *const skip[] = { "plugin", NULL };
+    rc = tb_section_build(c, sec, keys ? keys : p->keys, owner, skip, out, err);
+    if (rc == TB_OK)
+        (*out)->owned_keys = keys;
+    else
+        free(keys);
+    return rc;
+}
+
 /* Finds and loads the plugin a section names, then validates the section's keys. */
 static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slot *slot, struct tb_err *err)
 {
@@ -136,10 +182,16 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
     if (rc)
         return tb_err_add(err, rc, "%s: [%s] plugin = '%s': %s", where, sec, value, perr.msg);
 
-    char owner[300];
-    snprintf(owner, sizeof owner, "%s plugin '%s'", sec, slot->plugin->p->name);
-    static const char *const skip[] = { "plugin", NULL };
-    return tb_section_build(c, sec, slot->plugin->p->keys, owner, skip, &slot->section, err);
+    rc = build_plugin_section(c, sec, kind, slot->plugin->p, &slot->section, err);
+    if (rc == TB_OK && kind == TB_KIND_DATASET) {
+        /* What the key table cannot say: val_size's form, ranges that must be ordered. */
+        struct tb_data_settings set;
+        tb_err_clear(&perr);
+        rc = tb_data_settings_read(slot->section, &set, &perr);
+        if (rc)
+            tb_err_add(err, rc, "%s", perr.msg);
+    }
+    return rc;
 }
 
 int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err)
@@ -198,12 +250,8 @@ static int open_section(int kind, const char *section, const char *name, const c
             rc = tb_config_set(*cfg, line, err);
         p += n + (p[n] == '\n');
     }
-    if (!rc) {
-        static const char *const skip[] = { "plugin", NULL };
-        char owner[300];
-        snprintf(owner, sizeof owner, "%s plugin '%s'", section, name);
-        rc = tb_section_build(*cfg, section, (*h)->p->keys, owner, skip, sec, err);
-    }
+    if (!rc)
+        rc = build_plugin_section(*cfg, section, kind, (*h)->p, sec, err);
     if (rc) {
         tb_section_free(*sec);
         tb_config_free(*cfg);

@@ -13,6 +13,8 @@
 extern const struct tb_key tb_run_keys[];
 extern const struct tb_key tb_train_keys[];
 extern const struct tb_key tb_report_keys[];
+/* The data loader's keys, which [dataset] has besides its plugin's (core_keys.c). */
+extern const struct tb_key tb_data_keys[];
 
 /* The sections, in the order they are validated and printed. */
 enum tb_section_id {

@@ -2,10 +2,11 @@
  * validation on the model's inference graph (sharing the parameters by name), a log
  * line and a CSV and JSONL row per epoch, checkpoints, and a clean stop on request.
  *
- * Samples are decoded and turned into batches on this thread (the dataset plugins'
- * loaders arrive with the data pipeline). The epoch's order and each step's dropout are
- * pure functions of the seed, the epoch and the step: that is what makes a resumed run
- * bit-identical to one that never stopped. */
+ * Batches come from the data loader (dataloader.c), whose worker threads prepare them
+ * while the step before runs; the time a step waits for one is reported per epoch. A
+ * batch's samples and augmentation, and each step's dropout, are pure functions of the
+ * seed, the epoch and the step: that is what makes a resumed run bit-identical to one
+ * that never stopped. */
 #include "config.h"
 
 #include "lib/trainer_internal.h"
@@ -23,6 +24,7 @@
 
 #include "lib/batch_internal.h"
 #include "lib/checkpoint_internal.h"
+#include "lib/dataloader_internal.h"
 #include "lib/graph_internal.h"
 #include "lib/log_internal.h"
 #include "lib/metrics_internal.h"
@@ -39,10 +41,12 @@ struct term {
 };
 
 struct split {
+    const char *name; /* "train", "val" */
     const struct tb_dataset_ops *ops;
     void *ctx;
     size_t count;
-    int width, height; /* of the first sample: every sample must be that size */
+    int width, height; /* of every image of a batch */
+    struct tb_data_loader *loader;
 };
 
 struct trainer {
@@ -58,13 +62,11 @@ struct trainer {
     double lr, lr_power, momentum, weight_decay;
     bool poly, val_at_start;
 
+    struct tb_data_settings data; /* the loader's [dataset] keys */
     struct tb_graph *tg, *vg;
     struct tb_exec *tx, *vx;
-    struct tb_batch tbatch, vbatch;
-    struct tb_sample sample;
     struct tb_confusion confusion;
     float *val_logits;
-    size_t *order;
     struct term terms[MAX_TERMS];
     int nterms;
 
@@ -80,7 +82,8 @@ struct trainer {
     bool line_shown;
     double run_start, last_progress, step_seconds_sum;
     uint64_t steps_timed;
-    double load_seconds; /* this epoch: decoding samples and building batches */
+    double wait_seconds; /* this epoch: steps waiting for their batch */
+    uint64_t skipped;    /* this epoch: bad samples skipped (training and validation) */
     double *op_seconds;  /* this epoch: per schedule step of the training graph */
 };
 
@@ -89,28 +92,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* The order of epoch `epoch` (0-based): a Fisher-Yates shuffle from (seed, epoch). */
-static void shuffle(size_t *order, size_t n, uint64_t seed, uint64_t epoch)
-{
-    uint64_t state = seed * 0xD1B54A32D192ED03ull ^ (epoch + 1) * 0x8CB92BA72F3D8DD7ull;
-    for (size_t i = 0; i < n; i++)
-        order[i] = i;
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)(splitmix64(&state) % i);
-        size_t t = order[i - 1];
-        order[i - 1] = order[j];
-        order[j] = t;
-    }
 }
 
 /* ------------------------------------------------------------------ progress */
@@ -160,9 +141,11 @@ static void progress(struct trainer *t, uint64_t epoch, uint64_t step_in_epoch, 
 
 /* ------------------------------------------------------------------ setup */
 
+/* Opens a split and decides the size of its batch images. */
 static int open_split(struct trainer *t, const char *name, struct split *sp, struct tb_err *err)
 {
     const struct tb_plugin *p = t->s->slot[TB_SEC_DATASET].plugin->p;
+    sp->name = name;
     sp->ops = p->ops.dataset;
     int rc = sp->ops->open(t->s->slot[TB_SEC_DATASET].section, name, &sp->ctx, err);
     if (rc) {
@@ -172,17 +155,42 @@ static int open_split(struct trainer *t, const char *name, struct split *sp, str
     sp->count = sp->ops->count(sp->ctx);
     if (sp->count == 0)
         return tb_err_set(err, TB_ERR_CONFIG, "dataset '%s': the %s split has no samples", p->name, name);
-    /* The first sample decides the size the graphs are built for. */
-    rc = sp->ops->load(sp->ctx, 0, &t->sample, err);
+    uint32_t w, h;
+    rc = tb_data_image_size(sp->ops, sp->ctx, &t->data, strcmp(name, "train") == 0, &w, &h, err);
     if (rc)
         return tb_err_prefix(err, "dataset '%s', %s split", p->name, name);
-    sp->width = (int)t->sample.width;
-    sp->height = (int)t->sample.height;
+    sp->width = (int)w;
+    sp->height = (int)h;
     return TB_OK;
+}
+
+static int open_loader(struct trainer *t, struct split *sp, bool train, int batch, struct tb_err *err)
+{
+    char what[256];
+    snprintf(what, sizeof what, "dataset '%s', %s split", t->s->slot[TB_SEC_DATASET].plugin->p->name, sp->name);
+    const struct tb_backend_ops *be = t->run.engine.ops;
+    const struct tb_host_allocator pinned = { be->host_alloc, be->host_free, t->run.engine.ctx };
+    const struct tb_data_loader_config lc = {
+        .ops = sp->ops,
+        .ctx = sp->ctx,
+        .what = what,
+        .train = train,
+        .batch = batch,
+        .rank = 0,
+        .world = 1,
+        .seed = t->run.engine.seed,
+        .width = (uint32_t)sp->width,
+        .height = (uint32_t)sp->height,
+        .set = &t->data,
+        .host = be->host_alloc && be->host_free ? &pinned : NULL,
+    };
+    return tb_data_loader_open(&lc, &sp->loader, err);
 }
 
 static void close_split(struct split *sp)
 {
+    tb_data_loader_close(sp->loader);
+    sp->loader = NULL;
     if (sp->ctx)
         sp->ops->close(sp->ctx);
     sp->ctx = NULL;
@@ -205,6 +213,9 @@ static int read_settings(struct trainer *t, struct tb_err *err)
     t->val_at_start = tb_section_bool(tr, "val_at_start");
     t->checkpoint_every = (int)tb_section_int(tr, "checkpoint_every");
     t->keep = (int)tb_section_int(tr, "keep");
+    int rc = tb_data_settings_read(t->s->slot[TB_SEC_DATASET].section, &t->data, err);
+    if (rc)
+        return rc;
     if (t->batch > 1 << 16)
         return tb_err_set(err, TB_ERR_CONFIG, "%s: [train] batch = %d is more than this trainer handles (65536)",
                           tb_section_origin(tr, "batch"), t->batch);
@@ -312,12 +323,12 @@ static int setup(struct trainer *t, struct tb_err *err)
     const struct tb_model_input tin = { t->batch, 3, t->train.height, t->train.width, t->nclasses, IGNORE_LABEL };
     rc = tb_run_graph(&t->run, true, &tin, &t->tg, &t->tx, err);
     if (!rc)
-        rc = tb_batch_init(&t->tbatch, t->batch, t->train.height, t->train.width, err);
+        rc = open_loader(t, &t->train, true, t->batch, err);
     if (!rc && validate) {
         const struct tb_model_input vin = { t->val_batch, 3, t->val.height, t->val.width, t->nclasses, IGNORE_LABEL };
         rc = tb_run_graph(&t->run, false, &vin, &t->vg, &t->vx, err);
         if (!rc)
-            rc = tb_batch_init(&t->vbatch, t->val_batch, t->val.height, t->val.width, err);
+            rc = open_loader(t, &t->val, false, t->val_batch, err);
         if (!rc && tb_confusion_init(&t->confusion, t->nclasses) != 0)
             rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         size_t n = (size_t)t->val_batch * (size_t)t->nclasses * (size_t)t->val.height * (size_t)t->val.width;
@@ -326,9 +337,8 @@ static int setup(struct trainer *t, struct tb_err *err)
     }
     if (rc)
         return rc;
-    t->order = malloc(t->train.count * sizeof *t->order);
     t->op_seconds = calloc(tb_schedule_steps(tb_exec_schedule(t->tx)) + 1, sizeof *t->op_seconds);
-    if (!t->order || !t->op_seconds)
+    if (!t->op_seconds)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     find_terms(t);
     t->model_text = tb_run_model_text(t->s, t->nclasses);
@@ -349,13 +359,9 @@ static void teardown(struct trainer *t)
     free(t->model_text);
     free(t->training_text);
     free(t->config_text);
-    free(t->order);
     free(t->op_seconds);
     free(t->val_logits);
     tb_confusion_fini(&t->confusion);
-    tb_batch_fini(&t->tbatch);
-    tb_batch_fini(&t->vbatch);
-    tb_sample_release(&t->sample);
     tb_exec_free(t->tx);
     tb_exec_free(t->vx);
     tb_graph_free(t->tg);
@@ -472,19 +478,20 @@ static int resume(struct trainer *t, struct tb_err *err)
 
 /* ------------------------------------------------------------------ steps */
 
-static int load_batch(struct trainer *t, struct split *sp, struct tb_batch *b, const size_t *idx, int n,
-                      struct tb_err *err)
+/* The next batch of a split's loader, timed; its skipped samples logged and counted. */
+static int next_batch(struct trainer *t, struct split *sp, struct tb_loaded *lb, struct tb_err *err)
 {
-    for (int i = 0; i < b->n; i++) {
-        /* A short last validation batch repeats its last sample; only n are counted. */
-        size_t k = idx[i < n ? i : n - 1];
-        const char *name = sp->ops->sample_name(sp->ctx, k);
-        int rc = sp->ops->load(sp->ctx, k, &t->sample, err);
-        if (!rc)
-            rc = tb_batch_put(b, i, &t->sample, name, err);
-        if (rc)
-            return rc;
-    }
+    const double w0 = now();
+    int rc = tb_data_loader_next(sp->loader, lb, err);
+    if (sp == &t->train)
+        t->wait_seconds += now() - w0;
+    if (rc)
+        return rc;
+    if (lb->nskipped)
+        progress_clear(t);
+    for (int i = 0; i < lb->nskipped; i++)
+        tb_log(TB_LOG_WARN, "%s split: skipped %s", sp->name, lb->skipped[i]);
+    t->skipped += (uint64_t)lb->nskipped;
     return TB_OK;
 }
 
@@ -508,12 +515,10 @@ static int set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct 
 static int train_step(struct trainer *t, double *loss, struct tb_err *err)
 {
     const uint64_t epoch = t->iteration / t->iters_per_epoch, step = t->iteration % t->iters_per_epoch;
-    const size_t *idx = t->order + step * (uint64_t)t->batch;
-    const double l0 = now();
-    int rc = load_batch(t, &t->train, &t->tbatch, idx, t->batch, err);
-    t->load_seconds += now() - l0;
+    struct tb_loaded lb;
+    int rc = next_batch(t, &t->train, &lb, err);
     if (!rc)
-        rc = set_inputs(t->tx, t->tg, &t->tbatch, err);
+        rc = set_inputs(t->tx, t->tg, lb.b, err);
     if (!rc)
         rc = tb_exec_forward(t->tx, t->iteration, err);
     double values[MAX_TERMS], objective = 0;
@@ -529,9 +534,9 @@ static int train_step(struct trainer *t, double *loss, struct tb_err *err)
         for (int i = 0; i < t->nterms && o < sizeof parts; i++)
             o += (size_t)snprintf(parts + o, sizeof parts - o, "%s%s %g", i ? ", " : "", t->terms[i].name, values[i]);
         return tb_err_set(err, TB_ERR_RUNTIME,
-                          "epoch %" PRIu64 ", step %" PRIu64 ": the loss is not finite (%s), first sample %s; "
+                          "epoch %" PRIu64 ", step %" PRIu64 ": the loss is not finite (%s); "
                           "training stopped: lower [train] lr, or resume from the last checkpoint",
-                          epoch + 1, step + 1, parts, t->train.ops->sample_name(t->train.ctx, idx[0]));
+                          epoch + 1, step + 1, parts);
     }
     if (!rc)
         rc = tb_exec_backward(t->tx, err);
@@ -581,36 +586,30 @@ static double val_ce(const float *logits, const uint8_t *labels, int n, int k, s
 static int validate(struct trainer *t, double *miou, double *acc, double *loss, bool *stopped, struct tb_err *err)
 {
     tb_confusion_clear(&t->confusion);
-    size_t idx[1 << 10];
-    const int vb = t->val_batch;
     const size_t hw = (size_t)t->val.width * (size_t)t->val.height;
     double ce = 0;
     uint64_t pixels = 0, bad = 0;
-    for (size_t first = 0; first < t->val.count; first += (size_t)vb) {
+    const uint64_t batches = tb_data_loader_batches(t->val.loader);
+    tb_data_loader_start(t->val.loader, 0, batches);
+    for (uint64_t k = 0; k < batches; k++) {
         if (t->req->stop && *t->req->stop) {
             *stopped = true;
             return TB_OK;
         }
-        int n = (int)(t->val.count - first < (size_t)vb ? t->val.count - first : (size_t)vb);
-        size_t *ix = vb <= 1 << 10 ? idx : malloc((size_t)vb * sizeof *ix);
-        if (!ix)
-            return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < n; i++)
-            ix[i] = first + (size_t)i;
-        int rc = load_batch(t, &t->val, &t->vbatch, ix, n, err);
-        if (ix != idx)
-            free(ix);
+        struct tb_loaded lb;
+        int rc = next_batch(t, &t->val, &lb, err);
+        const int n = lb.count;
         if (!rc)
-            rc = set_inputs(t->vx, t->vg, &t->vbatch, err);
+            rc = set_inputs(t->vx, t->vg, lb.b, err);
         if (!rc)
             rc = tb_exec_forward(t->vx, 0, err);
         if (!rc)
             rc = tb_exec_read(t->vx, "seg_logits", t->val_logits, err);
         if (rc)
             return tb_err_prefix(err, "validation");
-        bad += tb_confusion_add(&t->confusion, t->val_logits, t->vbatch.labels, n, t->val.height, t->val.width,
-                                IGNORE_LABEL);
-        ce += val_ce(t->val_logits, t->vbatch.labels, n, t->nclasses, hw, &pixels);
+        bad +=
+            tb_confusion_add(&t->confusion, t->val_logits, lb.b->labels, n, t->val.height, t->val.width, IGNORE_LABEL);
+        ce += val_ce(t->val_logits, lb.b->labels, n, t->nclasses, hw, &pixels);
     }
     if (bad)
         tb_log(TB_LOG_WARN, "validation: %" PRIu64 " pixels had labels outside 0..%d and 255; they were not counted",
@@ -640,7 +639,8 @@ static void csv_number(FILE *f, double v)
 struct epoch_row {
     uint64_t epoch, steps;
     double seconds, images_per_s, loss, lr, miou, acc, val_loss;
-    uint64_t peak_bytes;
+    double data_wait; /* seconds the steps waited for batches */
+    uint64_t peak_bytes, skipped;
     bool validated;
 };
 
@@ -668,7 +668,9 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         csv_number(t->csv, r->validated ? r->acc : NAN);
         fputc(',', t->csv);
         csv_number(t->csv, r->validated ? r->val_loss : NAN);
-        fprintf(t->csv, ",%" PRIu64 "\n", r->peak_bytes);
+        fprintf(t->csv, ",%" PRIu64 ",", r->peak_bytes);
+        csv_number(t->csv, r->steps ? r->data_wait : NAN);
+        fprintf(t->csv, ",%" PRIu64 "\n", r->skipped);
         fflush(t->csv);
     }
     if (t->jsonl) {
@@ -692,7 +694,9 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         json_number(f, r->validated ? r->acc : NAN);
         fputs(",\"val_loss\":", f);
         json_number(f, r->validated ? r->val_loss : NAN);
-        fprintf(f, ",\"peak_device_bytes\":%" PRIu64, r->peak_bytes);
+        fprintf(f, ",\"peak_device_bytes\":%" PRIu64 ",\"data_wait_seconds\":", r->peak_bytes);
+        json_number(f, r->steps ? r->data_wait : NAN);
+        fprintf(f, ",\"skipped_samples\":%" PRIu64, r->skipped);
         if (r->validated) {
             fputs(",\"class_iou\":{", f);
             for (int c = 0; c < t->nclasses; c++) {
@@ -719,7 +723,7 @@ static int open_reports(struct trainer *t, struct tb_err *err)
         fputs("epoch,steps,seconds,images_per_s,loss", t->csv);
         for (int i = 0; i < t->nterms; i++)
             fprintf(t->csv, ",loss_%s", t->terms[i].name);
-        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes\n", t->csv);
+        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples\n", t->csv);
     }
     return open_report(t, "jsonl", "epochs.jsonl", &t->jsonl, &fresh, err);
 }
@@ -734,12 +738,16 @@ static void log_epoch(struct trainer *t, const struct epoch_row *r)
     char val[128] = "";
     if (r->validated)
         snprintf(val, sizeof val, ", val mIoU %.4f (pixel accuracy %.4f, loss %.4f)", r->miou, r->acc, r->val_loss);
+    char skipped[64] = "";
+    if (r->skipped)
+        snprintf(skipped, sizeof skipped, ", %" PRIu64 " bad samples skipped", r->skipped);
     progress_clear(t);
     if (r->steps)
         tb_log(TB_LOG_INFO,
-               "epoch %" PRIu64 "/%d: %.1f s, %.1f img/s, loss %.4f (%s), lr %.3g%s, peak device memory %.1f MiB",
-               r->epoch, t->epochs, r->seconds, r->images_per_s, r->loss, losses, r->lr, val,
-               (double)r->peak_bytes / 1048576.0);
+               "epoch %" PRIu64 "/%d: %.1f s, %.1f img/s, loss %.4f (%s), lr %.3g%s, data wait %.2f s (%.1f%%)%s, "
+               "peak device memory %.1f MiB",
+               r->epoch, t->epochs, r->seconds, r->images_per_s, r->loss, losses, r->lr, val, r->data_wait,
+               r->seconds > 0 ? 100.0 * r->data_wait / r->seconds : 0.0, skipped, (double)r->peak_bytes / 1048576.0);
     else
         tb_log(TB_LOG_INFO, "epoch %" PRIu64 " (before training)%s", r->epoch, val);
 }
@@ -770,7 +778,7 @@ static void log_op_times(struct trainer *t, double epoch_seconds)
     op_seconds_base = t->op_seconds;
     qsort(ix, n, sizeof *ix, cmp_op_seconds);
     tb_log(TB_LOG_DEBUG, "epoch time %.2f s: ops %.2f s, data %.2f s, rest %.2f s; slowest ops:", epoch_seconds, total,
-           t->load_seconds, epoch_seconds - total - t->load_seconds);
+           t->wait_seconds, epoch_seconds - total - t->wait_seconds);
     for (size_t i = 0; i < n && i < 20; i++)
         tb_log(TB_LOG_DEBUG, "  %6.3f s %5.1f%%  %s", t->op_seconds[ix[i]], 100.0 * t->op_seconds[ix[i]] / total,
                tb_schedule_step_name(sch, ix[i]));
@@ -818,9 +826,11 @@ static int train_loop(struct trainer *t, struct tb_err *err)
     int rc;
     if (t->val_at_start && t->iteration == 0) {
         struct epoch_row r = { 0 };
+        t->skipped = 0;
         rc = run_validation(t, &r, err);
         if (rc)
             return rc;
+        r.skipped = t->skipped;
         log_epoch(t, &r);
         write_rows(t, &r);
     }
@@ -828,13 +838,14 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         tb_log(TB_LOG_INFO, "nothing to do: the checkpoint has done all %d epochs ([run] epochs)", t->epochs);
         return TB_OK;
     }
+    tb_data_loader_start(t->train.loader, t->iteration, t->total_iters);
     while (t->iteration < t->total_iters) {
         const uint64_t epoch = t->iteration / t->iters_per_epoch;
-        shuffle(t->order, t->train.count, t->run.engine.seed, epoch);
         for (int i = 0; i < t->nterms; i++)
             t->terms[i].sum = 0;
         memset(t->op_seconds, 0, tb_schedule_steps(tb_exec_schedule(t->tx)) * sizeof *t->op_seconds);
-        t->load_seconds = 0;
+        t->wait_seconds = 0;
+        t->skipped = 0;
         bops->mem_reset_peak(bctx, t->run.engine.device);
         const double t0 = now();
         uint64_t steps = 0;
@@ -872,6 +883,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
             .loss = loss_sum / (double)steps,
             .lr = t->last_lr,
             .peak_bytes = ms.peak,
+            .data_wait = t->wait_seconds,
         };
         const bool last = t->iteration == t->total_iters;
         if (t->val_every > 0 && ((epoch + 1) % (uint64_t)t->val_every == 0 || last)) {
@@ -879,6 +891,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
             if (rc)
                 return rc;
         }
+        r.skipped = t->skipped; /* training's and validation's */
         log_epoch(t, &r);
         write_rows(t, &r);
         if (last || (t->checkpoint_every > 0 && (epoch + 1) % (uint64_t)t->checkpoint_every == 0)) {

@@ -213,8 +213,9 @@ END_TEST
 START_TEST(batch_inputs)
 {
     struct tb_batch b;
+    struct tb_batch_work bw = { 0 };
     struct tb_err err;
-    ck_assert_int_eq(tb_batch_init(&b, 2, H, W, &err), TB_OK);
+    ck_assert_int_eq(tb_batch_init(&b, 2, H, W, NULL, &err), TB_OK);
     fill(0);
     vertical_step(200, 7, 0, H);
     img[3][4][1] = 51;
@@ -222,7 +223,7 @@ START_TEST(batch_inputs)
         for (int x = 0; x < W; x++)
             lab[y][x] = x < 8 ? 1 : (y == 0 ? 255 : 2);
     struct tb_sample s = { W, H, &img[0][0][0], &lab[0][0], (size_t)W * H };
-    ck_assert_int_eq(tb_batch_put(&b, 1, &s, "s", &err), TB_OK);
+    ck_assert_int_eq(tb_batch_put(&b, 1, &s, "s", &bw, &err), TB_OK);
     const size_t plane = (size_t)W * H, slot = 3 * plane;
     ck_assert(fabsf(b.image[slot + plane + 3 * W + 4] - (0.2f - 0.456f) / 0.224f) < 1e-5f);
     ck_assert(fabsf(b.image[slot + 2 * plane + 5 * W + 9] - (200 / 255.0f - 0.406f) / 0.225f) < 1e-5f);
@@ -236,9 +237,16 @@ START_TEST(batch_inputs)
     ck_assert_int_eq(b.edges[plane + 5 * W + 9], 1);
     ck_assert_int_eq(b.edges[plane + 9], 255);
     s.width = W - 1;
-    ck_assert_int_ne(tb_batch_put(&b, 0, &s, "city/0001", &err), TB_OK);
+    ck_assert_int_ne(tb_batch_put(&b, 0, &s, "city/0001", &bw, &err), TB_OK);
     ck_assert_msg(strstr(err.msg, "sample city/0001 is 15x12, but the batch takes 16x12 images"), "%s", err.msg);
+    /* A skipped sample's slot: nothing to learn from. */
+    tb_batch_put_ignored(&b, 1);
+    for (size_t p = 0; p < plane; p++) {
+        ck_assert(b.image[slot + p] == 0.0f && b.canny[plane + p] == 0.0f);
+        ck_assert(b.labels[plane + p] == 255 && b.edges[plane + p] == 255);
+    }
     tb_batch_fini(&b);
+    tb_batch_work_free(&bw);
 }
 END_TEST
 

@@ -29,7 +29,8 @@ static const char usage_main[] =
     "                                              validate CONFIG and train\n"
     "  predict CONFIG --checkpoint C --input IMAGE.png --output OUT.png [--set ...]\n"
     "                                              segment an image with a trained model\n"
-    "  data CONFIG [--set SECTION.KEY=VALUE]...    count, decode and summarise the dataset\n"
+    "  data CONFIG [--show N DIR] [--set ...]      count, decode and summarise the dataset,\n"
+    "                                              or picture N training samples in DIR\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -63,12 +64,17 @@ static const char usage_predict[] =
     "same blended over the image) and OUT-edges.png (the model's edge map, white = edge).\n"
     "Prints the share of each predicted class.\n";
 
-static const char usage_data[] = "usage: trainbig data CONFIG [--set SECTION.KEY=VALUE]...\n"
-                                 "\n"
-                                 "Opens the train, val and test splits of the dataset CONFIG names and decodes every\n"
-                                 "sample (a progress bar on a terminal). Prints per split the sample count, the image\n"
-                                 "sizes, each sample that cannot be read with the reason, and the share of pixels of\n"
-                                 "each class. Exits 1 when any sample is bad, 0 otherwise.\n";
+static const char usage_data[] =
+    "usage: trainbig data CONFIG [--show N DIR] [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Opens the train, val and test splits of the dataset CONFIG names and decodes every\n"
+    "sample (a progress bar on a terminal). Prints per split the sample count, the image\n"
+    "sizes, each sample that cannot be read with the reason, and the share of pixels of\n"
+    "each class. Exits 1 when any sample is bad, 0 otherwise.\n"
+    "\n"
+    "With --show N DIR, instead writes the first N training samples of epoch 1 as the\n"
+    "data loader makes them (cropped and augmented as [dataset] says) to DIR/sample-NNNN.png:\n"
+    "the image, and beside it the labels blended over it in the dataset's palette.\n";
 
 static const char usage_config[] =
     "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -114,6 +120,8 @@ struct run_args {
     int nsets;
     const char *resume;                      /* train only */
     const char *checkpoint, *input, *output; /* predict only */
+    int show;                                /* data only: --show N DIR */
+    const char *show_dir;
 };
 
 static int parse_run_args(const char *cmd, const char *usage, int argc, char **argv, struct run_args *a)
@@ -124,6 +132,7 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
         { "checkpoint", required_argument, NULL, 'c' },
         { "input", required_argument, NULL, 'i' },
         { "output", required_argument, NULL, 'o' },
+        { "show", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -152,6 +161,19 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
                 return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
             *(c == 'c' ? &a->checkpoint : c == 'i' ? &a->input : &a->output) = optarg;
             break;
+        case 'S': {
+            if (strcmp(cmd, "data") != 0)
+                return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || end == optarg || n < 1 || n > 100000)
+                return usage_error("--show %s: N must be a number of samples, 1 to 100000", optarg, cmdsp);
+            if (optind >= argc || argv[optind][0] == '-')
+                return usage_error("--show %s: missing DIR (where the pictures go)", optarg, cmdsp);
+            a->show = (int)n;
+            a->show_dir = argv[optind++];
+            break;
+        }
         case 'h':
             fputs(usage, stdout);
             return -1;
@@ -280,7 +302,8 @@ static int cmd_data(int argc, char **argv)
     struct tb_err err;
     tb_err_clear(&err);
     size_t bad = 0;
-    int rc = tb_data_report(c.setup, stdout, &bad, &err);
+    int rc = c.a.show ? tb_data_show(c.setup, c.a.show, c.a.show_dir, stdout, &err)
+                      : tb_data_report(c.setup, stdout, &bad, &err);
     if (rc)
         print_error(&err);
     else if (bad)
