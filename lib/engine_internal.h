@@ -10,6 +10,7 @@
 
 #include "lib/graph_internal.h"
 #include "lib/schedule_internal.h"
+#include "lib/swapmem_internal.h"
 
 /* One parameter or buffer, shared by every graph that names it. */
 struct tb_param {
@@ -23,7 +24,8 @@ struct tb_param {
 
 struct tb_engine {
     const struct tb_backend_ops *ops;
-    void *ctx; /* the backend instance; not owned */
+    void *ctx;                  /* the backend instance; not owned */
+    struct tb_swap_policy swap; /* the [swap] policy every executor uses; zero = none */
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */

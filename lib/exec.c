@@ -6,12 +6,15 @@
  * its producer's backward has read it. Parameters and buffers belong to the engine, inputs
  * to the executor. Every step is timed.
  *
- * Before a step runs, every tensor it touches is pinned (resident, not to be moved); after,
- * unpinned. This is the one place residency changes hands: a swap policy may move only
- * unpinned tensors. */
+ * Before a step runs, every tensor it touches is pinned (not to be moved) and made
+ * resident; after, unpinned. Device memory goes through the memory manager (swapmem.c),
+ * which moves unpinned activations and gradients to host memory when the swap policy
+ * says so, and brings them back before a step needs them. */
 #include "config.h"
 
 #include "lib/engine_internal.h"
+
+#include "lib/swapmem_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,8 @@ struct tb_exec {
     uint64_t *allocs;        /* [ntensors] */
     uint32_t *pins;          /* [ntensors] */
     double *seconds;         /* [nsteps] */
+    struct tb_swap_mem mem;  /* residency and swapping of t[] */
+    bool mem_ready;
 };
 
 static size_t bytes_of(void *arg, const struct tb_tensor_desc *d)
@@ -109,36 +114,59 @@ static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err
         o += (size_t)snprintf(largest + o, sizeof largest - o, "%s%s %.1f MiB", r ? ", " : "",
                               x->s->tensors[top[r]].name, (double)x->s->tensors[top[r]].bytes / 1048576.0);
     const char *step_name = step < x->s->nsteps ? x->s->steps[step].name : "setup";
+    const struct tb_swap_policy *pol = &x->e->swap;
+    const char *hint = pol->ops && pol->ops->make_room
+                           ? "; the swap policy could not make room: lower [swap] min_size, or"
+                           : "; set [swap] plugin = lru (or prefetch) to move activations to host memory, or";
     return tb_err_set(err, TB_ERR_NOMEM,
                       "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use "
-                      "(largest live: %s). Lower [train] batch or the image size, or raise [backend] device_memory",
+                      "(largest live: %s)%s lower [train] batch or the image size, or raise [backend] device_memory",
                       step_name, x->s->tensors[i].name, (double)x->s->tensors[i].bytes / 1048576.0,
-                      (double)st.capacity / 1048576.0, (double)st.in_use / 1048576.0, *largest ? largest : "none");
+                      (double)st.capacity / 1048576.0, (double)st.in_use / 1048576.0, *largest ? largest : "none",
+                      hint);
+}
+
+/* Device memory of `bytes` for step `step`, through the memory manager once it exists;
+ * NULL with *status and err set (out of memory for tensor i, or the policy failed). */
+static void *device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err)
+{
+    void *p;
+    int perr = TB_OK;
+    if (x->mem_ready)
+        p = tb_swapmem_alloc(&x->mem, step, bytes, &perr, err);
+    else
+        p = x->e->ops->mem_alloc(x->e->ctx, x->e->device, bytes ? bytes : 1);
+    *status = p ? TB_OK : perr ? perr : out_of_memory(x, step, i, err);
+    return p;
 }
 
 static int alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
 {
     if (x->t[i].data)
         return TB_OK;
-    size_t bytes = x->s->tensors[i].bytes;
-    x->t[i].data = x->e->ops->mem_alloc(x->e->ctx, x->e->device, bytes ? bytes : 1);
+    int rc;
+    x->t[i].data = device_alloc(x, step, i, (size_t)x->s->tensors[i].bytes, &rc, err);
     if (!x->t[i].data)
-        return out_of_memory(x, step, i, err);
+        return rc;
+    if (x->mem_ready)
+        tb_swapmem_produced(&x->mem, i);
     x->allocs[i]++;
     return TB_OK;
 }
 
 static void free_tensor(struct tb_exec *x, size_t i)
 {
-    if (!x->t[i].data)
-        return;
-    if (x->pins[i]) {
+    if (x->pins[i] && x->t[i].data) {
         /* Freeing what a running step uses: a bug in the executor's bookkeeping. */
         fprintf(stderr, "trainbig: internal error: freeing pinned tensor %s\n", x->s->tensors[i].name);
         abort();
     }
-    x->e->ops->mem_free(x->e->ctx, x->e->device, x->t[i].data);
-    x->t[i].data = NULL;
+    if (x->mem_ready) {
+        tb_swapmem_drop(&x->mem, i);
+    } else if (x->t[i].data) {
+        x->e->ops->mem_free(x->e->ctx, x->e->device, x->t[i].data);
+        x->t[i].data = NULL;
+    }
 }
 
 /* Frees every transient tensor still held (the previous step's outputs). */
@@ -158,6 +186,8 @@ void tb_exec_free(struct tb_exec *x)
         for (size_t i = 0; i < x->s->ntensors; i++)
             if (x->s->tensors[i].kind == TB_SCHED_INPUT)
                 free_tensor(x, i);
+        if (x->mem_ready)
+            tb_swapmem_fini(&x->mem);
         for (size_t k = 0; x->state && k < x->g->nops; k++)
             if (x->state[k])
                 x->e->ops->op_release(x->e->ctx, x->state[k]);
@@ -229,6 +259,10 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
             goto fail;
         }
     }
+    rc = tb_swapmem_init(&x->mem, e->ops, e->ctx, e->device, x->s, x->t, x->pins, &e->swap, err);
+    if (rc)
+        goto fail;
+    x->mem_ready = true;
     *out = x;
     return TB_OK;
 fail:
@@ -259,6 +293,11 @@ int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err 
         n = find_named(x->g->losses, x->g->nlosses, name);
     if (!n)
         return tb_err_set(err, TB_ERR_RUNTIME, "the graph has no output or loss named '%s'", name);
+    if (x->mem_ready && tb_swap_residency(&x->mem, n->id) != TB_RES_NONE) {
+        int rc = tb_swapmem_fetch(&x->mem, n->id, err); /* a policy may have moved it out */
+        if (rc)
+            return rc;
+    }
     if (!x->t[n->id].data)
         return tb_err_set(err, TB_ERR_RUNTIME, "output '%s' has not been computed (run forward first)", name);
     return x->e->ops->tensor_read(x->e->ctx, &x->t[n->id], host, err);
@@ -291,22 +330,28 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
     for (size_t k = 0; k < x->s->nforward; k++) {
         const struct tb_gop *o = &x->g->ops[k];
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
+        pin_step(x, k);
+        int rc = tb_swapmem_before_step(&x->mem, k, err);
+        for (uint32_t j = 0; j < o->op.nout && rc == TB_OK; j++)
+            rc = alloc_tensor(x, k, o->out[j]->id, err);
+        if (rc) {
+            unpin_step(x, k);
+            return rc;
+        }
         for (uint32_t i = 0; i < o->op.nin; i++)
             in[i] = x->t[o->in[i]->id];
-        for (uint32_t j = 0; j < o->op.nout; j++) {
-            int rc = alloc_tensor(x, k, o->out[j]->id, err);
-            if (rc)
-                return rc;
+        for (uint32_t j = 0; j < o->op.nout; j++)
             out[j] = x->t[o->out[j]->id];
-        }
-        pin_step(x, k);
-        double t0 = now();
-        int rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
+        const double t0 = now();
+        rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         x->seconds[k] = now() - t0;
         unpin_step(x, k);
         if (rc)
             return tb_err_prefix(err, "%s", o->name);
         retire(x, k);
+        rc = tb_swapmem_after_step(&x->mem, k, err);
+        if (rc)
+            return rc;
     }
     return TB_OK;
 }
@@ -321,10 +366,11 @@ static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_te
     if (p) {
         /* A parameter's gradient lives in the engine, across steps, for the optimizer. */
         if (!p->grad.data) {
+            int rc;
             p->grad = p->value;
-            p->grad.data = x->e->ops->mem_alloc(x->e->ctx, x->e->device, x->s->tensors[gi].bytes);
+            p->grad.data = device_alloc(x, step, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
             if (!p->grad.data)
-                return out_of_memory(x, step, gi, err);
+                return rc;
         }
         x->t[gi] = p->grad;
         x->written[gi] = p->grad_written;
@@ -338,9 +384,10 @@ static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_te
         return TB_OK;
     }
     *target = x->t[gi];
-    target->data = x->e->ops->mem_alloc(x->e->ctx, x->e->device, x->s->tensors[gi].bytes);
+    int rc;
+    target->data = device_alloc(x, step, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
     if (!target->data)
-        return out_of_memory(x, step, gi, err);
+        return rc;
     *temporary = true;
     return TB_OK;
 }
@@ -377,6 +424,9 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
         tb_op_backward_reads(&o->op, &rin, &rout);
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT], dout[TB_OP_MAX_OUT], din[TB_OP_MAX_IN];
         bool temp[TB_OP_MAX_IN] = { false };
+        pin_step(x, step);
+        int rc = tb_swapmem_before_step(&x->mem, step, err);
+        /* Resident now: read the device blocks. */
         for (uint32_t j = 0; j < o->op.nout; j++) {
             out[j] = x->t[o->out[j]->id];
             uint32_t gj = x->s->grad_of[o->out[j]->id];
@@ -384,21 +434,20 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
             if (gj == UINT32_MAX)
                 dout[j].data = NULL;
         }
-        int rc = TB_OK;
-        for (uint32_t i = 0; i < o->op.nin && rc == TB_OK; i++) {
+        for (uint32_t i = 0; i < o->op.nin; i++) {
             in[i] = x->t[o->in[i]->id];
-            uint32_t gi = x->s->grad_of[o->in[i]->id];
             din[i] = in[i];
             din[i].data = NULL;
+        }
+        for (uint32_t i = 0; i < o->op.nin && rc == TB_OK; i++) {
+            uint32_t gi = x->s->grad_of[o->in[i]->id];
             if ((gin >> i & 1) && gi != UINT32_MAX)
                 rc = grad_target(x, step, gi, &din[i], &temp[i], err);
         }
         if (rc == TB_OK) {
-            pin_step(x, step);
-            double t0 = now();
+            const double t0 = now();
             rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             x->seconds[step] = now() - t0;
-            unpin_step(x, step);
             if (rc)
                 tb_err_prefix(err, "%s (backward)", o->name);
         }
@@ -415,10 +464,16 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
             x->written[gi] = true;
             if (x->param[gi])
                 x->param[gi]->grad_written = true;
+            else
+                tb_swapmem_produced(&x->mem, gi); /* rewritten: a host copy is stale */
         }
+        unpin_step(x, step);
         if (rc)
             return rc;
         retire(x, step);
+        rc = tb_swapmem_after_step(&x->mem, step, err);
+        if (rc)
+            return rc;
     }
     /* A parameter of this graph that no loss reaches has a zero gradient, not a stale one. */
     for (size_t i = 0; i < x->g->nnodes; i++) {

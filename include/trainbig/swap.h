@@ -1,25 +1,91 @@
-/* trainbig/swap.h: the swap-policy vtable ([swap] section).
+/* trainbig/swap.h: the swap-policy vtable ([swap] section) and what a policy may do.
  *
- * The core owns the mechanism of large model support (residency, copies, the pinned host
- * pool, accounting); a swap plugin owns the policy. This first ABI carries create and
- * destroy; the hooks plan(schedule, capacity, link), before_op(i), after_op(i) and
- * make_room(bytes) are added at the end of this struct with the memory manager. A policy
- * that has not been given the hooks never evicts, which is what `none` does. */
+ * The core owns the mechanism of large model support; a swap plugin owns the policy.
+ *
+ * Mechanism (the core's memory manager, one per executor): every tensor of a schedule has
+ * a residency. Swapping a tensor out copies it to pinned host memory on the device-to-host
+ * stream; its device memory is freed once that copy's event has completed. Swapping it in
+ * allocates device memory and copies it back on the host-to-device stream; the compute
+ * stream waits on that copy's event before the step that needs it. A step never runs
+ * before every tensor it touches is on the device: a tensor the policy left on the host is
+ * brought back on demand (the compute stream stalls, and the stall is counted). Only
+ * activations and their gradients move; parameters, buffers, inputs and the tensors of the
+ * running step stay. Swapping never changes a value.
+ *
+ * Policy: the core calls the hooks below around each step and when an allocation does not
+ * fit; the hooks act through tb_swap_out() and tb_swap_in(). A policy without hooks never
+ * moves anything (`none`). Hooks run on the training thread, one at a time. */
 #ifndef TRAINBIG_SWAP_H
 #define TRAINBIG_SWAP_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
+#include <trainbig/platform.h>
 #include <trainbig/plugin.h>
+#include <trainbig/schedule.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+enum tb_residency {
+    TB_RES_NONE = 0,   /* holds no value (not yet produced, or dead) */
+    TB_RES_DEVICE,     /* on the device only */
+    TB_RES_HOST,       /* on the host only */
+    TB_RES_BOTH,       /* on the device, with a current copy on the host */
+    TB_RES_MOVING_OUT, /* being copied to the host; device memory freed when done */
+    TB_RES_MOVING_IN,  /* being copied to the device */
+};
+
+/* The memory manager as a policy sees it; valid during a hook call. */
+struct tb_swap_mem;
+
+/* Tensor i's residency (i indexes the schedule's tensors). */
+enum tb_residency tb_swap_residency(const struct tb_swap_mem *m, size_t i);
+/* Whether tb_swap_out(m, i) would act: an activation or gradient on the device, not used
+ * by the step running now. */
+bool tb_swap_movable(const struct tb_swap_mem *m, size_t i);
+/* The number of steps run (this executor, all runs) when tensor i was last used: the
+ * least recently used tensor has the smallest. */
+uint64_t tb_swap_last_used(const struct tb_swap_mem *m, size_t i);
+/* Device memory: capacity and bytes in use now (freed-but-still-copying blocks included). */
+uint64_t tb_swap_capacity(const struct tb_swap_mem *m);
+uint64_t tb_swap_in_use(const struct tb_swap_mem *m);
+
+/* Starts moving tensor i to the host. With wait, returns once its device memory is free.
+ * A tensor that is not movable is left alone (TB_OK). Fails only when host memory runs
+ * out (TB_ERR_NOMEM, err filled). */
+int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err);
+/* Starts bringing tensor i back to the device ahead of its use (prefetch). Returns
+ * TB_ERR_NOMEM without side effects when the device cannot hold it now. A tensor that is
+ * not on the host only is left alone (TB_OK). */
+int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err);
+
 struct tb_swap_ops {
+    /* ---- ABI 1.0 ---- */
     /* As tb_backend_ops.create, from the validated [swap] section. */
     int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
     void (*destroy)(void *ctx);
+
+    /* ---- ABI 1.4: the hooks (each optional) ---- */
+    /* Once per executor, before it runs: the schedule, the device capacity in bytes (0 =
+     * unlimited) and the platform's link (NULL when none is configured). A policy keeps
+     * what it needs per schedule; two executors (training and validation) may share one
+     * policy instance, told apart by m. */
+    int (*plan)(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, uint64_t capacity,
+                const struct tb_link *link, struct tb_err *err);
+    /* Before and after step `step` (forward and backward steps alike). */
+    int (*before_step)(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err);
+    int (*after_step)(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err);
+    /* An allocation of `bytes` for step `step` did not fit: move tensors out (with wait,
+     * or the core waits for them) until it may. Returning with nothing moved ends the run
+     * with an out-of-memory error. */
+    int (*make_room)(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t bytes, struct tb_err *err);
+    /* The executor is going away: forget what plan() kept for m. */
+    void (*forget)(void *ctx, struct tb_swap_mem *m);
 };
 
 #ifdef __cplusplus

@@ -1,0 +1,382 @@
+/* swapmem.c: the memory manager behind an executor: residency, swap copies, the policy's
+ * hooks and the counters.
+ *
+ * A swap-out queues, on the device-to-host stream, a wait for the compute done so far and
+ * a copy into the tensor's pinned host buffer; the device block is freed once that copy's
+ * event has completed (checked at each allocation and step, or waited for when memory is
+ * short). A swap-in allocates a device block and queues the copy back on the host-to-device
+ * stream; the step that needs the tensor makes the compute stream wait for it, and the
+ * time that wait takes is the stall. A tensor brought back keeps its host copy (BOTH), so
+ * moving it out again costs no copy unless a step rewrites it. */
+#include "config.h"
+
+#include "lib/swapmem_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool movable_kind(const struct tb_swap_mem *m, size_t i)
+{
+    enum tb_sched_kind k = m->s->tensors[i].kind;
+    return k == TB_SCHED_ACTIVATION || k == TB_SCHED_GRADIENT;
+}
+
+static size_t bytes_of(const struct tb_swap_mem *m, size_t i)
+{
+    size_t b = (size_t)m->s->tensors[i].bytes;
+    return b ? b : 1;
+}
+
+/* ------------------------------------------------------------------ what policies see */
+
+enum tb_residency tb_swap_residency(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors ? (enum tb_residency)m->res[i] : TB_RES_NONE;
+}
+
+bool tb_swap_movable(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors && movable_kind(m, i) && m->pins[i] == 0 &&
+           (m->res[i] == TB_RES_DEVICE || m->res[i] == TB_RES_BOTH);
+}
+
+uint64_t tb_swap_last_used(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors ? m->used[i] : 0;
+}
+
+uint64_t tb_swap_capacity(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    return st.capacity;
+}
+
+uint64_t tb_swap_in_use(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    return st.in_use;
+}
+
+/* ------------------------------------------------------------------ copies */
+
+static int need_event(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (!m->ev[i] && !(m->ev[i] = m->be->event_create(m->be_ctx, m->device)))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory for a swap event");
+    return TB_OK;
+}
+
+/* Queues on `stream` a wait for the compute submitted so far. */
+static int after_compute(struct tb_swap_mem *m, enum tb_stream stream, struct tb_err *err)
+{
+    int rc = m->be->event_record(m->be_ctx, m->compute_ev, TB_STREAM_COMPUTE);
+    if (!rc)
+        rc = m->be->stream_wait(m->be_ctx, m->device, stream, m->compute_ev);
+    if (rc)
+        return tb_err_set(err, rc, "ordering a swap copy after the compute stream failed");
+    return TB_OK;
+}
+
+/* A tensor moving out whose copy is done (or, with wait, once it is) gives up its
+ * device block. True when it did. */
+static bool settle_out(struct tb_swap_mem *m, size_t i, bool wait)
+{
+    if (m->res[i] != TB_RES_MOVING_OUT)
+        return false;
+    if (wait)
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+    else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1)
+        return false;
+    m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+    m->t[i].data = NULL;
+    m->res[i] = TB_RES_HOST;
+    return true;
+}
+
+/* Settles every move out; true when any block was freed. */
+static bool settle_outs(struct tb_swap_mem *m, bool wait)
+{
+    bool freed = false;
+    for (size_t i = 0; i < m->s->ntensors; i++)
+        freed |= settle_out(m, i, wait);
+    return freed;
+}
+
+int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+{
+    if (!tb_swap_movable(m, i))
+        return TB_OK;
+    if (m->res[i] == TB_RES_BOTH) {
+        /* The host copy is current: nothing to copy. */
+        m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+        m->t[i].data = NULL;
+        m->res[i] = TB_RES_HOST;
+        return TB_OK;
+    }
+    const size_t bytes = bytes_of(m, i);
+    if (!m->host[i]) {
+        if (!(m->host[i] = m->be->host_alloc(m->be_ctx, bytes)))
+            return tb_err_set(err, TB_ERR_NOMEM, "out of pinned host memory swapping out %s (%.1f MiB)",
+                              m->s->tensors[i].name, (double)bytes / 1048576.0);
+        m->stats.host_bytes += bytes;
+    }
+    int rc = need_event(m, i, err);
+    if (!rc)
+        rc = after_compute(m, TB_STREAM_D2H, err);
+    if (!rc)
+        rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_D2H, m->host[i], m->t[i].data, bytes, err);
+    if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_D2H)) != 0)
+        tb_err_set(err, rc, "recording a swap-out event failed");
+    if (rc)
+        return tb_err_prefix(err, "swapping out %s", m->s->tensors[i].name);
+    m->res[i] = TB_RES_MOVING_OUT;
+    m->stats.bytes_out += bytes;
+    m->stats.swaps_out++;
+    if (wait)
+        settle_out(m, i, true);
+    return TB_OK;
+}
+
+/* Queues the copy of tensor i (on the host only) into the device block data. */
+static int start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *err)
+{
+    const size_t bytes = bytes_of(m, i);
+    m->t[i].data = data;
+    int rc = need_event(m, i, err);
+    if (!rc)
+        rc = after_compute(m, TB_STREAM_H2D, err);
+    if (!rc)
+        rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_H2D, data, m->host[i], bytes, err);
+    if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_H2D)) != 0)
+        tb_err_set(err, rc, "recording a swap-in event failed");
+    if (rc) {
+        m->be->mem_free(m->be_ctx, m->device, data);
+        m->t[i].data = NULL;
+        return tb_err_prefix(err, "swapping in %s", m->s->tensors[i].name);
+    }
+    m->res[i] = TB_RES_MOVING_IN;
+    m->stats.bytes_in += bytes;
+    m->stats.swaps_in++;
+    return TB_OK;
+}
+
+int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (i >= m->s->ntensors || m->res[i] != TB_RES_HOST)
+        return TB_OK;
+    settle_outs(m, false);
+    void *data = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+    if (!data)
+        return tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s now", m->s->tensors[i].name);
+    return start_in(m, i, data, err);
+}
+
+/* ------------------------------------------------------------------ the executor's side */
+
+int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void *be_ctx, int device,
+                    const struct tb_schedule *s, struct tb_tensor *t, const uint32_t *pins,
+                    const struct tb_swap_policy *policy, struct tb_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->be_ctx = be_ctx;
+    m->device = device;
+    m->s = s;
+    m->t = t;
+    m->pins = pins;
+    m->running = SIZE_MAX;
+    if (policy)
+        m->policy = *policy;
+    const size_t n = s->ntensors ? s->ntensors : 1;
+    m->res = calloc(n, sizeof *m->res);
+    m->host = calloc(n, sizeof *m->host);
+    m->ev = calloc(n, sizeof *m->ev);
+    m->used = calloc(n, sizeof *m->used);
+    m->compute_ev = be->event_create(be_ctx, device);
+    if (!m->res || !m->host || !m->ev || !m->used || !m->compute_ev) {
+        tb_swapmem_fini(m);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory for the memory manager");
+    }
+    for (size_t i = 0; i < s->ntensors; i++)
+        m->res[i] = t[i].data ? TB_RES_DEVICE : TB_RES_NONE;
+    if (m->policy.ops && m->policy.ops->plan) {
+        struct tb_mem_stats st = { 0 };
+        be->mem_stats(be_ctx, device, &st);
+        int rc = m->policy.ops->plan(m->policy.ctx, m, (const struct tb_schedule *)s, st.capacity, m->policy.link, err);
+        if (rc) {
+            tb_err_prefix(err, "swap policy '%s' planning", m->policy.name);
+            tb_swapmem_fini(m);
+            return rc;
+        }
+    }
+    return TB_OK;
+}
+
+void tb_swapmem_fini(struct tb_swap_mem *m)
+{
+    if (!m->be)
+        return;
+    if (m->res && m->s) {
+        for (size_t i = 0; i < m->s->ntensors; i++) {
+            if (m->res[i] == TB_RES_MOVING_OUT)
+                settle_out(m, i, true);
+            else if (m->res[i] == TB_RES_MOVING_IN)
+                m->be->event_sync(m->be_ctx, m->ev[i]);
+        }
+    }
+    if (m->policy.ops && m->policy.ops->forget)
+        m->policy.ops->forget(m->policy.ctx, m);
+    for (size_t i = 0; m->s && i < m->s->ntensors; i++) {
+        if (m->host && m->host[i])
+            m->be->host_free(m->be_ctx, m->host[i]);
+        if (m->ev && m->ev[i])
+            m->be->event_destroy(m->be_ctx, m->ev[i]);
+    }
+    if (m->compute_ev)
+        m->be->event_destroy(m->be_ctx, m->compute_ev);
+    free(m->res);
+    free(m->host);
+    free(m->ev);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    bytes = bytes ? bytes : 1;
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p)
+        return p;
+    /* Blocks whose copies are done, then those still copying. */
+    if (settle_outs(m, false) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+        return p;
+    if (settle_outs(m, true) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+        return p;
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return NULL;
+    /* The policy moves tensors out; each round must free something. */
+    for (;;) {
+        uint64_t before = tb_swap_in_use(m);
+        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
+        if (rc) {
+            *policy_err = rc;
+            tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+            return NULL;
+        }
+        settle_outs(m, true);
+        if ((p = m->be->mem_alloc(m->be_ctx, m->device, bytes))) {
+            m->stats.evicting_allocs++;
+            return p;
+        }
+        if (tb_swap_in_use(m) >= before)
+            return NULL;
+    }
+}
+
+void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)
+{
+    if (m->res[i] == TB_RES_MOVING_OUT || m->res[i] == TB_RES_MOVING_IN)
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+    if (m->t[i].data)
+        m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+    m->t[i].data = NULL;
+    m->res[i] = TB_RES_NONE;
+}
+
+void tb_swapmem_produced(struct tb_swap_mem *m, size_t i)
+{
+    m->res[i] = TB_RES_DEVICE; /* any host copy is stale now */
+}
+
+int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    m->running = step;
+    settle_outs(m, false);
+    if (m->policy.ops && m->policy.ops->before_step) {
+        int rc = m->policy.ops->before_step(m->policy.ctx, m, step, err);
+        if (rc)
+            return tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+    }
+    const struct tb_sched_step *st = &m->s->steps[step];
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        switch (m->res[i]) {
+        case TB_RES_HOST: {
+            /* Not brought back in time: fetch it now and wait. */
+            int perr;
+            void *p = tb_swapmem_alloc(m, step, bytes_of(m, i), &perr, err);
+            if (!p)
+                return perr ? perr
+                            : tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s", m->s->tensors[i].name);
+            int rc = start_in(m, i, p, err);
+            if (rc)
+                return rc;
+            m->stats.demand_ins++;
+        }
+            /* fall through */
+        case TB_RES_MOVING_IN: {
+            double t0 = now();
+            int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
+            m->stats.stall_seconds += now() - t0;
+            if (rc)
+                return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
+            m->res[i] = TB_RES_BOTH;
+            break;
+        }
+        case TB_RES_MOVING_OUT: {
+            /* Needed again before its copy finished: keep the block, and the copy. */
+            double t0 = now();
+            m->be->event_sync(m->be_ctx, m->ev[i]);
+            m->stats.stall_seconds += now() - t0;
+            m->res[i] = TB_RES_BOTH;
+            break;
+        }
+        default:
+            break;
+        }
+        m->used[i] = m->clock;
+    }
+    return TB_OK;
+}
+
+int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (m->res[i] == TB_RES_HOST) {
+        int perr;
+        void *p = tb_swapmem_alloc(m, SIZE_MAX, bytes_of(m, i), &perr, err);
+        if (!p)
+            return perr ? perr
+                        : tb_err_set(err, TB_ERR_NOMEM, "no device memory to bring back %s", m->s->tensors[i].name);
+        int rc = start_in(m, i, p, err);
+        if (rc)
+            return rc;
+    }
+    if (m->res[i] == TB_RES_MOVING_IN || m->res[i] == TB_RES_MOVING_OUT) {
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    return TB_OK;
+}
+
+int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    m->clock++;
+    m->running = SIZE_MAX;
+    if (m->policy.ops && m->policy.ops->after_step) {
+        int rc = m->policy.ops->after_step(m->policy.ctx, m, step, err);
+        if (rc)
+            return tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+    }
+    return TB_OK;
+}
