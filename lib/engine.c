@@ -28,6 +28,8 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
                           o->device_count(ctx), device);
     e->ops = o;
     e->ctx = ctx;
+    e->alloc_failed_bytes = backend->abi_minor >= 4 ? o->alloc_failed_bytes : NULL;
+    e->release_scratch = backend->abi_minor >= 4 ? o->release_scratch : NULL;
     e->device = device;
     e->seed = seed;
     return TB_OK;

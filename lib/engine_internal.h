@@ -26,6 +26,9 @@ struct tb_engine {
     const struct tb_backend_ops *ops;
     void *ctx;                  /* the backend instance; not owned */
     struct tb_swap_policy swap; /* the [swap] policy every executor uses; zero = none */
+    /* ABI 1.4 backend members (NULL for older backends). */
+    uint64_t (*alloc_failed_bytes)(void *ctx, int device);
+    void (*release_scratch)(void *ctx, int device);
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
@@ -75,6 +78,8 @@ int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err 
 const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
 /* Seconds each schedule step took in the last run (forward and backward). */
 const double *tb_exec_step_seconds(const struct tb_exec *x);
+/* The memory manager's counters: swaps, bytes each way, stall (cumulative). */
+const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x);
 /* How many times tensor i was allocated, and whether it holds memory now (tests). */
 uint64_t tb_exec_allocations(const struct tb_exec *x, size_t tensor);
 bool tb_exec_resident(const struct tb_exec *x, size_t tensor);

@@ -47,6 +47,11 @@ const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x)
     return x->s;
 }
 
+const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x)
+{
+    return &x->mem.stats;
+}
+
 const double *tb_exec_step_seconds(const struct tb_exec *x)
 {
     return x->seconds;
@@ -262,6 +267,7 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
     rc = tb_swapmem_init(&x->mem, e->ops, e->ctx, e->device, x->s, x->t, x->pins, &e->swap, err);
     if (rc)
         goto fail;
+    x->mem.release_scratch = e->release_scratch;
     x->mem_ready = true;
     *out = x;
     return TB_OK;
@@ -310,6 +316,30 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* An op failed with TB_ERR_NOMEM: when it was its own scratch that did not fit (the
+ * backend says how much), free that much through the memory manager. True when the op
+ * may run again. */
+static bool room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err)
+{
+    if (*rc != TB_ERR_NOMEM || !x->e->alloc_failed_bytes)
+        return false;
+    uint64_t bytes = x->e->alloc_failed_bytes(x->e->ctx, x->e->device);
+    if (!bytes)
+        return false;
+    struct tb_err why;
+    tb_err_clear(&why);
+    int perr;
+    if (!tb_swapmem_make_room(&x->mem, step, bytes, &perr, &why)) {
+        if (perr) {
+            *err = why;
+            *rc = perr;
+        }
+        return false;
+    }
+    tb_err_clear(err);
+    return true;
+}
+
 /* After a step: free what no later step needs. */
 static void retire(struct tb_exec *x, size_t step)
 {
@@ -342,8 +372,11 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             in[i] = x->t[o->in[i]->id];
         for (uint32_t j = 0; j < o->op.nout; j++)
             out[j] = x->t[o->out[j]->id];
-        const double t0 = now();
-        rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
+        double t0;
+        do {
+            t0 = now();
+            rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
+        } while (room_for_op(x, k, &rc, err));
         x->seconds[k] = now() - t0;
         unpin_step(x, k);
         if (rc)
@@ -445,8 +478,11 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
                 rc = grad_target(x, step, gi, &din[i], &temp[i], err);
         }
         if (rc == TB_OK) {
-            const double t0 = now();
-            rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
+            double t0;
+            do {
+                t0 = now();
+                rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
+            } while (room_for_op(x, step, &rc, err));
             x->seconds[step] = now() - t0;
             if (rc)
                 tb_err_prefix(err, "%s (backward)", o->name);

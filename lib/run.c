@@ -35,9 +35,20 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         r->model_ctx = NULL;
         return tb_err_prefix(err, "model '%s'", r->model->name);
     }
+    r->swap = s->slot[TB_SEC_SWAP].plugin->p;
+    rc = r->swap->ops.swap->create(s->slot[TB_SEC_SWAP].section, &r->swap_ctx, err);
+    if (rc) {
+        r->swap_ctx = NULL;
+        r->swap = NULL;
+        return tb_err_prefix(err, "swap policy '%s'", s->slot[TB_SEC_SWAP].plugin->p->name);
+    }
     const uint64_t seed = (uint64_t)tb_section_int(s->slot[TB_SEC_RUN].section, "seed");
     rc = tb_engine_init(&r->engine, r->backend, r->backend_ctx, 0, seed, err);
     r->engine_ready = rc == TB_OK;
+    /* A policy built before the hooks (ABI < 1.4) has a shorter vtable: it never swaps. */
+    if (r->engine_ready)
+        r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->abi_minor >= 4 ? r->swap->ops.swap : NULL,
+                                                  r->swap_ctx, NULL };
     return rc;
 }
 
@@ -45,6 +56,8 @@ void tb_run_close(struct tb_run *r)
 {
     if (r->engine_ready)
         tb_engine_fini(&r->engine);
+    if (r->swap_ctx)
+        r->swap->ops.swap->destroy(r->swap_ctx);
     if (r->model_ctx)
         r->model->ops.model->destroy(r->model_ctx);
     if (r->backend_ctx)

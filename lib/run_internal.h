@@ -15,13 +15,15 @@ struct tb_run {
     void *backend_ctx;
     const struct tb_plugin *model;
     void *model_ctx;
+    const struct tb_plugin *swap; /* the [swap] policy, given to the engine */
+    void *swap_ctx;
     struct tb_engine engine; /* valid while engine_ready */
     bool engine_ready;
 };
 
-/* Creates the backend and model instances s configures and an engine on device 0 seeded
- * with [run] seed. A model plugin older than ABI 1.2 cannot build graphs and is refused
- * by name. Close with tb_run_close() whatever this returns. */
+/* Creates the backend, model and swap-policy instances s configures and an engine on
+ * device 0 seeded with [run] seed, whose executors use the policy. A model plugin older than ABI 1.2 cannot build
+ * graphs and is refused by name. Close with tb_run_close() whatever this returns. */
 int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err);
 void tb_run_close(struct tb_run *r);
 

@@ -53,6 +53,11 @@ uint64_t tb_swap_last_used(const struct tb_swap_mem *m, size_t i)
     return i < m->s->ntensors ? m->used[i] : 0;
 }
 
+uint64_t tb_swap_tensor_bytes(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors ? m->s->tensors[i].bytes : 0;
+}
+
 uint64_t tb_swap_capacity(const struct tb_swap_mem *m)
 {
     struct tb_mem_stats st = { 0 };
@@ -251,6 +256,28 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     memset(m, 0, sizeof *m);
 }
 
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    const uint64_t before = tb_swap_in_use(m);
+    settle_outs(m, true);
+    if (tb_swap_in_use(m) < before)
+        return true;
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return false;
+    int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
+    if (rc) {
+        *policy_err = rc;
+        tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+        return false;
+    }
+    settle_outs(m, true);
+    if (tb_swap_in_use(m) >= before)
+        return false;
+    m->stats.evicting_allocs++;
+    return true;
+}
+
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
 {
     *policy_err = TB_OK;
@@ -263,6 +290,12 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
         return p;
     if (settle_outs(m, true) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
         return p;
+    if (m->release_scratch) {
+        /* The backend's scratch comes back by the next op that needs it. */
+        m->release_scratch(m->be_ctx, m->device);
+        if ((p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+            return p;
+    }
     if (!m->policy.ops || !m->policy.ops->make_room)
         return NULL;
     /* The policy moves tensors out; each round must free something. */

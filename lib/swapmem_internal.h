@@ -33,6 +33,7 @@ struct tb_swap_mem {
     const struct tb_backend_ops *be;
     void *be_ctx;
     int device;
+    void (*release_scratch)(void *ctx, int device); /* the backend's, or NULL */
     const struct tb_schedule *s;
     struct tb_tensor *t;  /* the executor's tensors: data is the device block or NULL */
     const uint32_t *pins; /* the executor's: > 0 while a running step uses the tensor */
@@ -61,6 +62,10 @@ void tb_swapmem_fini(struct tb_swap_mem *m);
  * they fit. NULL when they cannot (the caller reports the out-of-memory); *policy_err is
  * set, with err, when the policy itself failed. */
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err);
+/* Frees device memory for `bytes` that something other than a tensor needs (an op's
+ * scratch): finished swap-outs first, else through the policy. True when anything was
+ * freed; *policy_err (with err) when the policy failed. */
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err);
 /* Tensor i's value is dead: its device block (after any copy reading it) and residency
  * go; the host buffer is kept for the next step. */
 void tb_swapmem_drop(struct tb_swap_mem *m, size_t i);

@@ -82,9 +82,10 @@ struct trainer {
     bool line_shown;
     double run_start, last_progress, step_seconds_sum;
     uint64_t steps_timed;
-    double wait_seconds; /* this epoch: steps waiting for their batch */
-    uint64_t skipped;    /* this epoch: bad samples skipped (training and validation) */
-    double *op_seconds;  /* this epoch: per schedule step of the training graph */
+    double wait_seconds;            /* this epoch: steps waiting for their batch */
+    uint64_t skipped;               /* this epoch: bad samples skipped (training and validation) */
+    struct tb_swap_stats swap_mark; /* both executors' swap counters when the epoch began */
+    double *op_seconds;             /* this epoch: per schedule step of the training graph */
 };
 
 static double now(void)
@@ -622,6 +623,43 @@ static int validate(struct trainer *t, double *miou, double *acc, double *loss, 
 
 /* ------------------------------------------------------------------ reports */
 
+/* The swap counters of both executors together. */
+static struct tb_swap_stats swap_total(const struct trainer *t)
+{
+    struct tb_swap_stats sum = { 0 };
+    const struct tb_exec *xs[2] = { t->tx, t->vx };
+    for (int k = 0; k < 2; k++) {
+        if (!xs[k])
+            continue;
+        const struct tb_swap_stats *a = tb_exec_swap_stats(xs[k]);
+        sum.bytes_out += a->bytes_out;
+        sum.bytes_in += a->bytes_in;
+        sum.swaps_out += a->swaps_out;
+        sum.swaps_in += a->swaps_in;
+        sum.demand_ins += a->demand_ins;
+        sum.stall_seconds += a->stall_seconds;
+        sum.evicting_allocs += a->evicting_allocs;
+        sum.host_bytes += a->host_bytes;
+    }
+    return sum;
+}
+
+/* The counters since t->swap_mark, and a new mark. */
+static struct tb_swap_stats swap_since_mark(struct trainer *t)
+{
+    struct tb_swap_stats now_ = swap_total(t), d = now_;
+    const struct tb_swap_stats *m = &t->swap_mark;
+    d.bytes_out -= m->bytes_out;
+    d.bytes_in -= m->bytes_in;
+    d.swaps_out -= m->swaps_out;
+    d.swaps_in -= m->swaps_in;
+    d.demand_ins -= m->demand_ins;
+    d.stall_seconds -= m->stall_seconds;
+    d.evicting_allocs -= m->evicting_allocs;
+    t->swap_mark = now_;
+    return d;
+}
+
 static void json_number(FILE *f, double v)
 {
     if (isfinite(v))
@@ -641,6 +679,7 @@ struct epoch_row {
     double seconds, images_per_s, loss, lr, miou, acc, val_loss;
     double data_wait; /* seconds the steps waited for batches */
     uint64_t peak_bytes, skipped;
+    struct tb_swap_stats swap; /* this epoch's, training and validation */
     bool validated;
 };
 
@@ -670,7 +709,10 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         csv_number(t->csv, r->validated ? r->val_loss : NAN);
         fprintf(t->csv, ",%" PRIu64 ",", r->peak_bytes);
         csv_number(t->csv, r->steps ? r->data_wait : NAN);
-        fprintf(t->csv, ",%" PRIu64 "\n", r->skipped);
+        fprintf(t->csv, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->skipped, r->swap.bytes_out,
+                r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in);
+        csv_number(t->csv, r->swap.stall_seconds);
+        fputc('\n', t->csv);
         fflush(t->csv);
     }
     if (t->jsonl) {
@@ -697,6 +739,14 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         fprintf(f, ",\"peak_device_bytes\":%" PRIu64 ",\"data_wait_seconds\":", r->peak_bytes);
         json_number(f, r->steps ? r->data_wait : NAN);
         fprintf(f, ",\"skipped_samples\":%" PRIu64, r->skipped);
+        fprintf(f,
+                ",\"swap\":{\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"swaps_out\":%" PRIu64
+                ",\"swaps_in\":%" PRIu64 ",\"demand_ins\":%" PRIu64 ",\"evicting_allocs\":%" PRIu64
+                ",\"stall_seconds\":",
+                r->swap.bytes_out, r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in, r->swap.demand_ins,
+                r->swap.evicting_allocs);
+        json_number(f, r->swap.stall_seconds);
+        fputc('}', f);
         if (r->validated) {
             fputs(",\"class_iou\":{", f);
             for (int c = 0; c < t->nclasses; c++) {
@@ -723,7 +773,10 @@ static int open_reports(struct trainer *t, struct tb_err *err)
         fputs("epoch,steps,seconds,images_per_s,loss", t->csv);
         for (int i = 0; i < t->nterms; i++)
             fprintf(t->csv, ",loss_%s", t->terms[i].name);
-        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples\n", t->csv);
+        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
+              "swap_in_bytes,"
+              "swaps_out,swaps_in,stall_seconds\n",
+              t->csv);
     }
     return open_report(t, "jsonl", "epochs.jsonl", &t->jsonl, &fresh, err);
 }
@@ -738,9 +791,14 @@ static void log_epoch(struct trainer *t, const struct epoch_row *r)
     char val[128] = "";
     if (r->validated)
         snprintf(val, sizeof val, ", val mIoU %.4f (pixel accuracy %.4f, loss %.4f)", r->miou, r->acc, r->val_loss);
-    char skipped[64] = "";
+    char skipped[256] = "";
+    size_t so = 0;
     if (r->skipped)
-        snprintf(skipped, sizeof skipped, ", %" PRIu64 " bad samples skipped", r->skipped);
+        so += (size_t)snprintf(skipped, sizeof skipped, ", %" PRIu64 " bad samples skipped", r->skipped);
+    if (r->swap.swaps_out || r->swap.swaps_in)
+        snprintf(skipped + so, sizeof skipped - so, ", swapped %.2f GiB out and %.2f GiB in, stalled %.2f s",
+                 (double)r->swap.bytes_out / 1073741824.0, (double)r->swap.bytes_in / 1073741824.0,
+                 r->swap.stall_seconds);
     progress_clear(t);
     if (r->steps)
         tb_log(TB_LOG_INFO,
@@ -827,10 +885,12 @@ static int train_loop(struct trainer *t, struct tb_err *err)
     if (t->val_at_start && t->iteration == 0) {
         struct epoch_row r = { 0 };
         t->skipped = 0;
+        t->swap_mark = swap_total(t);
         rc = run_validation(t, &r, err);
         if (rc)
             return rc;
         r.skipped = t->skipped;
+        r.swap = swap_since_mark(t);
         log_epoch(t, &r);
         write_rows(t, &r);
     }
@@ -846,6 +906,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         memset(t->op_seconds, 0, tb_schedule_steps(tb_exec_schedule(t->tx)) * sizeof *t->op_seconds);
         t->wait_seconds = 0;
         t->skipped = 0;
+        t->swap_mark = swap_total(t);
         bops->mem_reset_peak(bctx, t->run.engine.device);
         const double t0 = now();
         uint64_t steps = 0;
@@ -892,6 +953,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
                 return rc;
         }
         r.skipped = t->skipped; /* training's and validation's */
+        r.swap = swap_since_mark(t);
         log_epoch(t, &r);
         write_rows(t, &r);
         if (last || (t->checkpoint_every > 0 && (epoch + 1) % (uint64_t)t->checkpoint_every == 0)) {

@@ -274,6 +274,71 @@ START_TEST(keep_prunes_old_checkpoints)
 }
 END_TEST
 
+/* The sum of column `name` of a run's epochs.csv. */
+static double csv_column_sum(const char *csv, const char *name)
+{
+    FILE *f = fopen(csv, "r");
+    ck_assert_msg(f, "no %s", csv);
+    char line[4096];
+    int col = -1;
+    double sum = 0;
+    for (int row = 0; fgets(line, sizeof line, f); row++) {
+        int c = 0;
+        for (char *tok = line, *end; tok; tok = end ? end + 1 : NULL, c++) {
+            end = strchr(tok, ',');
+            if (end)
+                *end = '\0';
+            tok[strcspn(tok, "\n")] = '\0';
+            if (row == 0 && strcmp(tok, name) == 0)
+                col = c;
+            else if (row > 0 && c == col)
+                sum += strtod(tok, NULL);
+        }
+        ck_assert_msg(col >= 0, "%s has no column %s", csv, name);
+    }
+    fclose(f);
+    return sum;
+}
+
+/* Large model support changes no value: the same training with device memory capped
+ * below its footprint (160x160 images: about 112 MiB uncapped, 50 MiB here) under the
+ * lru policy, which must swap, ends with exactly the weights, buffers and momentum of the
+ * uncapped run. Under `none` the capped run stops with an out-of-memory error that names
+ * the [swap] setting that would make it fit. */
+START_TEST(lru_capped_is_bit_identical)
+{
+    static const char *const free_run[] = { "dataset.width=160", "dataset.height=160", NULL };
+    static const char *const lru_run[] = { "dataset.width=160", "dataset.height=160", "backend.device_memory=50M",
+                                           "swap.plugin=lru",   "swap.min_size=64K",  NULL };
+    static const char *const none_run[] = { "dataset.width=160", "dataset.height=160", "backend.device_memory=50M",
+                                            NULL };
+    char *a = test_path("uncapped"), *b = test_path("lru"), *c = test_path("none");
+    char *ea = NULL, *eb = NULL, *csv = NULL;
+    struct tb_err err;
+    ck_assert_msg(train(a, free_run, NULL, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(train(b, lru_run, NULL, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&ea, "%s/run/epoch-0002.safetensors", a), 0);
+    ck_assert_int_ge(asprintf(&eb, "%s/run/epoch-0002.safetensors", b), 0);
+    assert_same_tensors(ea, eb);
+    ck_assert_int_ge(asprintf(&csv, "%s/run/epochs.csv", b), 0);
+    ck_assert_msg(csv_column_sum(csv, "swaps_out") > 0, "the capped lru run did not swap");
+    ck_assert(csv_column_sum(csv, "swap_in_bytes") > 0);
+    free(csv);
+    ck_assert_int_ge(asprintf(&csv, "%s/run/epochs.csv", a), 0);
+    ck_assert(csv_column_sum(csv, "swaps_out") == 0);
+    tb_err_clear(&err);
+    ck_assert_int_eq(train(c, none_run, NULL, false, &err), TB_ERR_NOMEM);
+    ck_assert_msg(strstr(err.msg, "out of device memory at ") && strstr(err.msg, "set [swap] plugin = lru"), "%s",
+                  err.msg);
+    free(a);
+    free(b);
+    free(c);
+    free(ea);
+    free(eb);
+    free(csv);
+}
+END_TEST
+
 static Suite *trainer_suite(void)
 {
     Suite *s = suite_create("trainer");
@@ -286,6 +351,11 @@ static Suite *trainer_suite(void)
     tcase_add_test(tc, corrupt_checkpoint_refused);
     tcase_add_test(tc, other_model_refused);
     tcase_add_test(tc, keep_prunes_old_checkpoints);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("swap");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, lru_capped_is_bit_identical);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -156,6 +156,17 @@ struct tb_backend_ops {
     int (*sgd_update)(void *ctx, const struct tb_tensor *param, const struct tb_tensor *grad,
                       const struct tb_tensor *momentum_buf, float lr, float momentum, float weight_decay,
                       struct tb_err *err);
+
+    /* ---- ABI 1.4 ---- */
+    /* Optional. The size of the latest device allocation an op made for itself (scratch,
+     * workspace) that failed, then 0 until the next such failure. An op that fails that way
+     * returns TB_ERR_NOMEM before it has changed anything; the core then asks the swap
+     * policy to free that much and runs the op again. */
+    uint64_t (*alloc_failed_bytes)(void *ctx, int device);
+    /* Optional. Frees the device memory the backend keeps for itself between ops (scratch
+     * space, workspace), to be taken again by the next op that needs it: the core calls it
+     * before it moves tensors out to make room. */
+    void (*release_scratch)(void *ctx, int device);
 };
 
 #ifdef __cplusplus

@@ -51,6 +51,8 @@ bool tb_swap_movable(const struct tb_swap_mem *m, size_t i);
 /* The number of steps run (this executor, all runs) when tensor i was last used: the
  * least recently used tensor has the smallest. */
 uint64_t tb_swap_last_used(const struct tb_swap_mem *m, size_t i);
+/* Tensor i's size on the device, bytes. */
+uint64_t tb_swap_tensor_bytes(const struct tb_swap_mem *m, size_t i);
 /* Device memory: capacity and bytes in use now (freed-but-still-copying blocks included). */
 uint64_t tb_swap_capacity(const struct tb_swap_mem *m);
 uint64_t tb_swap_in_use(const struct tb_swap_mem *m);

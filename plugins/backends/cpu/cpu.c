@@ -92,9 +92,30 @@ void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err)
         tb_cpu_memory_free(&cpu->memory, cpu->scratch);
     cpu->scratch = tb_cpu_memory_alloc(&cpu->memory, bytes ? bytes : 64);
     cpu->scratch_bytes = cpu->scratch ? bytes : 0;
-    if (!cpu->scratch)
+    if (!cpu->scratch) {
+        cpu->failed_bytes = bytes ? bytes : 64;
         tb_err_set(err, TB_ERR_NOMEM, "cpu backend: no device memory left for %zu bytes of op scratch space", bytes);
+    }
     return cpu->scratch;
+}
+
+static void cpu_release_scratch(void *ctx, int device)
+{
+    struct tb_cpu *cpu = ctx;
+    (void)device;
+    if (cpu->scratch)
+        tb_cpu_memory_free(&cpu->memory, cpu->scratch);
+    cpu->scratch = NULL;
+    cpu->scratch_bytes = 0;
+}
+
+static uint64_t cpu_alloc_failed_bytes(void *ctx, int device)
+{
+    struct tb_cpu *cpu = ctx;
+    (void)device;
+    uint64_t b = cpu->failed_bytes;
+    cpu->failed_bytes = 0;
+    return b;
 }
 
 /* ------------------------------------------------------------------ devices, memory */
@@ -358,6 +379,8 @@ static const struct tb_backend_ops cpu_ops = {
     .stream_sync = cpu_stream_sync,
     .copy_async = cpu_copy_async,
     .set_link_throttle = cpu_set_link_throttle,
+    .alloc_failed_bytes = cpu_alloc_failed_bytes,
+    .release_scratch = cpu_release_scratch,
     .tensor_bytes = cpu_tensor_bytes,
     .tensor_write = cpu_tensor_write,
     .tensor_read = cpu_tensor_read,

@@ -87,6 +87,7 @@ struct tb_cpu {
      * taken from device memory so it is accounted like a GPU's workspace. */
     void *scratch;
     size_t scratch_bytes;
+    uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
 };
 
 int tb_cpu_dnnl_init(struct tb_cpu *cpu, struct tb_err *err);
