@@ -190,6 +190,24 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
         rc = tb_data_settings_read(slot->section, &set, &perr);
         if (rc)
             tb_err_add(err, rc, "%s", perr.msg);
+    } else if (rc == TB_OK && kind == TB_KIND_PLATFORM) {
+        /* A platform checks what its key table cannot say (duplex_gbps against the
+         * one-direction rates, the form of nccl_env) in create(): make one and drop it, so
+         * that those mistakes are reported with the rest of the file. */
+        const struct tb_platform_ops *o = slot->plugin->p->ops.platform;
+        void *ctx = NULL;
+        tb_err_clear(&perr);
+        rc = o->create(slot->section, &ctx, &perr);
+        if (rc == TB_OK)
+            o->destroy(ctx);
+        else if (!perr.msg[0])
+            tb_err_set(&perr, rc, "[platform] plugin '%s': create() failed and said nothing about why",
+                       slot->plugin->p->name);
+        for (const char *line = perr.msg; rc && *line;) { /* one message per line, as for the keys */
+            size_t n = strcspn(line, "\n");
+            tb_err_add(err, rc, "%.*s", (int)n, line);
+            line += n + (line[n] == '\n');
+        }
     }
     return rc;
 }
@@ -284,6 +302,29 @@ void tb_backend_close(struct tb_backend_instance *b)
     tb_config_free(b->cfg);
     tb_plugin_close(b->h);
     memset(b, 0, sizeof *b);
+}
+
+int tb_platform_open(const char *name, const char *settings, struct tb_platform_instance *p, struct tb_err *err)
+{
+    memset(p, 0, sizeof *p);
+    int rc = open_section(TB_KIND_PLATFORM, "platform", name, settings, &p->h, &p->cfg, &p->sec, err);
+    if (rc)
+        return rc;
+    p->ops = p->h->p->ops.platform;
+    rc = p->ops->create(p->sec, &p->ctx, err);
+    if (rc)
+        tb_platform_close(p);
+    return rc;
+}
+
+void tb_platform_close(struct tb_platform_instance *p)
+{
+    if (p->ctx)
+        p->ops->destroy(p->ctx);
+    tb_section_free(p->sec);
+    tb_config_free(p->cfg);
+    tb_plugin_close(p->h);
+    memset(p, 0, sizeof *p);
 }
 
 int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err)

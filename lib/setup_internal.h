@@ -90,6 +90,20 @@ struct tb_dataset_instance {
     struct tb_section *sec;
 };
 
+/* The same for a platform. */
+struct tb_platform_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_platform_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* As tb_backend_open, for platform plugin `name` and its [platform] settings. Read its
+ * link with tb_platform_link(p->h->p, p->ctx, &link) (lib/platform_internal.h). */
+int tb_platform_open(const char *name, const char *settings, struct tb_platform_instance *p, struct tb_err *err);
+void tb_platform_close(struct tb_platform_instance *p);
+
 /* As tb_backend_open, for model plugin `name` and its [model] settings. */
 int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err);
 void tb_model_close(struct tb_model_instance *m);

@@ -2,7 +2,14 @@
  *
  * A platform describes a machine class: how fast host and device memory talk, and how
  * fast the accelerator it was measured with computes (so the CPU backend can emulate the
- * link at the right compute-to-transfer ratio). */
+ * link at the right compute-to-transfer ratio), which NUMA node holds the host memory
+ * nearest the accelerator, and the environment defaults (NCCL's) that suit the machine.
+ *
+ * ABI 1.4 added, at the ends of the structs: tb_link's duplex_bytes_per_s, latency_s and
+ * numa_node, and tb_platform_ops's env_defaults. The core clears struct tb_link and sets
+ * the 1.4 fields to "unknown" (0, 0, -1) before it calls link(), and keeps them so for a
+ * plugin built for ABI 1.3 or older, which never sees them; it does not read
+ * env_defaults from such a plugin either (its vtable ends before that member). */
 #ifndef TRAINBIG_PLATFORM_H
 #define TRAINBIG_PLATFORM_H
 
@@ -16,18 +23,39 @@ extern "C" {
 
 /* The host-device link of one accelerator. */
 struct tb_link {
+    /* ---- ABI 1.0 ---- */
     double h2d_bytes_per_s; /* host to device, one direction alone */
     double d2h_bytes_per_s; /* device to host, one direction alone */
     double accel_flops;     /* fp32 FLOP/s of the platform's reference accelerator */
+    /* ---- ABI 1.4 ---- */
+    /* Each direction's bandwidth while both directions copy at once; never more than
+     * either one-direction figure. 0 = unknown: assume the one-direction figures. */
+    double duplex_bytes_per_s;
+    /* Fixed cost of one copy, seconds (driver and DMA setup), on top of bytes / rate.
+     * 0 = none or unknown. */
+    double latency_s;
+    /* NUMA node of the host memory nearest the accelerator (where pinned swap buffers
+     * belong); -1 = unknown, or any node is as near. */
+    int numa_node;
 };
 
 struct tb_platform_ops {
+    /* ---- ABI 1.0 ---- */
     tb_score_fn score; /* optional, see trainbig/plugin.h */
     /* As tb_backend_ops.create, from the validated [platform] section. */
     int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
     void (*destroy)(void *ctx);
-    /* Fills *out for this instance (after its key overrides). */
+    /* Fills *out for this instance (after its key overrides). The core has cleared *out
+     * and set the ABI 1.4 fields to unknown before the call: a plugin may leave a field
+     * it does not know as it is. */
     void (*link)(void *ctx, struct tb_link *out);
+    /* ---- ABI 1.4 ---- */
+    /* Optional (NULL = none): environment defaults for this machine, as "NAME=VALUE"
+     * strings ended by NULL, owned by ctx and valid until destroy(); NULL or an empty
+     * list = none. The core sets each one that is not already set in the process
+     * environment (what the user set wins) before any library that reads it starts, and
+     * logs which it set. For NCCL's settings, e.g. "NCCL_P2P_LEVEL=NVL". */
+    const char *const *(*env_defaults)(void *ctx);
 };
 
 #ifdef __cplusplus

@@ -30,6 +30,12 @@
 extern "C" {
 #endif
 
+/* What each minor added (each one keeps every plugin of an older minor loading):
+ *   1.1  backend: devices, memory, streams, events, copies, tensors, ops (backend.h)
+ *   1.2  model: build (model.h); the class-weight and label-mask ops (ops.h, graph.h)
+ *   1.3  SDK functions: image decoding for dataset plugins (image.h)
+ *   1.4  platform: tb_link duplex_bytes_per_s, latency_s, numa_node; tb_platform_ops
+ *        env_defaults (platform.h) */
 #define TB_ABI_MAJOR 1
 #define TB_ABI_MINOR 4
 

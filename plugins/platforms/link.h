@@ -1,15 +1,58 @@
-/* platforms/link.h: what the shipped platform plugins share: a link described by keys. */
+/* platforms/link.h: what the shipped platform plugins share: a link described by keys,
+ * and a look at the machine (CPU, NVIDIA GPUs, how they attach, their NUMA node) for
+ * score() and for numa_node = -1. Compiled into each platform plugin with hidden
+ * visibility (the plugins stay one-symbol objects), and into tests/check_platform. */
 #ifndef TB_PLATFORMS_LINK_H
 #define TB_PLATFORMS_LINK_H
 
+#include <stdbool.h>
 #include <trainbig/trainbig.h>
 
-/* Reads h2d_gbps, d2h_gbps and accel_tflops from cfg into a new struct tb_link. */
-int tb_platform_link_create(const struct tb_section *cfg, void **ctx, struct tb_err *err);
-void tb_platform_link_destroy(void *ctx);
-void tb_platform_link_get(void *ctx, struct tb_link *out);
+/* Ranges of the keys both platforms declare (key tables need literals). Bandwidths and
+ * compute rates are bounded above so that a value written in bytes/s or FLOP/s instead
+ * of GB/s or TFLOP/s is caught. */
+#define PLAT_GBPS_RANGE "0.001..10000"
+#define PLAT_DUPLEX_RANGE "0..10000"
+#define PLAT_LATENCY_RANGE "0..100000"
+#define PLAT_TFLOPS_RANGE "0.001..100000"
+#define PLAT_NUMA_RANGE "-1..1023"
 
-/* True when a line of /proc/cpuinfo contains needle; cpu_model receives the model line. */
-int tb_platform_cpuinfo_has(const char *needle, char *cpu_model, size_t size);
+/* create/destroy/link/env_defaults of a platform whose every value is a key:
+ * h2d_gbps, d2h_gbps, duplex_gbps, latency_us, accel_tflops, numa_node, nccl_env.
+ * plat_create logs through self (the calling plugin's descriptor). */
+int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void **ctx, struct tb_err *err);
+void plat_destroy(void *ctx);
+void plat_link(void *ctx, struct tb_link *out);
+const char *const *plat_env_defaults(void *ctx);
+
+/* What /proc and /sys say about this machine. */
+enum plat_cpu { PLAT_CPU_UNKNOWN, PLAT_CPU_X86, PLAT_CPU_POWER9, PLAT_CPU_POWER, PLAT_CPU_OTHER };
+
+struct plat_machine {
+    enum plat_cpu cpu;
+    char cpu_model[128]; /* "AMD EPYC 7B13", "POWER9, altivec supported"; "" = unknown */
+    char machine[64];    /* POWER's machine line ("PowerNV 8335-GTG"); "" elsewhere */
+    int gpus;            /* NVIDIA GPUs on the PCI bus or listed by the driver */
+    int gpus_nvlink;     /* of those, attached to the CPU over NVLink (a POWER9 NPU) */
+    bool driver;         /* the NVIDIA driver lists GPUs in /proc/driver/nvidia/gpus */
+    char gpu_bus[32];    /* PCI address of the first GPU (lowest address) */
+    char gpu_model[96];  /* its model as the driver names it; "" without the driver */
+    int gpu_node;        /* NUMA node of its PCI device; -1 = unknown or no GPU */
+    bool nodes_differ;   /* the GPUs are not all on gpu_node */
+};
+
+/* Fills *m from the files under root ("" = this machine's /proc and /sys; tests pass a
+ * directory laid out the same way). Never fails: what cannot be read stays unknown. */
+void plat_probe(const char *root, struct plat_machine *m);
+
+/* "AMD EPYC 7B13" or "POWER9, altivec supported, PowerNV 8335-GTG", or "model unknown". */
+void plat_cpu_text(const struct plat_machine *m, char *buf, size_t size);
+
+/* The two shipped score()s, on a probed machine (score() probes this one). */
+int plat_score_power9(const struct plat_machine *m, char *why, size_t why_size);
+int plat_score_x86_pcie(const struct plat_machine *m, char *why, size_t why_size);
+
+/* numa_node = -1: the node of the first GPU, -1 without one; why says which. */
+int plat_auto_numa_node(const struct plat_machine *m, char *why, size_t why_size);
 
 #endif

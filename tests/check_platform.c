@@ -1,0 +1,670 @@
+/* check_platform: the platform plugins (x86-pcie, power9-nvlink) opened through the core:
+ * their defaults in bytes/s and seconds, overrides, the errors of values the key table
+ * cannot catch, environment defaults applied only where unset; the core's reading of a
+ * link from plugins built for ABI 1.3 and 1.4 (lib/platform.c); and the machine probe
+ * behind score() and numa_node = -1, on this machine and on fake /proc and /sys trees of
+ * an AC922, a DGX Station and others. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <trainbig/trainbig.h>
+
+#include "lib/config_internal.h"
+#include "lib/platform_internal.h"
+#include "lib/setup_internal.h"
+#include "plugins/platforms/link.h"
+#include "tests/testutil.h"
+
+static void setup(void)
+{
+    ck_assert_msg(getenv("TB_BUILDDIR"), "run through make check (TB_BUILDDIR unset)");
+    unsetenv("TRAINBIG_PLUGIN_PATH");
+    setenv("TRAINBIG_LOG", "error", 1);
+}
+
+static void open_ok(struct tb_platform_instance *pi, const char *name, const char *settings)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_platform_open(name, settings, pi, &err) == TB_OK, "%s: %s", name, err.msg);
+    ck_assert_ptr_nonnull(pi->ctx);
+}
+
+/* Opening fails with TB_ERR_CONFIG; the message is returned in err. */
+static void open_fails(const char *name, const char *settings, struct tb_err *err)
+{
+    struct tb_platform_instance pi;
+    tb_err_clear(err);
+    ck_assert_int_eq(tb_platform_open(name, settings, &pi, err), TB_ERR_CONFIG);
+    ck_assert_ptr_null(pi.ctx);
+    ck_assert_ptr_null(pi.h);
+}
+
+static struct tb_link link_of(const struct tb_platform_instance *pi)
+{
+    struct tb_link l;
+    tb_platform_link(pi->h->p, pi->ctx, &l);
+    return l;
+}
+
+/* What numa_node = -1 gives on this machine. */
+static int this_machine_node(void)
+{
+    struct plat_machine m;
+    char why[256];
+    plat_probe("", &m);
+    return plat_auto_numa_node(&m, why, sizeof why);
+}
+
+#define ck_assert_near(x, want) \
+    ck_assert_msg(fabs((x) - (want)) <= 1e-9 * fabs(want), "%s = %g, want %g", #x, (x), (want))
+
+/* ------------------------------------------------------------------ defaults */
+
+START_TEST(x86_pcie_defaults)
+{
+    struct tb_platform_instance pi;
+    open_ok(&pi, "x86-pcie", "");
+    ck_assert_uint_eq(pi.h->p->abi_minor, TB_ABI_MINOR);
+    struct tb_link l = link_of(&pi);
+    ck_assert_near(l.h2d_bytes_per_s, 12e9);
+    ck_assert_near(l.d2h_bytes_per_s, 12e9);
+    ck_assert_near(l.duplex_bytes_per_s, 10e9);
+    ck_assert_near(l.latency_s, 7e-6);
+    ck_assert_near(l.accel_flops, 15.7e12);
+    ck_assert_int_eq(l.numa_node, this_machine_node());
+    const char *const *env = pi.ops->env_defaults(pi.ctx);
+    ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=PHB");
+    ck_assert_ptr_null(env[1]);
+    tb_platform_close(&pi);
+    ck_assert_ptr_null(pi.h);
+}
+END_TEST
+
+START_TEST(power9_nvlink_defaults)
+{
+    struct tb_platform_instance pi;
+    open_ok(&pi, "power9-nvlink", "");
+    struct tb_link l = link_of(&pi);
+    ck_assert_near(l.h2d_bytes_per_s, 68e9);
+    ck_assert_near(l.d2h_bytes_per_s, 68e9);
+    ck_assert_near(l.duplex_bytes_per_s, 60e9);
+    ck_assert_near(l.latency_s, 7e-6);
+    ck_assert_near(l.accel_flops, 15.7e12);
+    ck_assert_int_eq(l.numa_node, this_machine_node());
+    const char *const *env = pi.ops->env_defaults(pi.ctx);
+    ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=NVL");
+    ck_assert_ptr_null(env[1]);
+    tb_platform_close(&pi);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ overrides */
+
+START_TEST(every_value_overridden)
+{
+    static const char *const names[] = { "x86-pcie", "power9-nvlink" };
+    for (size_t i = 0; i < 2; i++) {
+        struct tb_platform_instance pi;
+        open_ok(&pi, names[i],
+                "h2d_gbps = 25\nd2h_gbps = 22.5\nduplex_gbps = 20\nlatency_us = 2.5\naccel_tflops = 19.5\n"
+                "numa_node = 3\nnccl_env = NCCL_P2P_LEVEL=SYS, NCCL_IB_DISABLE=1\n");
+        struct tb_link l = link_of(&pi);
+        ck_assert_near(l.h2d_bytes_per_s, 25e9);
+        ck_assert_near(l.d2h_bytes_per_s, 22.5e9);
+        ck_assert_near(l.duplex_bytes_per_s, 20e9);
+        ck_assert_near(l.latency_s, 2.5e-6);
+        ck_assert_near(l.accel_flops, 19.5e12);
+        ck_assert_int_eq(l.numa_node, 3);
+        const char *const *env = pi.ops->env_defaults(pi.ctx);
+        ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=SYS");
+        ck_assert_str_eq(env[1], "NCCL_IB_DISABLE=1");
+        ck_assert_ptr_null(env[2]);
+        tb_platform_close(&pi);
+    }
+}
+END_TEST
+
+/* duplex_gbps = 0 (as alone), duplex equal to the one-direction rate, latency 0 and an
+ * empty nccl_env are all allowed. */
+START_TEST(edges_allowed)
+{
+    struct tb_platform_instance pi;
+    open_ok(&pi, "power9-nvlink", "duplex_gbps = 0\nlatency_us = 0\nnccl_env =\n");
+    struct tb_link l = link_of(&pi);
+    ck_assert(l.duplex_bytes_per_s == 0.0);
+    ck_assert(l.latency_s == 0.0);
+    ck_assert_ptr_null(pi.ops->env_defaults(pi.ctx)[0]);
+    char report[256];
+    size_t n = 9;
+    struct tb_err err;
+    ck_assert_int_eq(tb_platform_apply_env(pi.h->p, pi.ctx, report, sizeof report, &n, &err), TB_OK);
+    ck_assert_str_eq(report, "none");
+    ck_assert_uint_eq(n, 0);
+    tb_platform_close(&pi);
+    open_ok(&pi, "x86-pcie", "h2d_gbps = 16\nd2h_gbps = 14\nduplex_gbps = 14\n");
+    ck_assert_near(link_of(&pi).duplex_bytes_per_s, 14e9);
+    tb_platform_close(&pi);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ errors */
+
+START_TEST(duplex_faster_than_alone)
+{
+    struct tb_err err;
+    open_fails("power9-nvlink", "duplex_gbps = 70\n", &err);
+    ck_assert_contains(err.msg, "[platform] duplex_gbps = 70 is more than h2d_gbps = 68 (default)");
+    ck_assert_contains(err.msg, "allowed: 0 (as fast as alone) up to 68, the smaller of h2d_gbps and d2h_gbps");
+    /* The direction that is slower is the one named. */
+    open_fails("x86-pcie", "h2d_gbps = 30\nd2h_gbps = 20\nduplex_gbps = 25\n", &err);
+    ck_assert_contains(err.msg, "duplex_gbps = 25 is more than d2h_gbps = 20");
+    ck_assert_contains(err.msg, "up to 20,");
+    /* The default duplex against a lowered one-direction rate. */
+    open_fails("x86-pcie", "h2d_gbps = 8\n", &err);
+    ck_assert_contains(err.msg, "default: [platform] duplex_gbps = 10 is more than h2d_gbps = 8");
+    /* Every problem at once, one line each. */
+    open_fails("x86-pcie", "duplex_gbps = 13\nnccl_env = foo, NCCL_A=1, NCCL_A=2\n", &err);
+    ck_assert_int_eq(err.count, 3);
+    ck_assert_uint_eq(test_count_lines(err.msg), 3);
+    ck_assert_contains(err.msg, "duplex_gbps = 13 is more than h2d_gbps = 12");
+    ck_assert_contains(err.msg, "nccl_env item 'foo'");
+    ck_assert_contains(err.msg, "nccl_env sets NCCL_A twice");
+}
+END_TEST
+
+/* Through a whole configuration: the message names the file and line of each key. */
+START_TEST(duplex_error_in_a_file)
+{
+    const char *plugins = getenv("TB_TEST_PLUGINS");
+    ck_assert_ptr_nonnull(plugins);
+    setenv("TRAINBIG_PLUGIN_PATH", plugins, 1);
+    char *path = test_write_file("duplex.ini", "[backend]\n"
+                                               "plugin = testgood\n"
+                                               "[platform]\n"
+                                               "plugin = x86-pcie\n"
+                                               "d2h_gbps = 9\n"
+                                               "duplex_gbps = 9.5\n"
+                                               "[model]\nplugin = testmodel\n"
+                                               "[dataset]\nplugin = testdata\nroot = data\n");
+    struct tb_config *c;
+    struct tb_err err;
+    ck_assert_msg(tb_config_load(path, &c, &err) == TB_OK, "%s", err.msg);
+    struct tb_setup *s = (struct tb_setup *)1;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_setup_resolve(c, &s, &err), TB_ERR_CONFIG);
+    ck_assert_ptr_null(s);
+    ck_assert_contains(err.msg, "duplex.ini:6: [platform] duplex_gbps = 9.5 is more than d2h_gbps = 9 (");
+    ck_assert_contains(err.msg, "duplex.ini:5)");
+    ck_assert_int_eq(err.count, 1);
+    tb_config_free(c);
+    free(path);
+}
+END_TEST
+
+START_TEST(out_of_range_and_malformed)
+{
+    struct tb_err err;
+    open_fails("x86-pcie", "h2d_gbps = 0\n", &err);
+    ck_assert_contains(err.msg, "h2d_gbps = '0'");
+    ck_assert_contains(err.msg, "0.001..10000");
+    open_fails("x86-pcie", "d2h_gbps = 12e9\n", &err); /* bytes/s by mistake */
+    ck_assert_contains(err.msg, "d2h_gbps = '12e9'");
+    open_fails("power9-nvlink", "latency_us = -1\n", &err);
+    ck_assert_contains(err.msg, "latency_us = '-1'");
+    open_fails("power9-nvlink", "accel_tflops = 0\n", &err);
+    ck_assert_contains(err.msg, "accel_tflops = '0'");
+    open_fails("power9-nvlink", "numa_node = -2\n", &err);
+    ck_assert_contains(err.msg, "numa_node = '-2'");
+    ck_assert_contains(err.msg, "-1..1023");
+    open_fails("x86-pcie", "duplex_gbps = -1\n", &err);
+    ck_assert_contains(err.msg, "duplex_gbps = '-1'");
+    open_fails("x86-pcie", "nccl_env = P2P_LEVEL=NVL\n", &err);
+    ck_assert_contains(err.msg, "[platform] nccl_env item 'P2P_LEVEL=NVL': expected NCCL_NAME=VALUE");
+    open_fails("x86-pcie", "nccl_env = NCCL_P2P_LEVEL\n", &err);
+    ck_assert_contains(err.msg, "nccl_env item 'NCCL_P2P_LEVEL'");
+    open_fails("x86-pcie", "nccl_env = NCCL_P2P_LEVEL=\n", &err);
+    ck_assert_contains(err.msg, "nccl_env item 'NCCL_P2P_LEVEL='");
+    open_fails("x86-pcie", "nccl_env = nccl_debug=INFO\n", &err);
+    ck_assert_contains(err.msg, "nccl_env item 'nccl_debug=INFO'");
+    open_fails("x86-pcie", "nccl_env = NCCL_P2P_LEVEL=NVL, NCCL_DEBUG=INFO, NCCL_P2P_LEVEL=SYS\n", &err);
+    ck_assert_contains(err.msg,
+                       "nccl_env sets NCCL_P2P_LEVEL twice ('NCCL_P2P_LEVEL=NVL' and 'NCCL_P2P_LEVEL=SYS'): keep one");
+    open_fails("x86-pcie", "h2d_gbs = 3\n", &err); /* a typo: the nearest key is named */
+    ck_assert_contains(err.msg, "h2d_gbps");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ environment */
+
+START_TEST(env_defaults_only_where_unset)
+{
+    unsetenv("NCCL_P2P_LEVEL");
+    unsetenv("NCCL_TB_TEST_A");
+    struct tb_platform_instance pi;
+    open_ok(&pi, "x86-pcie", "nccl_env = NCCL_P2P_LEVEL=PHB, NCCL_TB_TEST_A=7\n");
+    setenv("NCCL_P2P_LEVEL", "SYS", 1); /* the user's choice */
+    char report[256];
+    size_t n = 0;
+    struct tb_err err;
+    ck_assert_int_eq(tb_platform_apply_env(pi.h->p, pi.ctx, report, sizeof report, &n, &err), TB_OK);
+    ck_assert_str_eq(getenv("NCCL_P2P_LEVEL"), "SYS");
+    ck_assert_str_eq(getenv("NCCL_TB_TEST_A"), "7");
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(report, "set NCCL_TB_TEST_A=7; kept NCCL_P2P_LEVEL=SYS (already set)");
+    /* Again: everything is set now, so nothing changes. */
+    setenv("NCCL_TB_TEST_A", "8", 1);
+    ck_assert_int_eq(tb_platform_apply_env(pi.h->p, pi.ctx, report, sizeof report, &n, &err), TB_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_str_eq(getenv("NCCL_TB_TEST_A"), "8");
+    ck_assert_str_eq(report, "kept NCCL_P2P_LEVEL=SYS, NCCL_TB_TEST_A=8 (already set)");
+    tb_platform_close(&pi);
+
+    unsetenv("NCCL_P2P_LEVEL");
+    open_ok(&pi, "power9-nvlink", "");
+    ck_assert_int_eq(tb_platform_apply_env(pi.h->p, pi.ctx, report, sizeof report, NULL, &err), TB_OK);
+    ck_assert_str_eq(getenv("NCCL_P2P_LEVEL"), "NVL");
+    ck_assert_str_eq(report, "set NCCL_P2P_LEVEL=NVL");
+    tb_platform_close(&pi);
+    unsetenv("NCCL_P2P_LEVEL");
+    unsetenv("NCCL_TB_TEST_A");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ older and odd plugins */
+
+static int fake_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
+{
+    (void)cfg;
+    (void)err;
+    *ctx = NULL;
+    return TB_OK;
+}
+
+static void fake_destroy(void *ctx)
+{
+    (void)ctx;
+}
+
+/* An ABI 1.3 plugin's link(): its struct tb_link had three members. */
+static void old_link(void *ctx, struct tb_link *out)
+{
+    (void)ctx;
+    out->h2d_bytes_per_s = 1e9;
+    out->d2h_bytes_per_s = 2e9;
+    out->accel_flops = 3e12;
+}
+
+/* One that scribbles past its struct (it could not have known these members): the core
+ * must not take the scribbles for values. */
+static void old_link_scribbles(void *ctx, struct tb_link *out)
+{
+    old_link(ctx, out);
+    out->duplex_bytes_per_s = 123.0;
+    out->latency_s = 5.0;
+    out->numa_node = 7;
+}
+
+static const char *const *never_called(void *ctx)
+{
+    (void)ctx;
+    ck_abort_msg("env_defaults of an ABI 1.3 plugin was called: its vtable has no such member");
+    return NULL;
+}
+
+static struct tb_plugin fake_plugin(uint32_t minor, const struct tb_platform_ops *ops)
+{
+    struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
+                           .abi_minor = minor,
+                           .kind = TB_KIND_PLATFORM,
+                           .name = "fake",
+                           .version = "0",
+                           .description = "a test descriptor",
+                           .ops.platform = ops };
+    return p;
+}
+
+START_TEST(abi_1_3_plugin_link_unknown)
+{
+    static const struct tb_platform_ops ops = {
+        .create = fake_create, .destroy = fake_destroy, .link = old_link, .env_defaults = never_called
+    };
+    static const struct tb_platform_ops scribbler = {
+        .create = fake_create, .destroy = fake_destroy, .link = old_link_scribbles, .env_defaults = never_called
+    };
+    const struct tb_platform_ops *both[] = { &ops, &scribbler };
+    for (size_t i = 0; i < 2; i++) {
+        struct tb_plugin p = fake_plugin(3, both[i]);
+        struct tb_link l;
+        memset(&l, 0x5a, sizeof l);
+        tb_platform_link(&p, NULL, &l);
+        ck_assert(l.h2d_bytes_per_s == 1e9 && l.d2h_bytes_per_s == 2e9 && l.accel_flops == 3e12);
+        ck_assert(l.duplex_bytes_per_s == 0.0);
+        ck_assert(l.latency_s == 0.0);
+        ck_assert_int_eq(l.numa_node, -1);
+        char report[64];
+        size_t n = 5;
+        struct tb_err err;
+        ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, &n, &err), TB_OK);
+        ck_assert_str_eq(report, "none");
+        ck_assert_uint_eq(n, 0);
+    }
+}
+END_TEST
+
+/* An ABI 1.4 plugin that leaves the new members alone gets the unknowns; one that writes
+ * them is believed, save for impossible values. */
+static void new_link_bad(void *ctx, struct tb_link *out)
+{
+    old_link(ctx, out);
+    out->duplex_bytes_per_s = -1.0;
+    out->latency_s = INFINITY;
+    out->numa_node = -5;
+}
+
+static void new_link_good(void *ctx, struct tb_link *out)
+{
+    old_link(ctx, out);
+    out->duplex_bytes_per_s = 0.5e9;
+    out->latency_s = 4e-6;
+    out->numa_node = 1;
+}
+
+START_TEST(abi_1_4_plugin_link)
+{
+    static const struct tb_platform_ops quiet = { .create = fake_create, .destroy = fake_destroy, .link = old_link };
+    static const struct tb_platform_ops bad = { .create = fake_create, .destroy = fake_destroy, .link = new_link_bad };
+    static const struct tb_platform_ops good = { .create = fake_create,
+                                                 .destroy = fake_destroy,
+                                                 .link = new_link_good };
+    struct tb_link l;
+    struct tb_plugin p = fake_plugin(4, &quiet);
+    tb_platform_link(&p, NULL, &l);
+    ck_assert(l.duplex_bytes_per_s == 0.0 && l.latency_s == 0.0 && l.numa_node == -1);
+    p = fake_plugin(4, &bad);
+    tb_platform_link(&p, NULL, &l);
+    ck_assert(l.duplex_bytes_per_s == 0.0 && l.latency_s == 0.0 && l.numa_node == -1);
+    p = fake_plugin(4, &good);
+    tb_platform_link(&p, NULL, &l);
+    ck_assert(l.duplex_bytes_per_s == 0.5e9 && l.latency_s == 4e-6 && l.numa_node == 1);
+    /* No env_defaults member set: nothing to apply. */
+    char report[64];
+    struct tb_err err;
+    ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, NULL, &err), TB_OK);
+    ck_assert_str_eq(report, "none");
+}
+END_TEST
+
+static const char *const *bad_env(void *ctx)
+{
+    (void)ctx;
+    static const char *const env[] = { "NCCL_TB_TEST_B=1", "1NCCL=2", NULL };
+    return env;
+}
+
+START_TEST(malformed_env_default_sets_nothing)
+{
+    unsetenv("NCCL_TB_TEST_B");
+    static const struct tb_platform_ops ops = {
+        .create = fake_create, .destroy = fake_destroy, .link = old_link, .env_defaults = bad_env
+    };
+    struct tb_plugin p = fake_plugin(4, &ops);
+    char report[64];
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, NULL, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "platform plugin 'fake': environment default '1NCCL=2' is not NAME=VALUE");
+    ck_assert_ptr_null(getenv("NCCL_TB_TEST_B"));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ score() and the probe */
+
+START_TEST(score_names_this_cpu)
+{
+    struct plat_machine m;
+    plat_probe("", &m);
+    char cpu[200];
+    plat_cpu_text(&m, cpu, sizeof cpu);
+    static const char *const names[] = { "x86-pcie", "power9-nvlink" };
+    for (size_t i = 0; i < 2; i++) {
+        struct tb_platform_instance pi;
+        open_ok(&pi, names[i], "");
+        char why[256] = "";
+        int score = pi.ops->score(why, sizeof why);
+        ck_assert_contains(why, cpu);
+        if (i == 0 && m.cpu == PLAT_CPU_X86) {
+            ck_assert_int_ge(score, 10);
+            ck_assert_contains(why, "x86 CPU (");
+        }
+        if (i == 1 && m.cpu != PLAT_CPU_POWER9) {
+            ck_assert_int_eq(score, 0);
+            ck_assert_contains(why, "not a POWER9 CPU (");
+        }
+        tb_platform_close(&pi);
+    }
+}
+END_TEST
+
+/* A fake root: files written under <tmp>/<name>/..., directories made on the way. */
+static char *fake_root(const char *name)
+{
+    char *root = test_path(name);
+    ck_assert_int_eq(mkdir(root, 0755), 0);
+    return root;
+}
+
+static void put(const char *root, const char *rel, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *s = path + strlen(root) + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        ck_assert_msg(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s", path);
+        *s = '/';
+    }
+    if (!text) {
+        ck_assert_msg(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s", path);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void put_gpu(const char *root, const char *bus, const char *node, bool npu)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/vendor", bus);
+    put(root, rel, "0x10de\n");
+    snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/class", bus);
+    put(root, rel, "0x030200\n");
+    snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/numa_node", bus);
+    put(root, rel, node);
+    if (npu) {
+        snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/of_node/ibm,npu", bus);
+        put(root, rel, "");
+    }
+}
+
+static const char power9_cpuinfo[] = "processor\t: 0\n"
+                                     "cpu\t\t: POWER9, altivec supported\n"
+                                     "clock\t\t: 3800.000000MHz\n"
+                                     "revision\t: 2.2 (pvr 004e 1202)\n\n"
+                                     "timebase\t: 512000000\n"
+                                     "platform\t: PowerNV\n"
+                                     "model\t\t: 8335-GTG\n"
+                                     "machine\t\t: PowerNV 8335-GTG\n";
+
+static const char xeon_cpuinfo[] = "processor\t: 0\n"
+                                   "vendor_id\t: GenuineIntel\n"
+                                   "cpu family\t: 6\n"
+                                   "model\t\t: 79\n"
+                                   "model name\t: Intel(R) Xeon(R) CPU E5-2698 v4 @ 2.20GHz\n"
+                                   "cpu MHz\t\t: 2200.000\n";
+
+START_TEST(probe_ac922)
+{
+    char *root = fake_root("ac922");
+    put(root, "proc/cpuinfo", power9_cpuinfo);
+    /* An NPU (IBM's NVLink unit, not a GPU) and two GPUs on the two sockets' nodes 0 and 8. */
+    put(root, "sys/bus/pci/devices/0007:00:00.0/vendor", "0x1014\n");
+    put(root, "sys/bus/pci/devices/0007:00:00.0/class", "0x068000\n");
+    put_gpu(root, "0035:03:00.0", "8\n", true);
+    put_gpu(root, "0004:04:00.0", "0\n", true);
+    put(root, "proc/driver/nvidia/gpus/0004:04:00.0/information",
+        "Model: \t\t Tesla V100-SXM2-16GB\nIRQ:   \t\t 33\nBus Location: \t 0004:04:00.0\n");
+    put(root, "proc/driver/nvidia/gpus/0035:03:00.0/information", "Model: \t\t Tesla V100-SXM2-16GB\n");
+    struct plat_machine m;
+    plat_probe(root, &m);
+    ck_assert_int_eq(m.cpu, PLAT_CPU_POWER9);
+    ck_assert_str_eq(m.cpu_model, "POWER9, altivec supported");
+    ck_assert_str_eq(m.machine, "PowerNV 8335-GTG");
+    ck_assert_int_eq(m.gpus, 2);
+    ck_assert_int_eq(m.gpus_nvlink, 2);
+    ck_assert(m.driver);
+    ck_assert_str_eq(m.gpu_bus, "0004:04:00.0");
+    ck_assert_str_eq(m.gpu_model, "Tesla V100-SXM2-16GB");
+    ck_assert_int_eq(m.gpu_node, 0);
+    ck_assert(m.nodes_differ);
+    char why[256];
+    ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 30);
+    ck_assert_str_eq(why, "POWER9 CPU (POWER9, altivec supported, PowerNV 8335-GTG); 2 NVIDIA GPUs (Tesla "
+                          "V100-SXM2-16GB), 2 on NVLink to the CPU");
+    ck_assert_int_eq(plat_score_x86_pcie(&m, why, sizeof why), 0);
+    ck_assert_str_eq(why, "not an x86 CPU (POWER9, altivec supported, PowerNV 8335-GTG)");
+    ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), 0);
+    ck_assert_contains(why, "GPU 0004:04:00.0 is on node 0");
+    ck_assert_contains(why, "set numa_node");
+    free(root);
+}
+END_TEST
+
+START_TEST(probe_dgx_station)
+{
+    char *root = fake_root("dgxs");
+    put(root, "proc/cpuinfo", xeon_cpuinfo);
+    put_gpu(root, "0000:07:00.0", "0\n", false);
+    put_gpu(root, "0000:08:00.0", "0\n", false);
+    put(root, "sys/bus/pci/devices/0000:00:1f.2/vendor", "0x8086\n");
+    put(root, "sys/bus/pci/devices/0000:00:1f.2/class", "0x010601\n");
+    put(root, "proc/driver/nvidia/gpus/0000:07:00.0/information", "Model: \t\t Tesla V100-DGXS-32GB\n");
+    struct plat_machine m;
+    plat_probe(root, &m);
+    ck_assert_int_eq(m.cpu, PLAT_CPU_X86);
+    ck_assert_int_eq(m.gpus, 2);
+    ck_assert_int_eq(m.gpus_nvlink, 0);
+    ck_assert(!m.nodes_differ);
+    char why[256];
+    ck_assert_int_eq(plat_score_x86_pcie(&m, why, sizeof why), 15);
+    ck_assert_str_eq(why, "x86 CPU (Intel(R) Xeon(R) CPU E5-2698 v4 @ 2.20GHz); 2 NVIDIA GPUs (Tesla V100-DGXS-32GB) "
+                          "on PCIe");
+    ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 0);
+    ck_assert_str_eq(why, "not a POWER9 CPU (Intel(R) Xeon(R) CPU E5-2698 v4 @ 2.20GHz)");
+    ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), 0);
+    ck_assert_str_eq(why, "GPU 0000:07:00.0 is on node 0");
+    free(root);
+}
+END_TEST
+
+START_TEST(probe_without_gpus)
+{
+    char *root = fake_root("nogpu");
+    put(root, "proc/cpuinfo", "vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n");
+    put(root, "sys/bus/pci/devices", NULL);
+    struct plat_machine m;
+    plat_probe(root, &m);
+    char why[256];
+    ck_assert_int_eq(plat_score_x86_pcie(&m, why, sizeof why), 10);
+    ck_assert_str_eq(why, "x86 CPU (AMD EPYC 7B13), no NVIDIA GPU found: GPUs would attach over PCIe");
+    ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), -1);
+    ck_assert_str_eq(why, "no NVIDIA GPU found: node unknown (-1)");
+
+    /* A POWER9 whose GPUs are on PCIe, and one with none visible. */
+    char *p9 = fake_root("p9pcie");
+    put(p9, "proc/cpuinfo", power9_cpuinfo);
+    put_gpu(p9, "0033:01:00.0", "-1\n", false);
+    plat_probe(p9, &m);
+    ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 5);
+    ck_assert_contains(why, "but 1 NVIDIA GPU is on PCIe, not NVLink");
+    ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), -1);
+    ck_assert_contains(why, "GPU 0033:01:00.0 has no NUMA node in sysfs");
+    char *p9bare = fake_root("p9bare");
+    put(p9bare, "proc/cpuinfo", power9_cpuinfo);
+    plat_probe(p9bare, &m);
+    ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 20);
+    ck_assert_contains(why, "no NVIDIA GPU found: assuming an AC922's NVLink 2.0");
+
+    /* Nothing readable: unknown, and neither platform claims it. */
+    char *empty = fake_root("empty");
+    plat_probe(empty, &m);
+    ck_assert_int_eq(m.cpu, PLAT_CPU_UNKNOWN);
+    ck_assert_int_eq(plat_score_x86_pcie(&m, why, sizeof why), 0);
+    ck_assert_str_eq(why, "not an x86 CPU (model unknown)");
+    ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 0);
+    free(root);
+    free(p9);
+    free(p9bare);
+    free(empty);
+}
+END_TEST
+
+/* Only the driver's view (no sysfs): a GPU whose memory the driver made coherent with the
+ * CPU's (numa_status) is on NVLink to it. */
+START_TEST(probe_driver_only)
+{
+    char *root = fake_root("driveronly");
+    put(root, "proc/cpuinfo", power9_cpuinfo);
+    put(root, "proc/driver/nvidia/gpus/0004:04:00.0/information", "Model: \t\t Tesla V100-SXM2-32GB\n");
+    put(root, "proc/driver/nvidia/gpus/0004:04:00.0/numa_status", "memblock size: 256MB\n");
+    struct plat_machine m;
+    plat_probe(root, &m);
+    ck_assert_int_eq(m.gpus, 1);
+    ck_assert_int_eq(m.gpus_nvlink, 1);
+    ck_assert_int_eq(m.gpu_node, -1);
+    char why[256];
+    ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 30);
+    ck_assert_contains(why, "1 NVIDIA GPU (Tesla V100-SXM2-32GB), 1 on NVLink to the CPU");
+    free(root);
+}
+END_TEST
+
+static Suite *platform_suite(void)
+{
+    Suite *s = suite_create("platform");
+    TCase *tc = tcase_create("plugins");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, x86_pcie_defaults);
+    tcase_add_test(tc, power9_nvlink_defaults);
+    tcase_add_test(tc, every_value_overridden);
+    tcase_add_test(tc, edges_allowed);
+    tcase_add_test(tc, duplex_faster_than_alone);
+    tcase_add_test(tc, duplex_error_in_a_file);
+    tcase_add_test(tc, out_of_range_and_malformed);
+    tcase_add_test(tc, env_defaults_only_where_unset);
+    tcase_add_test(tc, score_names_this_cpu);
+    suite_add_tcase(s, tc);
+    TCase *core = tcase_create("core");
+    tcase_add_test(core, abi_1_3_plugin_link_unknown);
+    tcase_add_test(core, abi_1_4_plugin_link);
+    tcase_add_test(core, malformed_env_default_sets_nothing);
+    suite_add_tcase(s, core);
+    TCase *probe = tcase_create("probe");
+    tcase_add_test(probe, probe_ac922);
+    tcase_add_test(probe, probe_dgx_station);
+    tcase_add_test(probe, probe_without_gpus);
+    tcase_add_test(probe, probe_driver_only);
+    suite_add_tcase(s, probe);
+    return s;
+}
+
+int main(void)
+{
+    return test_run_suite(platform_suite());
+}
