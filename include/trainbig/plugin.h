@@ -35,7 +35,8 @@ extern "C" {
  *   1.2  model: build (model.h); the class-weight and label-mask ops (ops.h, graph.h)
  *   1.3  SDK functions: image decoding for dataset plugins (image.h)
  *   1.4  platform: tb_link duplex_bytes_per_s, latency_s, numa_node; tb_platform_ops
- *        env_defaults (platform.h) */
+ *        env_defaults (platform.h); swap: the hooks and the memory manager's functions
+ *        (swap.h); backend: alloc_failed_bytes, release_scratch (backend.h) */
 #define TB_ABI_MAJOR 1
 #define TB_ABI_MINOR 4
 
