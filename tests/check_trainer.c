@@ -302,28 +302,37 @@ static double csv_column_sum(const char *csv, const char *name)
 
 /* Large model support changes no value: the same training with device memory capped
  * below its footprint (160x160 images: about 112 MiB uncapped, 50 MiB here) under the
- * lru policy, which must swap, ends with exactly the weights, buffers and momentum of the
- * uncapped run. Under `none` the capped run stops with an out-of-memory error that names
- * the [swap] setting that would make it fit. */
-START_TEST(lru_capped_is_bit_identical)
+ * lru and the prefetch policies, which must swap, ends with exactly the weights, buffers
+ * and momentum of the uncapped run. Under `none` the capped run stops with an
+ * out-of-memory error that names the [swap] setting that would make it fit. */
+START_TEST(capped_swapping_is_bit_identical)
 {
     static const char *const free_run[] = { "dataset.width=160", "dataset.height=160", NULL };
     static const char *const lru_run[] = { "dataset.width=160", "dataset.height=160", "backend.device_memory=50M",
                                            "swap.plugin=lru",   "swap.min_size=64K",  NULL };
     static const char *const none_run[] = { "dataset.width=160", "dataset.height=160", "backend.device_memory=50M",
                                             NULL };
-    char *a = test_path("uncapped"), *b = test_path("lru"), *c = test_path("none");
-    char *ea = NULL, *eb = NULL, *csv = NULL;
+    static const char *const prefetch_run[] = { "dataset.width=160",         "dataset.height=160",
+                                                "backend.device_memory=50M", "swap.plugin=prefetch",
+                                                "swap.min_size=64K",         NULL };
+    char *a = test_path("uncapped"), *c = test_path("none");
+    char *ea = NULL, *csv = NULL;
     struct tb_err err;
     ck_assert_msg(train(a, free_run, NULL, false, &err) == TB_OK, "%s", err.msg);
-    ck_assert_msg(train(b, lru_run, NULL, false, &err) == TB_OK, "%s", err.msg);
     ck_assert_int_ge(asprintf(&ea, "%s/run/epoch-0002.safetensors", a), 0);
-    ck_assert_int_ge(asprintf(&eb, "%s/run/epoch-0002.safetensors", b), 0);
-    assert_same_tensors(ea, eb);
-    ck_assert_int_ge(asprintf(&csv, "%s/run/epochs.csv", b), 0);
-    ck_assert_msg(csv_column_sum(csv, "swaps_out") > 0, "the capped lru run did not swap");
-    ck_assert(csv_column_sum(csv, "swap_in_bytes") > 0);
-    free(csv);
+    const char *const *runs[2] = { lru_run, prefetch_run };
+    for (int k = 0; k < 2; k++) {
+        char *b = test_path(k ? "prefetch" : "lru"), *eb = NULL;
+        ck_assert_msg(train(b, runs[k], NULL, false, &err) == TB_OK, "%s: %s", b, err.msg);
+        ck_assert_int_ge(asprintf(&eb, "%s/run/epoch-0002.safetensors", b), 0);
+        assert_same_tensors(ea, eb);
+        ck_assert_int_ge(asprintf(&csv, "%s/run/epochs.csv", b), 0);
+        ck_assert_msg(csv_column_sum(csv, "swaps_out") > 0, "the capped %s run did not swap", b);
+        ck_assert(csv_column_sum(csv, "swap_in_bytes") > 0);
+        free(csv);
+        free(eb);
+        free(b);
+    }
     ck_assert_int_ge(asprintf(&csv, "%s/run/epochs.csv", a), 0);
     ck_assert(csv_column_sum(csv, "swaps_out") == 0);
     tb_err_clear(&err);
@@ -331,10 +340,8 @@ START_TEST(lru_capped_is_bit_identical)
     ck_assert_msg(strstr(err.msg, "out of device memory at ") && strstr(err.msg, "set [swap] plugin = lru"), "%s",
                   err.msg);
     free(a);
-    free(b);
     free(c);
     free(ea);
-    free(eb);
     free(csv);
 }
 END_TEST
@@ -355,7 +362,7 @@ static Suite *trainer_suite(void)
     tc = tcase_create("swap");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, lru_capped_is_bit_identical);
+    tcase_add_test(tc, capped_swapping_is_bit_identical);
     suite_add_tcase(s, tc);
     return s;
 }

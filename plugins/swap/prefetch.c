@@ -1,0 +1,332 @@
+/* swap/prefetch: swaps planned from the schedule, so copies overlap compute.
+ *
+ * The schedule says, before anything runs, every step that touches every tensor. After a
+ * use of an activation or gradient, if its next use is far enough away, the tensor goes
+ * to host memory right then; it is brought back early enough before that next use that
+ * the copy is done when the step needs it.
+ *
+ * "Far enough" and "early enough" are the keys threshold and ahead (in steps). With
+ * either at 0 (the default) the policy tunes itself: until it has timed one whole
+ * training step it uses 8 and 2; then, from each step's measured time and the link's
+ * bandwidth (the platform's, or 12 GB/s without one), a tensor is moved out only where
+ * the compute between two uses covers its copies out and back, and brought back from
+ * the first step that leaves time for the copy in. When memory is short anyway (a
+ * prefetch that does not fit waits for the step that needs it; an allocation that does
+ * not fit), the tensors whose next use is farthest away go out first. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <trainbig/trainbig.h>
+
+enum { DEFAULT_THRESHOLD = 8, DEFAULT_AHEAD = 2, MAX_EXECUTORS = 8 };
+
+/* The plan of one executor's schedule. */
+struct plan {
+    struct tb_swap_mem *m;
+    const struct tb_schedule *s;
+    size_t nsteps, ntensors;
+    uint32_t **uses; /* [ntensors]: the steps touching tensor i, ascending; NULL if not movable */
+    uint32_t *nuses;
+    /* Actions: out_after[k] and in_before[k] list tensors, each terminated by UINT32_MAX. */
+    uint32_t **out_after, **in_before;
+    double *seconds; /* [nsteps] measured */
+    double t0;
+    bool tuned;
+    struct tb_link link; /* the platform's, when has_link */
+    bool has_link;
+};
+
+struct prefetch {
+    int threshold, ahead; /* 0: tuned */
+    uint64_t min_size;
+    struct plan plans[MAX_EXECUTORS];
+};
+
+static const struct tb_key prefetch_keys[] = {
+    { "threshold", TB_KEY_INT, "0", "0..1000000",
+      "move a tensor out only when its next use is more than this many steps away; 0 = tuned from measured step "
+      "times and the link" },
+    { "ahead", TB_KEY_INT, "0", "0..1000000",
+      "start bringing a tensor back this many steps before its use; 0 = tuned from measured step times and the link" },
+    { "min_size", TB_KEY_SIZE, "1M", NULL, "tensors smaller than this are never moved" },
+    TB_KEYS_END,
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int prefetch_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
+{
+    struct prefetch *p = calloc(1, sizeof *p);
+    if (!p)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    p->threshold = (int)tb_section_int(cfg, "threshold");
+    p->ahead = (int)tb_section_int(cfg, "ahead");
+    p->min_size = tb_section_size(cfg, "min_size");
+    *ctx = p; /* the caller's until destroy */
+    return TB_OK;
+}
+
+static void free_actions(struct plan *pl)
+{
+    for (size_t k = 0; pl->out_after && k < pl->nsteps; k++) {
+        free(pl->out_after[k]);
+        free(pl->in_before[k]);
+    }
+    free(pl->out_after);
+    free(pl->in_before);
+    pl->out_after = pl->in_before = NULL;
+}
+
+static void free_plan(struct plan *pl)
+{
+    free_actions(pl);
+    for (size_t i = 0; pl->uses && i < pl->ntensors; i++)
+        free(pl->uses[i]);
+    free(pl->uses);
+    free(pl->nuses);
+    free(pl->seconds);
+    memset(pl, 0, sizeof *pl);
+}
+
+static void prefetch_destroy(void *ctx)
+{
+    struct prefetch *p = ctx;
+    for (int i = 0; i < MAX_EXECUTORS; i++)
+        free_plan(&p->plans[i]);
+    free(p);
+}
+
+static struct plan *find_plan(struct prefetch *p, const struct tb_swap_mem *m)
+{
+    for (int i = 0; i < MAX_EXECUTORS; i++)
+        if (p->plans[i].m == m)
+            return &p->plans[i];
+    return NULL;
+}
+
+/* Appends tensor i to a UINT32_MAX-terminated list. */
+static int push(uint32_t **list, uint32_t i)
+{
+    size_t n = 0;
+    while (*list && (*list)[n] != UINT32_MAX)
+        n++;
+    uint32_t *l = realloc(*list, (n + 2) * sizeof *l);
+    if (!l)
+        return -1;
+    l[n] = i;
+    l[n + 1] = UINT32_MAX;
+    *list = l;
+    return 0;
+}
+
+/* Decides the actions: with the fixed knobs, or (tuned) from step times and the link. */
+static int make_actions(struct prefetch *p, struct plan *pl, struct tb_err *err)
+{
+    const struct tb_link *link = pl->has_link ? &pl->link : NULL;
+    free_actions(pl);
+    pl->out_after = calloc(pl->nsteps, sizeof *pl->out_after);
+    pl->in_before = calloc(pl->nsteps, sizeof *pl->in_before);
+    double *before = calloc(pl->nsteps + 1, sizeof *before); /* before[k]: time of steps 0..k-1 */
+    if (!pl->out_after || !pl->in_before || !before) {
+        free(before);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < pl->nsteps; k++)
+        before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 0);
+    const double h2d = link && link->h2d_bytes_per_s > 0 ? link->h2d_bytes_per_s : 12e9;
+    const double d2h = link && link->d2h_bytes_per_s > 0 ? link->d2h_bytes_per_s : 12e9;
+    const double latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
+    const uint32_t threshold = (uint32_t)(p->threshold ? p->threshold : DEFAULT_THRESHOLD);
+    const uint32_t ahead = (uint32_t)(p->ahead ? p->ahead : DEFAULT_AHEAD);
+    /* Measured: each knob left at 0 follows the step times. */
+    const bool time_out = pl->tuned && !p->threshold, time_in = pl->tuned && !p->ahead;
+    int rc = 0;
+    for (size_t i = 0; i < pl->ntensors && !rc; i++) {
+        if (!pl->uses[i])
+            continue;
+        const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
+        const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
+        for (uint32_t a = 0; a + 1 < pl->nuses[i] && !rc; a++) {
+            const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
+            /* Out: the compute between the uses must cover the copy out and back, with a
+             * margin for copies sharing the link. In: from the latest step that leaves
+             * the copy in time to finish. */
+            const bool go = time_out ? before[v] - before[u + 1] > 1.5 * (t_out + t_in) : v - u > threshold;
+            if (!go)
+                continue;
+            uint32_t start = v - u > ahead ? v - ahead : u + 1;
+            if (time_in)
+                for (start = v - 1; start > u + 1 && before[v] - before[start] < 1.5 * t_in;)
+                    start--;
+            rc = push(&pl->out_after[u], (uint32_t)i) || push(&pl->in_before[start], (uint32_t)i);
+        }
+    }
+    free(before);
+    return rc ? tb_err_set(err, TB_ERR_NOMEM, "out of memory") : TB_OK;
+}
+
+static int prefetch_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, uint64_t capacity,
+                         const struct tb_link *link, struct tb_err *err)
+{
+    (void)capacity;
+    struct prefetch *p = ctx;
+    struct plan *pl = find_plan(p, NULL);
+    if (!pl)
+        return tb_err_set(err, TB_ERR_RUNTIME, "the prefetch policy plans at most %d executors at once", MAX_EXECUTORS);
+    if (link) {
+        pl->link = *link;
+        pl->has_link = true;
+    }
+    pl->m = m;
+    pl->s = s;
+    pl->nsteps = tb_schedule_steps(s);
+    pl->ntensors = tb_schedule_tensors(s);
+    pl->uses = calloc(pl->ntensors + 1, sizeof *pl->uses);
+    pl->nuses = calloc(pl->ntensors + 1, sizeof *pl->nuses);
+    pl->seconds = calloc(pl->nsteps + 1, sizeof *pl->seconds);
+    if (!pl->uses || !pl->nuses || !pl->seconds) {
+        free_plan(pl);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < pl->nsteps; k++) {
+        const uint32_t *ids;
+        size_t n = tb_schedule_step_tensors(s, k, &ids);
+        for (size_t j = 0; j < n; j++) {
+            const struct tb_sched_tensor *t = tb_schedule_tensor(s, ids[j]);
+            if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->bytes < p->min_size)
+                continue;
+            uint32_t **u = &pl->uses[ids[j]];
+            uint32_t *grown = realloc(*u, (pl->nuses[ids[j]] + 1) * sizeof **u);
+            if (!grown) {
+                free_plan(pl);
+                return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+            }
+            *u = grown;
+            if (!pl->nuses[ids[j]] || grown[pl->nuses[ids[j]] - 1] != (uint32_t)k)
+                grown[pl->nuses[ids[j]]++] = (uint32_t)k;
+        }
+    }
+    int rc = make_actions(p, pl, err);
+    if (rc)
+        free_plan(pl);
+    return rc;
+}
+
+static void prefetch_forget(void *ctx, struct tb_swap_mem *m)
+{
+    struct plan *pl = find_plan(ctx, m);
+    if (pl)
+        free_plan(pl);
+}
+
+static int prefetch_before_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    struct plan *pl = find_plan(ctx, m);
+    if (!pl || step >= pl->nsteps)
+        return TB_OK;
+    pl->t0 = now();
+    for (const uint32_t *i = pl->in_before[step]; i && *i != UINT32_MAX; i++) {
+        struct tb_err e;
+        tb_err_clear(&e);
+        /* No room now: the step that needs it brings it back. */
+        if (tb_swap_in(m, *i, &e) == TB_ERR_NOMEM)
+            continue;
+    }
+    (void)err;
+    return TB_OK;
+}
+
+static int prefetch_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    struct prefetch *p = ctx;
+    struct plan *pl = find_plan(p, m);
+    if (!pl || step >= pl->nsteps)
+        return TB_OK;
+    if (!pl->tuned)
+        pl->seconds[step] = now() - pl->t0;
+    for (const uint32_t *i = pl->out_after[step]; i && *i != UINT32_MAX; i++) {
+        int rc = tb_swap_out(m, *i, false, err);
+        if (rc)
+            return rc;
+    }
+    /* One whole training step timed: plan again from the measurements. */
+    if (!pl->tuned && step + 1 == pl->nsteps && (!p->threshold || !p->ahead)) {
+        pl->tuned = true;
+        return make_actions(p, pl, err);
+    }
+    return TB_OK;
+}
+
+/* The next step at or after `step` that uses tensor i, or UINT32_MAX. */
+static uint32_t next_use(const struct plan *pl, size_t i, size_t step)
+{
+    for (uint32_t a = 0; a < pl->nuses[i]; a++)
+        if (pl->uses[i][a] >= step)
+            return pl->uses[i][a];
+    return UINT32_MAX;
+}
+
+static struct plan *sort_plan;
+static size_t sort_step;
+
+static int by_next_use_desc(const void *a, const void *b)
+{
+    uint32_t x = next_use(sort_plan, *(const size_t *)a, sort_step),
+             y = next_use(sort_plan, *(const size_t *)b, sort_step);
+    if (x != y)
+        return x > y ? -1 : 1;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : *(const size_t *)a > *(const size_t *)b;
+}
+
+/* Out first: what is needed last. */
+static int prefetch_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t bytes, struct tb_err *err)
+{
+    struct plan *pl = find_plan(ctx, m);
+    if (!pl)
+        return TB_OK;
+    size_t *cand = malloc((pl->ntensors + 1) * sizeof *cand), n = 0;
+    if (!cand)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < pl->ntensors; i++)
+        if (pl->uses[i] && tb_swap_movable(m, i))
+            cand[n++] = i;
+    sort_plan = pl; /* hooks run one at a time, on the training thread */
+    sort_step = step == SIZE_MAX ? 0 : step;
+    qsort(cand, n, sizeof *cand, by_next_use_desc);
+    const uint64_t cap = tb_swap_capacity(m), use = tb_swap_in_use(m);
+    uint64_t freed = 0;
+    int rc = TB_OK;
+    for (size_t k = 0; k < n && !rc && (freed < bytes || (cap && use - freed + bytes > cap)); k++) {
+        rc = tb_swap_out(m, cand[k], false, err);
+        freed += tb_swap_tensor_bytes(m, cand[k]);
+    }
+    free(cand);
+    return rc;
+}
+
+static const struct tb_swap_ops prefetch_ops = {
+    .create = prefetch_create,
+    .destroy = prefetch_destroy,
+    .plan = prefetch_plan,
+    .before_step = prefetch_before_step,
+    .after_step = prefetch_after_step,
+    .make_room = prefetch_make_room,
+    .forget = prefetch_forget,
+};
+
+TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
+    .abi_major = TB_ABI_MAJOR,
+    .abi_minor = TB_ABI_MINOR,
+    .kind = TB_KIND_SWAP,
+    .name = "prefetch",
+    .version = TB_VERSION,
+    .description = "swaps planned from the schedule: out after a use when the next is far, back in ahead of it",
+    .keys = prefetch_keys,
+    .ops.swap = &prefetch_ops,
+};
