@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "lib/graph_internal.h"
+#include "lib/log_internal.h"
+#include "lib/platform_internal.h"
 
 int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
 {
@@ -35,6 +37,22 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         r->model_ctx = NULL;
         return tb_err_prefix(err, "model '%s'", r->model->name);
     }
+    r->platform = s->slot[TB_SEC_PLATFORM].plugin->p;
+    rc = r->platform->ops.platform->create(s->slot[TB_SEC_PLATFORM].section, &r->platform_ctx, err);
+    if (rc) {
+        r->platform_ctx = NULL;
+        return tb_err_prefix(err, "platform '%s'", r->platform->name);
+    }
+    tb_platform_link(r->platform, r->platform_ctx, &r->link);
+    const struct tb_backend_ops *bo = r->backend->ops.backend;
+    if (r->backend->abi_minor >= 4 && bo->set_platform) {
+        char note[512];
+        rc = bo->set_platform(r->backend_ctx, 0, &r->link, note, sizeof note, err);
+        if (rc)
+            return tb_err_prefix(err, "backend '%s', platform '%s'", r->backend->name, r->platform->name);
+        if (note[0])
+            tb_log(TB_LOG_INFO, "%s (platform '%s')", note, r->platform->name);
+    }
     r->swap = s->slot[TB_SEC_SWAP].plugin->p;
     rc = r->swap->ops.swap->create(s->slot[TB_SEC_SWAP].section, &r->swap_ctx, err);
     if (rc) {
@@ -48,7 +66,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     /* A policy built before the hooks (ABI < 1.4) has a shorter vtable: it never swaps. */
     if (r->engine_ready)
         r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->abi_minor >= 4 ? r->swap->ops.swap : NULL,
-                                                  r->swap_ctx, NULL };
+                                                  r->swap_ctx, &r->link };
     return rc;
 }
 
@@ -58,6 +76,8 @@ void tb_run_close(struct tb_run *r)
         tb_engine_fini(&r->engine);
     if (r->swap_ctx)
         r->swap->ops.swap->destroy(r->swap_ctx);
+    if (r->platform_ctx)
+        r->platform->ops.platform->destroy(r->platform_ctx);
     if (r->model_ctx)
         r->model->ops.model->destroy(r->model_ctx);
     if (r->backend_ctx)

@@ -17,6 +17,9 @@ struct tb_run {
     void *model_ctx;
     const struct tb_plugin *swap; /* the [swap] policy, given to the engine */
     void *swap_ctx;
+    const struct tb_plugin *platform; /* its link goes to the policy and the backend */
+    void *platform_ctx;
+    struct tb_link link;
     struct tb_engine engine; /* valid while engine_ready */
     bool engine_ready;
 };

@@ -98,10 +98,14 @@ static bool settle_out(struct tb_swap_mem *m, size_t i, bool wait)
 {
     if (m->res[i] != TB_RES_MOVING_OUT)
         return false;
-    if (wait)
+    if (wait) {
+        /* Memory is short: the step waits for the copy out, which is stall too. */
+        double t0 = now();
         m->be->event_sync(m->be_ctx, m->ev[i]);
-    else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1)
+        m->stats.stall_seconds += now() - t0;
+    } else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1) {
         return false;
+    }
     m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
     m->t[i].data = NULL;
     m->res[i] = TB_RES_HOST;

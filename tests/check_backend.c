@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +384,49 @@ START_TEST(open_validates_settings)
 }
 END_TEST
 
+/* emulate_link: the platform's link scaled by this CPU's rate over the accelerator's
+ * (compute_gflops fixed here, so the figures are exact): 157 GFLOP/s against 15.7 TFLOP/s
+ * makes copies 100 times slower, latency 100 times longer, and the link the policies see
+ * is the scaled one. Without emulate_link the link is left alone. */
+START_TEST(link_emulation_scales_the_platform_link)
+{
+    struct tb_backend_instance e;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err) == TB_OK,
+                  "%s", err.msg);
+    struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
+    char note[512];
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
+    ck_assert(fabs(link.h2d_bytes_per_s - 120e6) < 1 && fabs(link.d2h_bytes_per_s - 100e6) < 1);
+    ck_assert(fabs(link.duplex_bytes_per_s - 80e6) < 1 && fabs(link.latency_s - 7e-4) < 1e-12);
+    ck_assert(fabs(link.accel_flops - 157e9) < 1);
+    ck_assert_contains(note, "emulating");
+    ck_assert_contains(note, "120 / 100 MB/s");
+    /* A copy of 1.2 MB on the emulated link cannot finish in less than 10 ms. */
+    void *host = e.ops->host_alloc(e.ctx, 1200000), *dev = e.ops->mem_alloc(e.ctx, 0, 1200000);
+    struct tb_event *ev = e.ops->event_create(e.ctx, 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(e.ops->copy_async(e.ctx, 0, TB_STREAM_H2D, dev, host, 1200000, &err), TB_OK);
+    e.ops->event_record(e.ctx, ev, TB_STREAM_H2D);
+    e.ops->event_sync(e.ctx, ev);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) >= 0.01);
+    e.ops->event_destroy(e.ctx, ev);
+    e.ops->mem_free(e.ctx, 0, dev);
+    e.ops->host_free(e.ctx, host);
+    tb_backend_close(&e);
+
+    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
+    struct tb_link same = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &same, note, sizeof note, &err), TB_OK);
+    ck_assert(same.h2d_bytes_per_s == 12e9 && same.latency_s == 7e-6);
+    ck_assert_str_eq(note, "");
+    tb_backend_close(&e);
+}
+END_TEST
+
 START_TEST(unknown_op_refused_at_prepare)
 {
     struct tb_op op;
@@ -427,6 +472,7 @@ int main(void)
     tcase_add_test(tc, sgd_matches_pytorch_semantics);
     tcase_add_test(tc, unknown_op_refused_at_prepare);
     tcase_add_test(tc, open_validates_settings);
+    tcase_add_test(tc, link_emulation_scales_the_platform_link);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

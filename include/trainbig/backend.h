@@ -34,6 +34,7 @@
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
 #include <trainbig/ops.h>
+#include <trainbig/platform.h>
 #include <trainbig/plugin.h>
 #include <trainbig/tensor.h>
 
@@ -167,6 +168,12 @@ struct tb_backend_ops {
      * space, workspace), to be taken again by the next op that needs it: the core calls it
      * before it moves tensors out to make room. */
     void (*release_scratch)(void *ctx, int device);
+    /* Optional. The configured platform's link (trainbig/platform.h), once after create.
+     * A backend that emulates links (the CPU backend with emulate_link) throttles its copies
+     * to it, and rewrites *link to what its copies will really see (the scaled rates), which
+     * is what swap policies then plan with; note (note_size > 0) receives a line for the
+     * log saying what it does, or "". */
+    int (*set_platform)(void *ctx, int device, struct tb_link *link, char *note, size_t note_size, struct tb_err *err);
 };
 
 #ifdef __cplusplus

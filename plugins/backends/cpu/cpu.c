@@ -10,8 +10,77 @@
 static const struct tb_key cpu_keys[] = {
     { "threads", TB_KEY_INT, "0", "0..4096", "OpenMP threads for ops; 0 = one per core" },
     { "device_memory", TB_KEY_SIZE, "0", NULL, "device memory capacity to emulate; 0 = no cap" },
+    { "emulate_link", TB_KEY_BOOL, "no", NULL,
+      "copies take the time the [platform] link would take, scaled by this CPU's compute rate over the platform's "
+      "accelerator, so swapping costs what it would there" },
+    { "compute_gflops", TB_KEY_FLOAT, "0", "0..",
+      "this CPU's fp32 rate for emulate_link, GFLOP/s; 0 = measured at start (an FMA loop on every thread)" },
     TB_KEYS_END,
 };
+
+/* A short multiply-add loop on every thread: this CPU's fp32 rate, FLOP/s (the best of 3
+ * runs). The x86 build has an AVX2+FMA copy, taken where the CPU has them. */
+typedef float tb_v8 __attribute__((vector_size(32)));
+
+/* Twelve independent chains in named variables (registers): enough to keep two FMA
+ * units busy through their latency. */
+#define FMA_LOOP_BODY(madd)                                                                                       \
+    const tb_v8 m = (tb_v8){ 0 } + 0.999f, c = (tb_v8){ 0 } + 1e-4f;                                              \
+    tb_v8 a0 = c, a1 = c + 1, a2 = c + 2, a3 = c + 3, a4 = c + 4, a5 = c + 5, a6 = c + 6, a7 = c + 7, a8 = c + 8, \
+          a9 = c + 9, a10 = c + 10, a11 = c + 11;                                                                 \
+    for (long k = 0; k < iters; k++) {                                                                            \
+        a0 = madd(a0, m, c);                                                                                      \
+        a1 = madd(a1, m, c);                                                                                      \
+        a2 = madd(a2, m, c);                                                                                      \
+        a3 = madd(a3, m, c);                                                                                      \
+        a4 = madd(a4, m, c);                                                                                      \
+        a5 = madd(a5, m, c);                                                                                      \
+        a6 = madd(a6, m, c);                                                                                      \
+        a7 = madd(a7, m, c);                                                                                      \
+        a8 = madd(a8, m, c);                                                                                      \
+        a9 = madd(a9, m, c);                                                                                      \
+        a10 = madd(a10, m, c);                                                                                    \
+        a11 = madd(a11, m, c);                                                                                    \
+    }                                                                                                             \
+    tb_v8 t = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;                                        \
+    return t[0] == 12345.0f ? 0 : (double)iters * 12 * 8 * 2;
+
+#define PLAIN_MADD(x, y, z) ((x) * (y) + (z))
+
+static double fma_loop_plain(long iters)
+{
+    FMA_LOOP_BODY(PLAIN_MADD)
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters)
+{
+    FMA_LOOP_BODY(__builtin_ia32_vfmaddps256)
+}
+#define HAVE_FMA_LOOP_AVX2 1
+#endif
+
+static double fma_loop(long iters)
+{
+#ifdef HAVE_FMA_LOOP_AVX2
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return fma_loop_avx2(iters);
+#endif
+    return fma_loop_plain(iters);
+}
+
+static double measure_flops(int threads)
+{
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double flops = 0, t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+        flops += fma_loop(20000000);
+        double rate = flops / (omp_get_wtime() - t0);
+        best = rate > best ? rate : best;
+    }
+    return best;
+}
 
 static int cpu_score(char *why, size_t why_size)
 {
@@ -45,6 +114,8 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     int64_t threads = tb_section_int(cfg, "threads");
     cpu->threads = threads > 0 ? (int)threads : omp_get_num_procs();
     uint64_t cap = tb_section_size(cfg, "device_memory");
+    cpu->emulate_link = tb_section_bool(cfg, "emulate_link");
+    cpu->compute_flops = tb_section_float(cfg, "compute_gflops") * 1e9;
     tb_cpu_memory_init(&cpu->memory, cap ? cap : UINT64_MAX);
     int rc = tb_cpu_streams_init(&cpu->streams, err);
     if (rc) {
@@ -107,6 +178,39 @@ static void cpu_release_scratch(void *ctx, int device)
         tb_cpu_memory_free(&cpu->memory, cpu->scratch);
     cpu->scratch = NULL;
     cpu->scratch_bytes = 0;
+}
+
+static int cpu_set_platform(void *ctx, int device, struct tb_link *link, char *note, size_t note_size,
+                            struct tb_err *err)
+{
+    struct tb_cpu *cpu = ctx;
+    (void)device;
+    (void)err;
+    if (note_size)
+        note[0] = '\0';
+    if (!cpu->emulate_link || !link)
+        return TB_OK;
+    const double rate = cpu->compute_flops > 0 ? cpu->compute_flops : measure_flops(cpu->threads);
+    /* The accelerator computes accel_flops; this CPU `rate`: copies slowed by the same
+     * ratio keep the compute-to-transfer balance, and so the cost of swapping. */
+    const double s = link->accel_flops > 0 ? rate / link->accel_flops : 1.0;
+    const struct tb_link given = *link;
+    link->h2d_bytes_per_s *= s;
+    link->d2h_bytes_per_s *= s;
+    link->duplex_bytes_per_s *= s;
+    link->latency_s /= s;
+    link->accel_flops = rate;
+    const struct tb_link_throttle t = { link->h2d_bytes_per_s, link->d2h_bytes_per_s, link->latency_s };
+    tb_cpu_set_throttle(&cpu->streams, &t);
+    tb_cpu_set_duplex(&cpu->streams, link->duplex_bytes_per_s);
+    snprintf(note, note_size,
+             "emulating the platform's link: this CPU computes %.0f GFLOP/s%s, the platform's accelerator %.1f "
+             "TFLOP/s, so copies run at %.3g times its %.1f / %.1f GB/s: %.0f / %.0f MB/s host to device / back, "
+             "latency %.0f us",
+             rate / 1e9, cpu->compute_flops > 0 ? " ([backend] compute_gflops)" : " (measured)",
+             given.accel_flops / 1e12, s, given.h2d_bytes_per_s / 1e9, given.d2h_bytes_per_s / 1e9,
+             t.h2d_bytes_per_s / 1e6, t.d2h_bytes_per_s / 1e6, t.latency_s * 1e6);
+    return TB_OK;
 }
 
 static uint64_t cpu_alloc_failed_bytes(void *ctx, int device)
@@ -381,6 +485,7 @@ static const struct tb_backend_ops cpu_ops = {
     .set_link_throttle = cpu_set_link_throttle,
     .alloc_failed_bytes = cpu_alloc_failed_bytes,
     .release_scratch = cpu_release_scratch,
+    .set_platform = cpu_set_platform,
     .tensor_bytes = cpu_tensor_bytes,
     .tensor_write = cpu_tensor_write,
     .tensor_read = cpu_tensor_read,

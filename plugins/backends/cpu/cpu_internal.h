@@ -48,6 +48,7 @@ struct tb_cpu_stream {
     struct tb_cpu_item *head, *tail; /* the queue, run in order */
     uint64_t submitted, done;        /* items queued / finished */
     double bytes_per_s;              /* link emulation; 0 = full speed */
+    bool copying;                    /* a copy is under way (the other direction shares the link) */
 };
 
 struct tb_cpu_streams {
@@ -55,6 +56,7 @@ struct tb_cpu_streams {
     pthread_cond_t changed; /* broadcast whenever an item finishes or is queued */
     bool stopping;
     double latency_s;
+    double duplex_bytes_per_s;    /* each direction while both copy; 0 = as alone */
     struct tb_cpu_stream copy[2]; /* [0] = TB_STREAM_H2D, [1] = TB_STREAM_D2H */
 };
 
@@ -72,6 +74,8 @@ void tb_cpu_stream_sync(struct tb_cpu_streams *s, enum tb_stream stream);
 int tb_cpu_copy_async(struct tb_cpu_streams *s, enum tb_stream stream, void *dst, const void *src, size_t bytes,
                       struct tb_err *err);
 void tb_cpu_set_throttle(struct tb_cpu_streams *s, const struct tb_link_throttle *link);
+/* Both directions at once: each at most this fast (0 = as alone). */
+void tb_cpu_set_duplex(struct tb_cpu_streams *s, double bytes_per_s);
 
 /* ------------------------------------------------------------------ the backend (cpu.c) */
 
@@ -88,6 +92,8 @@ struct tb_cpu {
     void *scratch;
     size_t scratch_bytes;
     uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
+    bool emulate_link;     /* [backend] emulate_link: set_platform throttles the copies */
+    double compute_flops;  /* [backend] compute_gflops in FLOP/s; 0 = measure */
 };
 
 int tb_cpu_dnnl_init(struct tb_cpu *cpu, struct tb_err *err);

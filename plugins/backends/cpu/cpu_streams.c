@@ -65,6 +65,10 @@ static void *copy_engine(void *arg)
         struct tb_cpu_item *it = st->head;
         if (it->kind == ITEM_COPY) {
             double bw = st->bytes_per_s, lat = s->latency_s;
+            const struct tb_cpu_stream *other = st == &s->copy[0] ? &s->copy[1] : &s->copy[0];
+            if (bw > 0 && other->copying && s->duplex_bytes_per_s > 0 && s->duplex_bytes_per_s < bw)
+                bw = s->duplex_bytes_per_s; /* the link is shared both ways now */
+            st->copying = true;
             struct timespec start;
             clock_gettime(CLOCK_MONOTONIC, &start);
             pthread_mutex_unlock(&s->lock);
@@ -81,6 +85,7 @@ static void *copy_engine(void *arg)
                 sleep_until(&end);
             }
             pthread_mutex_lock(&s->lock);
+            st->copying = false;
         } else if (it->kind == ITEM_RECORD) {
             if (it->ev->done_gen < it->gen)
                 it->ev->done_gen = it->gen;
@@ -273,6 +278,13 @@ int tb_cpu_copy_async(struct tb_cpu_streams *s, enum tb_stream stream, void *dst
     enqueue(s, st, it);
     pthread_mutex_unlock(&s->lock);
     return TB_OK;
+}
+
+void tb_cpu_set_duplex(struct tb_cpu_streams *s, double bytes_per_s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->duplex_bytes_per_s = bytes_per_s;
+    pthread_mutex_unlock(&s->lock);
 }
 
 void tb_cpu_set_throttle(struct tb_cpu_streams *s, const struct tb_link_throttle *link)
