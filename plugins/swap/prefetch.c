@@ -33,6 +33,10 @@ struct plan {
     double *seconds; /* [nsteps] measured */
     double t0;
     bool tuned;
+    uint64_t capacity;   /* device memory, 0 = unlimited */
+    double persistent;   /* what is not a transient tensor: parameters, their gradients and
+                          * momentum, the backend's scratch (estimated, then measured) */
+    double measured;     /* the largest seen during the first step */
     struct tb_link link; /* the platform's, when has_link */
     bool has_link;
 };
@@ -125,49 +129,103 @@ static int push(uint32_t **list, uint32_t i)
     return 0;
 }
 
-/* Decides the actions: with the fixed knobs, or (tuned) from step times and the link. */
-static int make_actions(struct prefetch *p, struct plan *pl, struct tb_err *err)
+/* The window in which tensor i, used at u and next at v, is off the device when moved out
+ * after u: from e (its copy out done) to s (its copy back starts); e >= s: none. */
+static void window(const struct prefetch *p, const struct plan *pl, const double *before, size_t i, uint32_t u,
+                   uint32_t v, uint32_t *e, uint32_t *s)
 {
     const struct tb_link *link = pl->has_link ? &pl->link : NULL;
-    free_actions(pl);
-    pl->out_after = calloc(pl->nsteps, sizeof *pl->out_after);
-    pl->in_before = calloc(pl->nsteps, sizeof *pl->in_before);
-    double *before = calloc(pl->nsteps + 1, sizeof *before); /* before[k]: time of steps 0..k-1 */
-    if (!pl->out_after || !pl->in_before || !before) {
-        free(before);
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    }
-    for (size_t k = 0; k < pl->nsteps; k++)
-        before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 0);
     const double h2d = link && link->h2d_bytes_per_s > 0 ? link->h2d_bytes_per_s : 12e9;
     const double d2h = link && link->d2h_bytes_per_s > 0 ? link->d2h_bytes_per_s : 12e9;
     const double latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
-    const uint32_t threshold = (uint32_t)(p->threshold ? p->threshold : DEFAULT_THRESHOLD);
+    const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
+    const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
     const uint32_t ahead = (uint32_t)(p->ahead ? p->ahead : DEFAULT_AHEAD);
-    /* Measured: each knob left at 0 follows the step times. */
-    const bool time_out = pl->tuned && !p->threshold, time_in = pl->tuned && !p->ahead;
-    int rc = 0;
+    if (pl->tuned && !p->ahead) {
+        /* Out: freed once the copy has had its time; in: from the latest step that leaves
+         * the copy in 1.5 times its time. */
+        for (*e = u + 1; *e < v && before[*e] - before[u + 1] < t_out;)
+            ++*e;
+        for (*s = v; *s > u + 1 && before[v] - before[*s] < 1.5 * t_in;)
+            --*s;
+    } else {
+        *e = u + 2;
+        *s = v > u + ahead ? v - ahead : u + 1;
+    }
+}
+
+/* Plans which tensors go out where, so that device memory stays within the budget at
+ * every step: walking the steps in order, where the tensors live at a step would not fit,
+ * the one (not used by that step) whose next use is farthest away goes out after its
+ * previous use and comes back ahead of its next, until they fit. Windows too short to
+ * hide their copies are not taken. Without a capacity nothing is planned. */
+static int make_actions(struct prefetch *p, struct plan *pl, struct tb_err *err)
+{
+    free_actions(pl);
+    const size_t N = pl->nsteps;
+    pl->out_after = calloc(N, sizeof *pl->out_after);
+    pl->in_before = calloc(N, sizeof *pl->in_before);
+    double *before = calloc(N + 1, sizeof *before);            /* before[k]: time of steps 0..k-1 */
+    double *mem = calloc(N + 1, sizeof *mem);                  /* bytes of transient tensors on the device */
+    uint8_t **taken = calloc(pl->ntensors + 1, sizeof *taken); /* [i][gap]: planned out */
+    int rc = !pl->out_after || !pl->in_before || !before || !mem || !taken;
+    for (size_t k = 0; k < N && !rc; k++)
+        before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 1.0);
     for (size_t i = 0; i < pl->ntensors && !rc; i++) {
-        if (!pl->uses[i])
+        const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
+        if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->first_use < 0)
             continue;
-        const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-        const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
-        for (uint32_t a = 0; a + 1 < pl->nuses[i] && !rc; a++) {
-            const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
-            /* Out: the compute between the uses must cover the copy out and back, with a
-             * margin for copies sharing the link. In: from the latest step that leaves
-             * the copy in time to finish. */
-            const bool go = time_out ? before[v] - before[u + 1] > 1.5 * (t_out + t_in) : v - u > threshold;
-            if (!go)
-                continue;
-            uint32_t start = v - u > ahead ? v - ahead : u + 1;
-            if (time_in)
-                for (start = v - 1; start > u + 1 && before[v] - before[start] < 1.5 * t_in;)
-                    start--;
-            rc = push(&pl->out_after[u], (uint32_t)i) || push(&pl->in_before[start], (uint32_t)i);
+        const size_t last = t->last_use < (int32_t)N ? (size_t)t->last_use : N - 1;
+        for (size_t k = (size_t)t->first_use; k <= last; k++)
+            mem[k] += (double)t->bytes;
+        if (pl->uses[i] && pl->nuses[i] > 1 && !(taken[i] = calloc(pl->nuses[i], 1)))
+            rc = 1;
+    }
+    const double budget = pl->capacity > 0 ? (double)pl->capacity - pl->persistent - (double)pl->capacity / 20 : 0;
+    for (size_t k = 0; k < N && !rc && pl->capacity > 0; k++) {
+        while (mem[k] > budget && !rc) {
+            size_t best = SIZE_MAX;
+            uint32_t best_gap = 0, best_v = 0, best_e = 0, best_s = 0;
+            for (size_t i = 0; i < pl->ntensors; i++) {
+                if (!taken[i])
+                    continue;
+                /* The gap of tensor i around step k: uses u < k < v. */
+                uint32_t a = 0;
+                while (a + 1 < pl->nuses[i] && pl->uses[i][a + 1] <= k)
+                    a++;
+                if (a + 1 >= pl->nuses[i] || taken[i][a])
+                    continue;
+                const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
+                if (!(u < k && k < v) || (p->threshold && v - u <= (uint32_t)p->threshold))
+                    continue;
+                uint32_t e, s;
+                window(p, pl, before, i, u, v, &e, &s);
+                if (!(e <= k && k < s))
+                    continue;
+                if (best == SIZE_MAX || v > best_v ||
+                    (v == best_v && tb_schedule_tensor(pl->s, i)->bytes > tb_schedule_tensor(pl->s, best)->bytes)) {
+                    best = i;
+                    best_gap = a;
+                    best_v = v;
+                    best_e = e;
+                    best_s = s;
+                }
+            }
+            if (best == SIZE_MAX)
+                break; /* nothing can go: the memory manager evicts on demand */
+            taken[best][best_gap] = 1;
+            const double bytes = (double)tb_schedule_tensor(pl->s, best)->bytes;
+            for (uint32_t j = best_e; j < best_s; j++)
+                mem[j] -= bytes;
+            rc = push(&pl->out_after[pl->uses[best][best_gap]], (uint32_t)best) ||
+                 push(&pl->in_before[best_s], (uint32_t)best);
         }
     }
+    for (size_t i = 0; taken && i < pl->ntensors; i++)
+        free(taken[i]);
+    free(taken);
     free(before);
+    free(mem);
     return rc ? tb_err_set(err, TB_ERR_NOMEM, "out of memory") : TB_OK;
 }
 
@@ -184,6 +242,10 @@ static int prefetch_plan(void *ctx, struct tb_swap_mem *m, const struct tb_sched
         pl->has_link = true;
     }
     pl->m = m;
+    pl->capacity = capacity;
+    /* Until measured: the parameters now on the device, and as much again twice for their
+     * gradients and momentum. */
+    pl->persistent = 3.0 * (double)tb_swap_in_use(m);
     pl->s = s;
     pl->nsteps = tb_schedule_steps(s);
     pl->ntensors = tb_schedule_tensors(s);
@@ -231,6 +293,20 @@ static int prefetch_before_step(void *ctx, struct tb_swap_mem *m, size_t step, s
     if (!pl || step >= pl->nsteps)
         return TB_OK;
     pl->t0 = now();
+    if (!pl->tuned && pl->capacity) {
+        /* What is on the device besides transient tensors, at its largest. */
+        double transient = 0;
+        for (size_t i = 0; i < pl->ntensors; i++) {
+            const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
+            enum tb_residency r = tb_swap_residency(m, i);
+            if ((t->kind == TB_SCHED_ACTIVATION || t->kind == TB_SCHED_GRADIENT) && r != TB_RES_NONE &&
+                r != TB_RES_HOST)
+                transient += (double)t->bytes;
+        }
+        const double other = (double)tb_swap_in_use(m) - transient;
+        if (step == 0 || other > pl->measured)
+            pl->measured = other;
+    }
     for (const uint32_t *i = pl->in_before[step]; i && *i != UINT32_MAX; i++) {
         struct tb_err e;
         tb_err_clear(&e);
@@ -256,8 +332,10 @@ static int prefetch_after_step(void *ctx, struct tb_swap_mem *m, size_t step, st
             return rc;
     }
     /* One whole training step timed: plan again from the measurements. */
-    if (!pl->tuned && step + 1 == pl->nsteps && (!p->threshold || !p->ahead)) {
+    if (!pl->tuned && step + 1 == pl->nsteps) {
         pl->tuned = true;
+        if (pl->capacity)
+            pl->persistent = pl->measured;
         return make_actions(p, pl, err);
     }
     return TB_OK;
