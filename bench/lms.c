@@ -16,129 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "lib/batch_internal.h"
-#include "lib/config_internal.h"
-#include "lib/engine_internal.h"
-#include "lib/run_internal.h"
-#include "lib/setup_internal.h"
-
-struct result {
-    double step_s, stall_s;
-    double out_bytes, in_bytes; /* per step */
-    uint64_t peak;
-};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* One configuration: `sets` over the quickstart network; warm-up steps (the prefetch
- * policy tunes itself on the first), then `steps` timed. */
-static int run(const char *const *sets, int nsets, int steps, struct result *out, struct tb_err *err)
-{
-    struct tb_config *cfg = tb_config_new("bench/lms");
-    if (!cfg)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    int rc = TB_OK;
-    for (int i = 0; i < nsets && !rc; i++)
-        rc = tb_config_set(cfg, sets[i], err);
-    struct tb_setup *s = NULL;
-    if (!rc)
-        rc = tb_setup_resolve(cfg, &s, err);
-    struct tb_run r;
-    memset(&r, 0, sizeof r);
-    struct tb_graph *g = NULL;
-    struct tb_exec *x = NULL;
-    struct tb_batch b;
-    memset(&b, 0, sizeof b);
-    struct tb_batch_work bw = { 0 };
-    struct tb_sample sample = { 0 };
-    void *ds = NULL;
-    const struct tb_dataset_ops *dops = NULL;
-    double *times = NULL;
-    if (!rc)
-        rc = tb_run_open(&r, s, err);
-    if (!rc) {
-        dops = s->slot[TB_SEC_DATASET].plugin->p->ops.dataset;
-        rc = dops->open(s->slot[TB_SEC_DATASET].section, "train", &ds, err);
-        if (rc)
-            ds = NULL;
-    }
-    const int batch = s ? (int)tb_section_int(s->slot[TB_SEC_TRAIN].section, "batch") : 0;
-    const int side = s ? (int)tb_section_int(s->slot[TB_SEC_DATASET].section, "width") : 0;
-    if (!rc) {
-        const struct tb_class *classes;
-        const int k = (int)dops->classes(ds, &classes);
-        const struct tb_model_input in = { batch, 3, side, side, k, 255 };
-        rc = tb_run_graph(&r, true, &in, &g, &x, err);
-    }
-    if (!rc)
-        rc = tb_batch_init(&b, batch, side, side, NULL, err);
-    for (int i = 0; i < batch && !rc; i++) {
-        rc = dops->load(ds, (size_t)i, &sample, err);
-        if (!rc)
-            rc = tb_batch_put(&b, i, &sample, dops->sample_name(ds, (size_t)i), &bw, err);
-    }
-    const char *names[] = { "image", "canny", "labels", "edges" };
-    const void *data[] = { b.image, b.canny, b.labels, b.edges };
-    for (int i = 0; i < 4 && !rc; i++)
-        rc = tb_exec_set_input(x, names[i], data[i], err);
-    if (!rc && !(times = malloc((size_t)steps * sizeof *times)))
-        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    const int warmup = 2;
-    struct tb_swap_stats before = { 0 };
-    for (int k = 0; k < warmup + steps && !rc; k++) {
-        if (k == warmup) {
-            before = *tb_exec_swap_stats(x);
-            r.engine.ops->mem_reset_peak(r.engine.ctx, r.engine.device);
-        }
-        double t0 = now();
-        rc = tb_exec_forward(x, (uint64_t)k, err);
-        if (!rc)
-            rc = tb_exec_backward(x, err);
-        if (!rc)
-            rc = tb_sgd_step(&r.engine, 0.001f, 0.9f, 1e-4f, err);
-        /* The step is done when its copies are: nothing may spill into the next. */
-        if (!rc)
-            r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
-        if (!rc && k >= warmup)
-            times[k - warmup] = now() - t0;
-    }
-    if (!rc) {
-        const struct tb_swap_stats *a = tb_exec_swap_stats(x);
-        qsort(times, (size_t)steps, sizeof *times, cmp_double);
-        out->step_s = times[steps / 2];
-        out->stall_s = (a->stall_seconds - before.stall_seconds) / steps;
-        out->out_bytes = (double)(a->bytes_out - before.bytes_out) / steps;
-        out->in_bytes = (double)(a->bytes_in - before.bytes_in) / steps;
-        struct tb_mem_stats ms = { 0 };
-        r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);
-        out->peak = ms.peak;
-    }
-    free(times);
-    tb_sample_release(&sample);
-    tb_batch_fini(&b);
-    tb_batch_work_free(&bw);
-    tb_exec_free(x);
-    tb_graph_free(g);
-    if (ds)
-        dops->close(ds);
-    tb_run_close(&r);
-    tb_setup_free(s);
-    tb_config_free(cfg);
-    return rc;
-}
+#include "lib/steptime_internal.h"
 
 static int usage(void)
 {
@@ -199,8 +78,8 @@ int main(int argc, char **argv)
         sets[m++] = extra[1];
         struct tb_err err;
         tb_err_clear(&err);
-        struct result base;
-        if (run(sets, m, steps, &base, &err)) {
+        struct tb_step_timing base;
+        if (tb_time_steps(NULL, sets, m, steps, &base, &err)) {
             fprintf(stderr, "bench/lms: %dx%d uncapped: %s\n", sizes[z], sizes[z], err.msg);
             return 1;
         }
@@ -218,9 +97,9 @@ int main(int argc, char **argv)
                 snprintf(extra[5], sizeof extra[5], "swap.plugin=%s", policies[q]);
                 for (int e = 2; e < 6; e++)
                     sets[k++] = extra[e];
-                struct result res;
+                struct tb_step_timing res;
                 tb_err_clear(&err);
-                if (run(sets, k, steps, &res, &err)) {
+                if (tb_time_steps(NULL, sets, k, steps, &res, &err)) {
                     printf("  %-14s %-9s failed: %s\n", platforms[p], policies[q], err.msg);
                     continue;
                 }

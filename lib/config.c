@@ -408,3 +408,20 @@ void tb_config_free(struct tb_config *c)
     free(c->dir);
     free(c);
 }
+
+void tb_config_drop_section(struct tb_config *c, const char *section)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < c->nentries; i++) {
+        struct tb_entry *e = &c->entries[i];
+        if (strcmp(e->section, section) == 0) {
+            free(e->section);
+            free(e->key);
+            free(e->value);
+            free(e->set_arg);
+        } else {
+            c->entries[kept++] = *e;
+        }
+    }
+    c->nentries = kept;
+}

@@ -51,6 +51,10 @@ struct tb_config *tb_config_new(const char *label);
  * or an earlier --set. A malformed argument is TB_ERR_CONFIG. */
 int tb_config_set(struct tb_config *c, const char *assignment, struct tb_err *err);
 
+/* Forgets every key given for `section` (the section stays known). For tools that try
+ * other settings of a section than the file's, such as `trainbig fit` with each policy. */
+void tb_config_drop_section(struct tb_config *c, const char *section);
+
 void tb_config_free(struct tb_config *c);
 
 /* The entry for section.key, or NULL. */

@@ -14,6 +14,7 @@
 #include "lib/loader_internal.h"
 #include "lib/setup_internal.h"
 #include "lib/data_report_internal.h"
+#include "lib/fit_internal.h"
 #include "lib/predict_internal.h"
 #include "lib/trainer_internal.h"
 
@@ -31,6 +32,7 @@ static const char usage_main[] =
     "                                              segment an image with a trained model\n"
     "  data CONFIG [--show N DIR] [--set ...]      count, decode and summarise the dataset,\n"
     "                                              or picture N training samples in DIR\n"
+    "  fit CONFIG --vary batch|crop [--set ...]    the largest batch or crop each swap policy fits\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -75,6 +77,14 @@ static const char usage_data[] =
     "With --show N DIR, instead writes the first N training samples of epoch 1 as the\n"
     "data loader makes them (cropped and augmented as [dataset] says) to DIR/sample-NNNN.png:\n"
     "the image, and beside it the labels blended over it in the dataset's palette.\n";
+
+static const char usage_fit[] = "usage: trainbig fit CONFIG --vary batch|crop [--set SECTION.KEY=VALUE]...\n"
+                                "\n"
+                                "Finds, under each swap policy (none, lru, prefetch), the largest [train] batch or\n"
+                                "[dataset] crop whose training step completes with the configured device memory, by\n"
+                                "running real steps (doubling, then bisecting), and prints: the policy, the largest\n"
+                                "value, its step time, the same step with unlimited memory and no swapping, the\n"
+                                "overhead, the share of the step stalled on copies, and batch x pixels against none.\n";
 
 static const char usage_config[] =
     "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -121,6 +131,7 @@ struct run_args {
     const char *resume;                      /* train only */
     const char *checkpoint, *input, *output; /* predict only */
     int show;                                /* data only: --show N DIR */
+    const char *vary;                        /* fit only: --vary batch|crop */
     const char *show_dir;
 };
 
@@ -133,6 +144,7 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
         { "input", required_argument, NULL, 'i' },
         { "output", required_argument, NULL, 'o' },
         { "show", required_argument, NULL, 'S' },
+        { "vary", required_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -174,6 +186,13 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
             a->show_dir = argv[optind++];
             break;
         }
+        case 'V':
+            if (strcmp(cmd, "fit") != 0)
+                return usage_error("unknown option '%s'", argv[optind - 1], cmdsp);
+            if (strcmp(optarg, "batch") != 0 && strcmp(optarg, "crop") != 0)
+                return usage_error("--vary %s: allowed are batch and crop", optarg, cmdsp);
+            a->vary = optarg;
+            break;
         case 'h':
             fputs(usage, stdout);
             return -1;
@@ -191,6 +210,8 @@ static int parse_run_args(const char *cmd, const char *usage, int argc, char **a
     if (argc - optind > 1)
         return usage_error("unexpected argument '%s': give one CONFIG", argv[optind + 1], cmdsp);
     a->config = argv[optind];
+    if (strcmp(cmd, "fit") == 0 && !a->vary)
+        return usage_error("%s: missing --vary batch|crop (what to make as large as fits)", cmd, cmdsp);
     if (strcmp(cmd, "predict") == 0) {
         if (!a->checkpoint)
             return usage_error("%s: missing --checkpoint CHECKPOINT (written by trainbig train)", cmd, cmdsp);
@@ -287,6 +308,22 @@ static int cmd_predict(int argc, char **argv)
     const struct tb_predict_request req = { c.a.checkpoint, c.a.input, c.a.output };
     struct tb_err err;
     int rc = tb_predict(c.setup, &req, &err);
+    if (rc)
+        print_error(&err);
+    run_cmd_close(&c);
+    return tb_exit_code(rc);
+}
+
+static int cmd_fit(int argc, char **argv)
+{
+    struct run_cmd c;
+    int code = run_cmd_open(&c, "fit", usage_fit, argc, argv);
+    if (code >= 0)
+        return code;
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_fit(c.a.config, c.setup->slot[TB_SEC_SWAP].plugin->p->name, (const char *const *)c.a.sets, c.a.nsets,
+                    c.a.vary, stdout, &err);
     if (rc)
         print_error(&err);
     run_cmd_close(&c);
@@ -429,13 +466,10 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },
-    { "predict", cmd_predict, usage_predict },
-    { "data", cmd_data, usage_data },
-    { "config", cmd_config, usage_config },
-    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version },
-    { "help", NULL, usage_help },
+    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
+    { "data", cmd_data, usage_data },          { "fit", cmd_fit, usage_fit },
+    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -472,7 +506,7 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "data", "config", "plugins", "version", "help" };
+        const char *names[] = { "train", "predict", "data", "fit", "config", "plugins", "version", "help" };
         const char *near = tb_nearest(cmd, names, 7);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);

@@ -1,0 +1,28 @@
+/* lib/steptime_internal.h: timing training steps of a configuration (steptime.c), for
+ * `trainbig fit` and bench/lms. */
+#ifndef TB_LIB_STEPTIME_INTERNAL_H
+#define TB_LIB_STEPTIME_INTERNAL_H
+
+#include <stdint.h>
+#include <trainbig/error.h>
+
+struct tb_step_timing {
+    double step_s;              /* median step time */
+    double stall_s;             /* per step: waiting for copies */
+    double out_bytes, in_bytes; /* per step: swapped out and in */
+    uint64_t peak;              /* device memory, over the timed steps */
+    int width, height, batch;   /* what was trained on */
+};
+
+/* Loads `path` (NULL: an empty configuration), applies the `nsets` assignments, and times
+ * `steps` training steps on the first batch of the train split (after 2 warm-up steps:
+ * the prefetch policy tunes itself on the first), forward, backward and SGD, each ending
+ * when its copies have. Out of device memory is TB_ERR_NOMEM with err saying where. */
+int tb_time_steps(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
+                  struct tb_err *err);
+/* The same, with the file's [swap] section forgotten before the assignments: each policy
+ * with only what they set. */
+int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
+                       struct tb_err *err);
+
+#endif
