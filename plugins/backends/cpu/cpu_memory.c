@@ -5,7 +5,10 @@
  * training step asks for the same sizes every time, and a fresh multi-megabyte block
  * costs milliseconds in page faults. Cached blocks count against the cap, as a GPU's
  * cached memory does; when a request does not fit, the cache is released first, and only
- * then does the allocation fail (NULL). */
+ * then does the allocation fail (NULL). Built with --enable-debug, freed blocks are
+ * poisoned. */
+#include "config.h" /* TB_DEBUG */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +141,11 @@ void tb_cpu_memory_free(struct tb_cpu_memory *m, void *ptr)
                 b->magic == BLOCK_MAGIC ? " (freed twice)" : "");
         abort();
     }
+#ifdef TB_DEBUG
+    /* All ones: NaN as floats. A read of this block before it is handed out again (a
+     * tensor used after a swap freed it, before its copy back) then poisons the results. */
+    memset(ptr, 0xff, b->size);
+#endif
     pthread_mutex_lock(&m->lock);
     unlink_block(&m->live, b);
     b->cached = true;
