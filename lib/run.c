@@ -44,6 +44,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         return tb_err_prefix(err, "platform '%s'", r->platform->name);
     }
     tb_platform_link(r->platform, r->platform_ctx, &r->link);
+    r->platform_link = r->link;
     const struct tb_backend_ops *bo = r->backend->ops.backend;
     if (r->backend->abi_minor >= 4 && bo->set_platform) {
         char note[512];

@@ -19,8 +19,9 @@ struct tb_run {
     void *swap_ctx;
     const struct tb_plugin *platform; /* its link goes to the policy and the backend */
     void *platform_ctx;
-    struct tb_link link;
-    struct tb_engine engine; /* valid while engine_ready */
+    struct tb_link link;          /* what copies see: the platform's, or the emulated one */
+    struct tb_link platform_link; /* the platform's, as it describes it */
+    struct tb_engine engine;      /* valid while engine_ready */
     bool engine_ready;
 };
 

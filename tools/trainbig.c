@@ -15,6 +15,7 @@
 #include "lib/setup_internal.h"
 #include "lib/data_report_internal.h"
 #include "lib/fit_internal.h"
+#include "lib/probe_internal.h"
 #include "lib/predict_internal.h"
 #include "lib/trainer_internal.h"
 
@@ -33,6 +34,7 @@ static const char usage_main[] =
     "  data CONFIG [--show N DIR] [--set ...]      count, decode and summarise the dataset,\n"
     "                                              or picture N training samples in DIR\n"
     "  fit CONFIG --vary batch|crop [--set ...]    the largest batch or crop each swap policy fits\n"
+    "  probe CONFIG [--set ...]                    host-device copy rates beside the platform's\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -85,6 +87,14 @@ static const char usage_fit[] = "usage: trainbig fit CONFIG --vary batch|crop [-
                                 "running real steps (doubling, then bisecting), and prints: the policy, the largest\n"
                                 "value, its step time, the same step with unlimited memory and no swapping, the\n"
                                 "overhead, the share of the step stalled on copies, and batch x pixels against none.\n";
+
+static const char usage_probe[] =
+    "usage: trainbig probe CONFIG [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Measures how fast the configured backend copies between host and device memory (64 MiB\n"
+    "copies: pinned host memory each way and both ways at once, pageable each way) and\n"
+    "prints it beside the link the configured platform describes. With [backend]\n"
+    "emulate_link = yes the CPU backend's copies follow the emulated link.\n";
 
 static const char usage_config[] =
     "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -330,6 +340,21 @@ static int cmd_fit(int argc, char **argv)
     return tb_exit_code(rc);
 }
 
+static int cmd_probe(int argc, char **argv)
+{
+    struct run_cmd c;
+    int code = run_cmd_open(&c, "probe", usage_probe, argc, argv);
+    if (code >= 0)
+        return code;
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_probe(c.setup, (size_t)64 << 20, stdout, &err);
+    if (rc)
+        print_error(&err);
+    run_cmd_close(&c);
+    return tb_exit_code(rc);
+}
+
 static int cmd_data(int argc, char **argv)
 {
     struct run_cmd c;
@@ -466,10 +491,15 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
-    { "data", cmd_data, usage_data },          { "fit", cmd_fit, usage_fit },
-    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
+    { "train", cmd_train, usage_train },
+    { "predict", cmd_predict, usage_predict },
+    { "data", cmd_data, usage_data },
+    { "fit", cmd_fit, usage_fit },
+    { "probe", cmd_probe, usage_probe },
+    { "config", cmd_config, usage_config },
+    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version },
+    { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -506,7 +536,7 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "data", "fit", "config", "plugins", "version", "help" };
+        const char *names[] = { "train", "predict", "data", "fit", "probe", "config", "plugins", "version", "help" };
         const char *near = tb_nearest(cmd, names, 7);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);

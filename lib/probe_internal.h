@@ -1,0 +1,16 @@
+/* lib/probe_internal.h: `trainbig probe` (probe.c). */
+#ifndef TB_LIB_PROBE_INTERNAL_H
+#define TB_LIB_PROBE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <trainbig/error.h>
+
+#include "lib/setup_internal.h"
+
+/* Opens the backend and platform s configures, times copies of `bytes` between host and
+ * device (pinned each way, both ways at once, and pageable each way) and writes them to
+ * out beside the platform's link. */
+int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *err);
+
+#endif
