@@ -95,7 +95,8 @@ static bool transient(const struct tb_exec *x, size_t i)
 
 /* Out of device memory: say for what, how full the device is, what holds it, and what to
  * change. */
-static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+/* Out of device memory for `bytes` of `what` at step `step`: the report. */
+static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t bytes, struct tb_err *err)
 {
     struct tb_mem_stats st = { 0 };
     if (x->e->ops->mem_stats)
@@ -126,9 +127,13 @@ static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err
     return tb_err_set(err, TB_ERR_NOMEM,
                       "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use "
                       "(largest live: %s)%s lower [train] batch or the image size, or raise [backend] device_memory",
-                      step_name, x->s->tensors[i].name, (double)x->s->tensors[i].bytes / 1048576.0,
-                      (double)st.capacity / 1048576.0, (double)st.in_use / 1048576.0, *largest ? largest : "none",
-                      hint);
+                      step_name, what, (double)bytes / 1048576.0, (double)st.capacity / 1048576.0,
+                      (double)st.in_use / 1048576.0, *largest ? largest : "none", hint);
+}
+
+static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+{
+    return oom_report(x, step, x->s->tensors[i].name, x->s->tensors[i].bytes, err);
 }
 
 /* Device memory of `bytes` for step `step`, through the memory manager once it exists;
@@ -333,6 +338,10 @@ static bool room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *
         if (perr) {
             *err = why;
             *rc = perr;
+        } else {
+            /* The op's own memory does not fit and nothing can move: the full report. */
+            tb_err_clear(err);
+            *rc = oom_report(x, step, "the op's scratch space", bytes, err);
         }
         return false;
     }
