@@ -9,10 +9,15 @@
  * each way per step, the share of the step spent stalled on copies, and peak device
  * memory. Everything runs through the same configuration path as `trainbig train`.
  *
- *   bench/lms [--steps N] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T]
+ *   bench/lms [--steps N] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T] [--trace FILE]
+ *
+ * --trace FILE writes a Chrome trace (Perfetto) of the last timed step of the larger size
+ * on x86-pcie under prefetch: the compute stream and both copy streams, so the idle gaps
+ * swapping causes are seen.
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +26,8 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: bench/lms [--steps N] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T]\n");
+    fprintf(stderr,
+            "usage: bench/lms [--steps N] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T] [--trace FILE]\n");
     return 2;
 }
 
@@ -29,6 +35,7 @@ int main(int argc, char **argv)
 {
     int steps = 5, batch = 8, threads = 0, sizes[2] = { 160, 192 };
     double cap_fraction = 0.6;
+    const char *trace = NULL;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
             steps = atoi(argv[++i]);
@@ -36,6 +43,8 @@ int main(int argc, char **argv)
             cap_fraction = atof(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0)
             batch = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--trace") == 0)
+            trace = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0)
             threads = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--sizes") == 0 &&
@@ -99,13 +108,17 @@ int main(int argc, char **argv)
                     sets[k++] = extra[e];
                 struct tb_step_timing res;
                 tb_err_clear(&err);
-                if (tb_time_steps(NULL, sets, k, steps, &res, &err)) {
+                const bool traced = trace && z == 1 && p == 1 && q == 1;
+                if (traced ? tb_time_steps_traced(NULL, sets, k, steps, trace, &res, &err)
+                           : tb_time_steps(NULL, sets, k, steps, &res, &err)) {
                     printf("  %-14s %-9s failed: %s\n", platforms[p], policies[q], err.msg);
                     continue;
                 }
                 printf("  %-14s %-9s %8.0f %8.0f%% %11.1f %11.1f %6.1f%% %9.0f\n", platforms[p], policies[q],
                        res.step_s * 1e3, 100.0 * (res.step_s / base.step_s - 1), res.out_bytes / 1048576.0,
                        res.in_bytes / 1048576.0, 100.0 * res.stall_s / res.step_s, (double)res.peak / 1048576.0);
+                if (traced)
+                    printf("  (a trace of the last step: %s)\n", trace);
                 fflush(stdout);
             }
         }

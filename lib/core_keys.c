@@ -37,7 +37,7 @@ const struct tb_key tb_report_keys[] = {
     { "jsonl", TB_KEY_PATH, "", NULL,
       "per-epoch JSON lines with per-class IoU (appended); empty = epochs.jsonl in the run directory" },
     { "trace", TB_KEY_PATH, "", NULL,
-      "Chrome-trace JSON of compute and copy streams (opens in Perfetto); empty = none" },
+      "Chrome-trace JSON of the run's second step: ops and swap copies on their streams (Perfetto); empty = none" },
     { "progress", TB_KEY_ENUM, "auto", "auto|yes|no",
       "live progress line: auto = when stderr is a terminal (else a plain line every 30 s)" },
     TB_KEYS_END,

@@ -30,6 +30,7 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     e->ctx = ctx;
     e->alloc_failed_bytes = backend->abi_minor >= 4 ? o->alloc_failed_bytes : NULL;
     e->release_scratch = backend->abi_minor >= 4 ? o->release_scratch : NULL;
+    e->event_time = backend->abi_minor >= 4 ? o->event_time : NULL;
     e->device = device;
     e->seed = seed;
     return TB_OK;

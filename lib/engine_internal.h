@@ -29,6 +29,7 @@ struct tb_engine {
     /* ABI 1.4 backend members (NULL for older backends). */
     uint64_t (*alloc_failed_bytes)(void *ctx, int device);
     void (*release_scratch)(void *ctx, int device);
+    double (*event_time)(void *ctx, struct tb_event *ev);
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
@@ -78,6 +79,14 @@ int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err 
 const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
 /* Seconds each schedule step took in the last run (forward and backward). */
 const double *tb_exec_step_seconds(const struct tb_exec *x);
+/* Traces the next forward and backward: each op (start and duration on the host) and each
+ * swap copy (start and end on its stream, from the backend's event times). */
+void tb_exec_trace_begin(struct tb_exec *x);
+/* Writes what was traced since tb_exec_trace_begin as Chrome-trace JSON (opens in Perfetto
+ * and chrome://tracing): one track for compute, one per copy direction. Waits for the
+ * copies first. The file is written whole or not at all. A backend without event_time
+ * (ABI 1.4) cannot time its copies: TB_ERR_RUNTIME saying so. */
+int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err);
 /* The memory manager's counters: swaps, bytes each way, stall (cumulative). */
 const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x);
 /* How many times tensor i was allocated, and whether it holds memory now (tests). */

@@ -16,6 +16,8 @@
 
 #include "lib/swapmem_internal.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@ struct tb_exec {
     uint64_t *allocs;        /* [ntensors] */
     uint32_t *pins;          /* [ntensors] */
     double *seconds;         /* [nsteps] */
+    double *starts;          /* [nsteps] when each step's op began (CLOCK_MONOTONIC), for traces */
     struct tb_swap_mem mem;  /* residency and swapping of t[] */
     bool mem_ready;
 };
@@ -210,6 +213,7 @@ void tb_exec_free(struct tb_exec *x)
     free(x->allocs);
     free(x->pins);
     free(x->seconds);
+    free(x->starts);
     free(x);
 }
 
@@ -236,8 +240,9 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
     x->allocs = calloc(nt, sizeof *x->allocs);
     x->pins = calloc(nt, sizeof *x->pins);
     x->seconds = calloc(x->s->nsteps ? x->s->nsteps : 1, sizeof *x->seconds);
+    x->starts = calloc(x->s->nsteps ? x->s->nsteps : 1, sizeof *x->starts);
     int rc = TB_OK;
-    if (!x->state || !x->t || !x->param || !x->written || !x->allocs || !x->pins || !x->seconds) {
+    if (!x->state || !x->t || !x->param || !x->written || !x->allocs || !x->pins || !x->seconds || !x->starts) {
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -386,6 +391,7 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             t0 = now();
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         } while (room_for_op(x, k, &rc, err));
+        x->starts[k] = t0;
         x->seconds[k] = now() - t0;
         unpin_step(x, k);
         if (rc)
@@ -492,6 +498,7 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
                 t0 = now();
                 rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             } while (room_for_op(x, step, &rc, err));
+            x->starts[step] = t0;
             x->seconds[step] = now() - t0;
             if (rc)
                 tb_err_prefix(err, "%s (backward)", o->name);
@@ -529,6 +536,76 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
                 return rc;
             p->grad_written = true;
         }
+    }
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ traces */
+
+void tb_exec_trace_begin(struct tb_exec *x)
+{
+    tb_swapmem_trace_clear(&x->mem);
+    x->mem.tracing = true;
+}
+
+/* A JSON string: the name with quotes and backslashes replaced. */
+static void json_name(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        fputc(*s == '"' || *s == '\\' ? '_' : *s, f);
+    fputc('"', f);
+}
+
+int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
+{
+    struct tb_swap_mem *m = &x->mem;
+    m->tracing = false;
+    if (!x->e->event_time) {
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: this backend cannot time its copies (event_time, ABI 1.4)", path);
+    }
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", tmp, strerror(errno));
+    }
+    double t0 = x->starts[0];
+    for (size_t k = 0; k < x->s->nsteps; k++)
+        if (x->starts[k] > 0 && x->starts[k] < t0)
+            t0 = x->starts[k];
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+    static const char *const tracks[] = { "compute", "copy host to device", "copy device to host" };
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n", i + 1,
+                tracks[i]);
+    for (size_t k = 0; k < x->s->nsteps; k++) {
+        fputs("{\"name\":", f);
+        json_name(f, x->s->steps[k].name);
+        fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
+                (x->starts[k] - t0) * 1e6, x->seconds[k] * 1e6);
+    }
+    for (size_t c = 0; c < m->ntrace; c++) {
+        const struct tb_trace_copy *tc = &m->trace[c];
+        double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
+        fputs("{\"name\":", f);
+        json_name(f, x->s->tensors[tc->tensor].name);
+        fprintf(
+            f,
+            ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%" PRIu64
+            "}},\n",
+            tc->to_device ? "swap in" : "swap out", tc->to_device ? 2 : 3, (a - t0) * 1e6, (b - a) * 1e6,
+            x->s->tensors[tc->tensor].bytes);
+    }
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"trainbig\"}}]}\n", f);
+    tb_swapmem_trace_clear(m);
+    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
+        remove(tmp);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", path, strerror(errno));
     }
     return TB_OK;
 }

@@ -30,8 +30,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int time_steps(const char *path, bool drop_swap, const char *const *sets, int nsets, int steps,
-                      struct tb_step_timing *out, struct tb_err *err)
+static int time_steps(const char *path, bool drop_swap, const char *trace, const char *const *sets, int nsets,
+                      int steps, struct tb_step_timing *out, struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
     int rc = TB_OK;
@@ -119,6 +119,9 @@ static int time_steps(const char *path, bool drop_swap, const char *const *sets,
             before = *tb_exec_swap_stats(x);
             r.engine.ops->mem_reset_peak(r.engine.ctx, r.engine.device);
         }
+        const bool traced = trace && k == warmup + steps - 1;
+        if (traced)
+            tb_exec_trace_begin(x);
         double t0 = now();
         rc = tb_exec_forward(x, (uint64_t)k, err);
         if (!rc)
@@ -130,6 +133,8 @@ static int time_steps(const char *path, bool drop_swap, const char *const *sets,
             r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
         if (!rc && k >= warmup)
             times[k - warmup] = now() - t0;
+        if (!rc && traced)
+            rc = tb_exec_trace_write(x, trace, err);
     }
     if (!rc) {
         const struct tb_swap_stats *a = tb_exec_swap_stats(x);
@@ -157,11 +162,17 @@ static int time_steps(const char *path, bool drop_swap, const char *const *sets,
 int tb_time_steps(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                   struct tb_err *err)
 {
-    return time_steps(path, false, sets, nsets, steps, out, err);
+    return time_steps(path, false, NULL, sets, nsets, steps, out, err);
 }
 
 int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                        struct tb_err *err)
 {
-    return time_steps(path, true, sets, nsets, steps, out, err);
+    return time_steps(path, true, NULL, sets, nsets, steps, out, err);
+}
+
+int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, int steps, const char *trace,
+                         struct tb_step_timing *out, struct tb_err *err)
+{
+    return time_steps(path, false, trace, sets, nsets, steps, out, err);
 }

@@ -22,6 +22,9 @@ int tb_time_steps(const char *path, const char *const *sets, int nsets, int step
                   struct tb_err *err);
 /* The same, with the file's [swap] section forgotten before the assignments: each policy
  * with only what they set. */
+/* The same, writing a Chrome trace of the last timed step to `trace` (tb_exec_trace_write). */
+int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, int steps, const char *trace,
+                         struct tb_step_timing *out, struct tb_err *err);
 int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                        struct tb_err *err);
 

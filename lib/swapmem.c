@@ -81,6 +81,49 @@ static int need_event(struct tb_swap_mem *m, size_t i, struct tb_err *err)
     return TB_OK;
 }
 
+/* Tracing: an event on `stream` now, before a copy (start) or after it (end). */
+static struct tb_event *trace_mark(struct tb_swap_mem *m, enum tb_stream stream)
+{
+    struct tb_event *ev = m->be->event_create(m->be_ctx, m->device);
+    if (ev && m->be->event_record(m->be_ctx, ev, stream) != TB_OK) {
+        m->be->event_destroy(m->be_ctx, ev);
+        ev = NULL;
+    }
+    return ev;
+}
+
+/* Keeps a traced copy; one that cannot be kept is left out of the trace, the step goes on. */
+static void trace_copy(struct tb_swap_mem *m, size_t i, bool to_device, struct tb_event *start, struct tb_event *end)
+{
+    if (start && end && m->ntrace == m->trace_cap) {
+        size_t cap = m->trace_cap ? 2 * m->trace_cap : 64;
+        struct tb_trace_copy *t = realloc(m->trace, cap * sizeof *t);
+        if (t) {
+            m->trace = t;
+            m->trace_cap = cap;
+        }
+    }
+    if (!start || !end || m->ntrace == m->trace_cap) {
+        if (start)
+            m->be->event_destroy(m->be_ctx, start);
+        if (end)
+            m->be->event_destroy(m->be_ctx, end);
+        return;
+    }
+    m->trace[m->ntrace++] = (struct tb_trace_copy){ (uint32_t)i, to_device, start, end };
+}
+
+void tb_swapmem_trace_clear(struct tb_swap_mem *m)
+{
+    for (size_t k = 0; k < m->ntrace; k++) {
+        m->be->event_destroy(m->be_ctx, m->trace[k].start);
+        m->be->event_destroy(m->be_ctx, m->trace[k].end);
+    }
+    free(m->trace);
+    m->trace = NULL;
+    m->ntrace = m->trace_cap = 0;
+}
+
 /* Queues on `stream` a wait for the compute submitted so far. */
 static int after_compute(struct tb_swap_mem *m, enum tb_stream stream, struct tb_err *err)
 {
@@ -142,10 +185,13 @@ int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
     int rc = need_event(m, i, err);
     if (!rc)
         rc = after_compute(m, TB_STREAM_D2H, err);
+    struct tb_event *start = !rc && m->tracing ? trace_mark(m, TB_STREAM_D2H) : NULL;
     if (!rc)
         rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_D2H, m->host[i], m->t[i].data, bytes, err);
     if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_D2H)) != 0)
         tb_err_set(err, rc, "recording a swap-out event failed");
+    if (m->tracing)
+        trace_copy(m, i, false, start, !rc ? trace_mark(m, TB_STREAM_D2H) : NULL);
     if (rc)
         return tb_err_prefix(err, "swapping out %s", m->s->tensors[i].name);
     m->res[i] = TB_RES_MOVING_OUT;
@@ -164,10 +210,13 @@ static int start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *
     int rc = need_event(m, i, err);
     if (!rc)
         rc = after_compute(m, TB_STREAM_H2D, err);
+    struct tb_event *start = !rc && m->tracing ? trace_mark(m, TB_STREAM_H2D) : NULL;
     if (!rc)
         rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_H2D, data, m->host[i], bytes, err);
     if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_H2D)) != 0)
         tb_err_set(err, rc, "recording a swap-in event failed");
+    if (m->tracing)
+        trace_copy(m, i, true, start, !rc ? trace_mark(m, TB_STREAM_H2D) : NULL);
     if (rc) {
         m->be->mem_free(m->be_ctx, m->device, data);
         m->t[i].data = NULL;
@@ -243,6 +292,7 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
                 m->be->event_sync(m->be_ctx, m->ev[i]);
         }
     }
+    tb_swapmem_trace_clear(m);
     if (m->policy.ops && m->policy.ops->forget)
         m->policy.ops->forget(m->policy.ctx, m);
     for (size_t i = 0; m->s && i < m->s->ntensors; i++) {

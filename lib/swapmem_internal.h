@@ -29,6 +29,13 @@ struct tb_swap_policy {
     const struct tb_link *link; /* NULL when no platform describes the link */
 };
 
+/* One copy of a traced step: events recorded on its stream before and after it. */
+struct tb_trace_copy {
+    uint32_t tensor;
+    bool to_device;
+    struct tb_event *start, *end;
+};
+
 struct tb_swap_mem {
     const struct tb_backend_ops *be;
     void *be_ctx;
@@ -45,6 +52,9 @@ struct tb_swap_mem {
     uint64_t clock;              /* steps run */
     struct tb_event *compute_ev; /* orders copies after the compute that made their data */
     size_t running;              /* the step running now, SIZE_MAX between steps */
+    bool tracing;                /* record each copy's start and end (tb_exec_trace_begin) */
+    struct tb_trace_copy *trace;
+    size_t ntrace, trace_cap;
     struct tb_swap_stats stats;
 };
 
@@ -78,6 +88,8 @@ int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err
 /* Brings tensor i back to the device and waits for it (reading an output a policy moved
  * out). */
 int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err);
+/* Drops the traced copies and their events. */
+void tb_swapmem_trace_clear(struct tb_swap_mem *m);
 /* Tensor i now holds a new value on the device (an op wrote it). */
 void tb_swapmem_produced(struct tb_swap_mem *m, size_t i);
 

@@ -914,7 +914,17 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         do {
             const double s0 = now();
             double loss = 0;
+            /* [report] trace: the run's second step (the first warms up), or its only one. */
+            const char *trace = tb_section_string(t->s->slot[TB_SEC_REPORT].section, "trace");
+            const bool traced = trace[0] && t->steps_timed == (t->total_iters - t->iteration > 1 ? 1u : 0u);
+            if (traced)
+                tb_exec_trace_begin(t->tx);
             rc = train_step(t, &loss, err);
+            if (!rc && traced && (rc = tb_exec_trace_write(t->tx, trace, err)) == TB_OK) {
+                progress_clear(t);
+                tb_log(TB_LOG_INFO, "trace of step %" PRIu64 " (compute and copy streams) written to %s",
+                       t->iteration + 1, trace);
+            }
             if (rc)
                 return rc;
             t->iteration++;

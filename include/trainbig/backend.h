@@ -174,6 +174,9 @@ struct tb_backend_ops {
      * is what swap policies then plan with; note (note_size > 0) receives a line for the
      * log saying what it does, or "". */
     int (*set_platform)(void *ctx, int device, struct tb_link *link, char *note, size_t note_size, struct tb_err *err);
+    /* Optional. When event ev last completed, in seconds of CLOCK_MONOTONIC (0 = never): with
+     * an event recorded before and one after a copy, where the copy ran, for traces. */
+    double (*event_time)(void *ctx, struct tb_event *ev);
 };
 
 #ifdef __cplusplus

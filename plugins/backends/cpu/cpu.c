@@ -213,6 +213,12 @@ static int cpu_set_platform(void *ctx, int device, struct tb_link *link, char *n
     return TB_OK;
 }
 
+static double cpu_event_time(void *ctx, struct tb_event *ev)
+{
+    struct tb_cpu *cpu = ctx;
+    return tb_cpu_event_time(&cpu->streams, ev);
+}
+
 static uint64_t cpu_alloc_failed_bytes(void *ctx, int device)
 {
     struct tb_cpu *cpu = ctx;
@@ -486,6 +492,7 @@ static const struct tb_backend_ops cpu_ops = {
     .alloc_failed_bytes = cpu_alloc_failed_bytes,
     .release_scratch = cpu_release_scratch,
     .set_platform = cpu_set_platform,
+    .event_time = cpu_event_time,
     .tensor_bytes = cpu_tensor_bytes,
     .tensor_write = cpu_tensor_write,
     .tensor_read = cpu_tensor_read,

@@ -74,6 +74,8 @@ void tb_cpu_stream_sync(struct tb_cpu_streams *s, enum tb_stream stream);
 int tb_cpu_copy_async(struct tb_cpu_streams *s, enum tb_stream stream, void *dst, const void *src, size_t bytes,
                       struct tb_err *err);
 void tb_cpu_set_throttle(struct tb_cpu_streams *s, const struct tb_link_throttle *link);
+/* When ev last completed (CLOCK_MONOTONIC seconds), 0 = never. */
+double tb_cpu_event_time(struct tb_cpu_streams *s, struct tb_event *ev);
 /* Both directions at once: each at most this fast (0 = as alone). */
 void tb_cpu_set_duplex(struct tb_cpu_streams *s, double bytes_per_s);
 

@@ -32,7 +32,15 @@ struct tb_cpu_item {
 struct tb_event {
     uint64_t gen, done_gen;
     int refs;
+    double done_time; /* CLOCK_MONOTONIC seconds when done_gen last advanced */
 };
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static struct tb_cpu_stream *copy_stream(struct tb_cpu_streams *s, enum tb_stream stream)
 {
@@ -87,8 +95,10 @@ static void *copy_engine(void *arg)
             pthread_mutex_lock(&s->lock);
             st->copying = false;
         } else if (it->kind == ITEM_RECORD) {
-            if (it->ev->done_gen < it->gen)
+            if (it->ev->done_gen < it->gen) {
                 it->ev->done_gen = it->gen;
+                it->ev->done_time = mono_now();
+            }
         } else {
             while (it->ev->done_gen < it->gen && !s->stopping)
                 pthread_cond_wait(&s->changed, &s->lock);
@@ -189,6 +199,7 @@ int tb_cpu_event_record(struct tb_cpu_streams *s, struct tb_event *ev, enum tb_s
     int rc = TB_OK;
     if (!st) {
         ev->done_gen = ev->gen; /* the compute stream's work has already run */
+        ev->done_time = mono_now();
         pthread_cond_broadcast(&s->changed);
     } else {
         struct tb_cpu_item *it = calloc(1, sizeof *it);
@@ -278,6 +289,14 @@ int tb_cpu_copy_async(struct tb_cpu_streams *s, enum tb_stream stream, void *dst
     enqueue(s, st, it);
     pthread_mutex_unlock(&s->lock);
     return TB_OK;
+}
+
+double tb_cpu_event_time(struct tb_cpu_streams *s, struct tb_event *ev)
+{
+    pthread_mutex_lock(&s->lock);
+    double t = ev->done_time;
+    pthread_mutex_unlock(&s->lock);
+    return t;
 }
 
 void tb_cpu_set_duplex(struct tb_cpu_streams *s, double bytes_per_s)
