@@ -36,7 +36,8 @@ extern "C" {
  *   1.3  SDK functions: image decoding for dataset plugins (image.h)
  *   1.4  platform: tb_link duplex_bytes_per_s, latency_s, numa_node; tb_platform_ops
  *        env_defaults (platform.h); swap: the hooks and the memory manager's functions
- *        (swap.h); backend: alloc_failed_bytes, release_scratch (backend.h) */
+ *        (swap.h); backend: alloc_failed_bytes, release_scratch, set_platform, event_time
+ *        (backend.h) */
 #define TB_ABI_MAJOR 1
 #define TB_ABI_MINOR 4
 
