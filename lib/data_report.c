@@ -5,23 +5,16 @@
 #include "config.h"
 
 #include "lib/data_report_internal.h"
+#include "lib/clock_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <trainbig/dataset.h>
 #include <unistd.h>
 
 enum { IGNORE_LABEL = 255, MAX_LISTED = 50 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void bar(size_t done, size_t total, const char *split)
 {
@@ -41,7 +34,7 @@ static int check_split(const struct tb_dataset_ops *ops, void *ctx, const char *
     struct tb_err err;
     const size_t n = ops->count(ctx);
     uint32_t wmin = UINT32_MAX, wmax = 0, hmin = UINT32_MAX, hmax = 0;
-    double t0 = now(), last = 0;
+    double t0 = tb_now(), last = 0;
     *bad = 0;
     fprintf(out, "split %s: %zu samples\n", split, n);
     for (size_t i = 0; i < n; i++) {
@@ -60,9 +53,9 @@ static int check_split(const struct tb_dataset_ops *ops, void *ctx, const char *
         const size_t pix = (size_t)s.width * s.height;
         for (size_t p = 0; p < pix; p++)
             hist[s.label[p] < classes ? s.label[p] : classes]++;
-        if (live && (now() - last > 0.1 || i + 1 == n)) {
+        if (live && (tb_now() - last > 0.1 || i + 1 == n)) {
             bar(i + 1, n, split);
-            last = now();
+            last = tb_now();
         }
     }
     if (live)
@@ -71,7 +64,7 @@ static int check_split(const struct tb_dataset_ops *ops, void *ctx, const char *
     if (*bad > MAX_LISTED)
         fprintf(out, "  ... and %zu more bad samples\n", *bad - MAX_LISTED);
     if (n > *bad)
-        fprintf(out, "  decoded %zu in %.1f s; image sizes %ux%u to %ux%u\n", n - *bad, now() - t0, wmin, hmin, wmax,
+        fprintf(out, "  decoded %zu in %.1f s; image sizes %ux%u to %ux%u\n", n - *bad, tb_now() - t0, wmin, hmin, wmax,
                 hmax);
     fprintf(out, "  bad samples: %zu\n", *bad);
     return TB_OK;

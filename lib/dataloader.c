@@ -137,8 +137,8 @@ struct tb_data_loader {
     pthread_cond_t done_cv; /* next() waits for a batch, start() for idle workers */
     struct slot *slots;
     int nslots;
-    uint64_t begin, end; /* batches of the current range */
-    uint64_t claim_k;    /* the next sample to claim: (claim_k, claim_j) */
+    uint64_t end;     /* batches of the current range */
+    uint64_t claim_k; /* the next sample to claim: (claim_k, claim_j) */
     int claim_j;
     uint64_t next_k;   /* the batch next() returns next */
     uint64_t released; /* batches below this have left the training loop */
@@ -451,7 +451,6 @@ void tb_data_loader_start(struct tb_data_loader *l, uint64_t begin, uint64_t end
         pthread_cond_wait(&l->done_cv, &l->mu);
     for (int i = 0; i < l->nslots; i++)
         l->slots[i].k = UINT64_MAX;
-    l->begin = begin;
     l->end = end;
     l->claim_k = begin;
     l->claim_j = 0;

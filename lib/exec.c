@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "lib/engine_internal.h"
+#include "lib/clock_internal.h"
 
 #include "lib/swapmem_internal.h"
 
@@ -319,13 +320,6 @@ int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err 
     return x->e->ops->tensor_read(x->e->ctx, &x->t[n->id], host, err);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* An op failed with TB_ERR_NOMEM: when it was its own scratch that did not fit (the
  * backend says how much), free that much through the memory manager. True when the op
  * may run again. */
@@ -388,11 +382,11 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             out[j] = x->t[o->out[j]->id];
         double t0;
         do {
-            t0 = now();
+            t0 = tb_now();
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         } while (room_for_op(x, k, &rc, err));
         x->starts[k] = t0;
-        x->seconds[k] = now() - t0;
+        x->seconds[k] = tb_now() - t0;
         unpin_step(x, k);
         if (rc)
             return tb_err_prefix(err, "%s", o->name);
@@ -495,11 +489,11 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
         if (rc == TB_OK) {
             double t0;
             do {
-                t0 = now();
+                t0 = tb_now();
                 rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             } while (room_for_op(x, step, &rc, err));
             x->starts[step] = t0;
-            x->seconds[step] = now() - t0;
+            x->seconds[step] = tb_now() - t0;
             if (rc)
                 tb_err_prefix(err, "%s (backward)", o->name);
         }

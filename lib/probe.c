@@ -5,21 +5,14 @@
 #include "config.h"
 
 #include "lib/probe_internal.h"
+#include "lib/clock_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/run_internal.h"
 
 enum { REPEATS = 5 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Seconds of the fastest of REPEATS rounds of `bytes` copied on each stream given
  * (H2D: host to device, D2H: back), all queued at once. */
@@ -28,7 +21,7 @@ static double copies(const struct tb_backend_ops *o, void *ctx, bool h2d, bool d
 {
     double best = 1e30;
     for (int r = 0; r < REPEATS; r++) {
-        double t0 = now();
+        double t0 = tb_now();
         int rc = TB_OK;
         if (h2d && !(rc = o->copy_async(ctx, 0, TB_STREAM_H2D, dev, host, bytes, err)))
             rc = o->event_record(ctx, e1, TB_STREAM_H2D);
@@ -40,7 +33,7 @@ static double copies(const struct tb_backend_ops *o, void *ctx, bool h2d, bool d
             o->event_sync(ctx, e1);
         if (d2h)
             o->event_sync(ctx, e2);
-        double t = now() - t0;
+        double t = tb_now() - t0;
         best = t < best ? t : best;
     }
     return best;
@@ -53,11 +46,11 @@ static double pageable(const struct tb_backend_ops *o, void *ctx, bool to_device
 {
     double best = 1e30;
     for (int r = 0; r < REPEATS; r++) {
-        double t0 = now();
+        double t0 = tb_now();
         int rc = to_device ? o->tensor_write(ctx, t, host, err) : o->tensor_read(ctx, t, host, err);
         if (rc)
             return -1;
-        double s = now() - t0;
+        double s = tb_now() - t0;
         best = s < best ? s : best;
     }
     return best;

@@ -3,6 +3,7 @@
 
 #include "lib/run_internal.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,16 +109,17 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
 }
 
 /* Appends "prefix key = value\n" for every key of sec to a memory stream. */
-/* Every key of sec (or only `only`), as "prefix.key = value" lines. */
-static void put_section(FILE *f, const char *prefix, const struct tb_section *sec, const char *only)
+/* Every key of sec (or only `only`) but those in `skip` (NULL-terminated, may be NULL),
+ * as "prefix.key = value" lines. */
+static void put_section(FILE *f, const char *prefix, const struct tb_section *sec, const char *only,
+                        const char *const *skip)
 {
     for (size_t i = 0; i < sec->nkeys; i++) {
         const char *k = sec->keys[i].name;
-        /* The loader's threads and queue depth change when batches are ready, never what
-         * they hold. */
-        if (strcmp(prefix, "dataset.") == 0 && (strcmp(k, "workers") == 0 || strcmp(k, "prefetch") == 0))
-            continue;
-        if (!only || strcmp(k, only) == 0)
+        bool skipped = false;
+        for (const char *const *q = skip; q && *q; q++)
+            skipped |= strcmp(*q, k) == 0;
+        if (!skipped && (!only || strcmp(k, only) == 0))
             fprintf(f, "%s%s = %s\n", prefix, k, tb_section_text(sec, i));
     }
 }
@@ -130,7 +132,7 @@ char *tb_run_model_text(const struct tb_setup *s, int classes)
     if (!f)
         return NULL;
     fprintf(f, "model.plugin = %s\n", s->slot[TB_SEC_MODEL].plugin->p->name);
-    put_section(f, "model.", s->slot[TB_SEC_MODEL].section, NULL);
+    put_section(f, "model.", s->slot[TB_SEC_MODEL].section, NULL, NULL);
     fprintf(f, "classes = %d\n", classes);
     if (fclose(f) != 0) {
         free(buf);
@@ -146,13 +148,16 @@ char *tb_run_training_text(const struct tb_setup *s)
     FILE *f = open_memstream(&buf, &size);
     if (!f)
         return NULL;
-    put_section(f, "run.", s->slot[TB_SEC_RUN].section, "seed");
-    put_section(f, "run.", s->slot[TB_SEC_RUN].section, "epochs");
+    put_section(f, "run.", s->slot[TB_SEC_RUN].section, "seed", NULL);
+    put_section(f, "run.", s->slot[TB_SEC_RUN].section, "epochs", NULL);
     static const char *const train_keys[] = { "batch", "lr", "lr_policy", "lr_power", "momentum", "weight_decay" };
     for (size_t i = 0; i < sizeof train_keys / sizeof *train_keys; i++)
-        put_section(f, "train.", s->slot[TB_SEC_TRAIN].section, train_keys[i]);
+        put_section(f, "train.", s->slot[TB_SEC_TRAIN].section, train_keys[i], NULL);
     fprintf(f, "dataset.plugin = %s\n", s->slot[TB_SEC_DATASET].plugin->p->name);
-    put_section(f, "dataset.", s->slot[TB_SEC_DATASET].section, NULL);
+    /* The loader's threads and queue depth change when batches are ready, never what they
+     * hold: a resume with other values is the same training. */
+    static const char *const loader_only[] = { "workers", "prefetch", NULL };
+    put_section(f, "dataset.", s->slot[TB_SEC_DATASET].section, NULL, loader_only);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -4,11 +4,11 @@
 #include "config.h"
 
 #include "lib/steptime_internal.h"
+#include "lib/clock_internal.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/config_internal.h"
 #include "lib/dataloader_internal.h"
@@ -16,13 +16,6 @@
 #include "lib/graph_internal.h"
 #include "lib/run_internal.h"
 #include "lib/setup_internal.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -122,7 +115,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         const bool traced = trace && k == warmup + steps - 1;
         if (traced)
             tb_exec_trace_begin(x);
-        double t0 = now();
+        double t0 = tb_now();
         rc = tb_exec_forward(x, (uint64_t)k, err);
         if (!rc)
             rc = tb_exec_backward(x, err);
@@ -132,7 +125,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         if (!rc)
             r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
         if (!rc && k >= warmup)
-            times[k - warmup] = now() - t0;
+            times[k - warmup] = tb_now() - t0;
         if (!rc && traced)
             rc = tb_exec_trace_write(x, trace, err);
     }

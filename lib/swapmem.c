@@ -11,17 +11,10 @@
 #include "config.h"
 
 #include "lib/swapmem_internal.h"
+#include "lib/clock_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool movable_kind(const struct tb_swap_mem *m, size_t i)
 {
@@ -143,9 +136,9 @@ static bool settle_out(struct tb_swap_mem *m, size_t i, bool wait)
         return false;
     if (wait) {
         /* Memory is short: the step waits for the copy out, which is stall too. */
-        double t0 = now();
+        double t0 = tb_now();
         m->be->event_sync(m->be_ctx, m->ev[i]);
-        m->stats.stall_seconds += now() - t0;
+        m->stats.stall_seconds += tb_now() - t0;
     } else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1) {
         return false;
     }
@@ -252,7 +245,6 @@ int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void
     m->s = s;
     m->t = t;
     m->pins = pins;
-    m->running = SIZE_MAX;
     if (policy)
         m->policy = *policy;
     const size_t n = s->ntensors ? s->ntensors : 1;
@@ -388,7 +380,6 @@ void tb_swapmem_produced(struct tb_swap_mem *m, size_t i)
 
 int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
 {
-    m->running = step;
     settle_outs(m, false);
     if (m->policy.ops && m->policy.ops->before_step) {
         int rc = m->policy.ops->before_step(m->policy.ctx, m, step, err);
@@ -413,9 +404,9 @@ int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *er
         }
             /* fall through */
         case TB_RES_MOVING_IN: {
-            double t0 = now();
+            double t0 = tb_now();
             int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
-            m->stats.stall_seconds += now() - t0;
+            m->stats.stall_seconds += tb_now() - t0;
             if (rc)
                 return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
             m->res[i] = TB_RES_BOTH;
@@ -423,9 +414,9 @@ int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *er
         }
         case TB_RES_MOVING_OUT: {
             /* Needed again before its copy finished: keep the block, and the copy. */
-            double t0 = now();
+            double t0 = tb_now();
             m->be->event_sync(m->be_ctx, m->ev[i]);
-            m->stats.stall_seconds += now() - t0;
+            m->stats.stall_seconds += tb_now() - t0;
             m->res[i] = TB_RES_BOTH;
             break;
         }
@@ -459,7 +450,6 @@ int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err)
 int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
 {
     m->clock++;
-    m->running = SIZE_MAX;
     if (m->policy.ops && m->policy.ops->after_step) {
         int rc = m->policy.ops->after_step(m->policy.ctx, m, step, err);
         if (rc)

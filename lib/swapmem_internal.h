@@ -51,7 +51,6 @@ struct tb_swap_mem {
     uint64_t *used;              /* [ntensors] clock at its last use */
     uint64_t clock;              /* steps run */
     struct tb_event *compute_ev; /* orders copies after the compute that made their data */
-    size_t running;              /* the step running now, SIZE_MAX between steps */
     bool tracing;                /* record each copy's start and end (tb_exec_trace_begin) */
     struct tb_trace_copy *trace;
     size_t ntrace, trace_cap;

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "lib/trainer_internal.h"
+#include "lib/clock_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -88,13 +89,6 @@ struct trainer {
     double *op_seconds;             /* this epoch: per schedule step of the training graph */
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------ progress */
 
 static void progress_clear(struct trainer *t)
@@ -119,7 +113,7 @@ static void progress(struct trainer *t, uint64_t epoch, uint64_t step_in_epoch, 
 {
     if (t->quiet)
         return;
-    const double tnow = now();
+    const double tnow = tb_now();
     const double interval = t->live ? 0.25 : 30.0;
     if (!force && tnow - t->last_progress < interval)
         return;
@@ -482,10 +476,10 @@ static int resume(struct trainer *t, struct tb_err *err)
 /* The next batch of a split's loader, timed; its skipped samples logged and counted. */
 static int next_batch(struct trainer *t, struct split *sp, struct tb_loaded *lb, struct tb_err *err)
 {
-    const double w0 = now();
+    const double w0 = tb_now();
     int rc = tb_data_loader_next(sp->loader, lb, err);
     if (sp == &t->train)
-        t->wait_seconds += now() - w0;
+        t->wait_seconds += tb_now() - w0;
     if (rc)
         return rc;
     if (lb->nskipped)
@@ -908,11 +902,11 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         t->skipped = 0;
         t->swap_mark = swap_total(t);
         bops->mem_reset_peak(bctx, t->run.engine.device);
-        const double t0 = now();
+        const double t0 = tb_now();
         uint64_t steps = 0;
         double loss_sum = 0;
         do {
-            const double s0 = now();
+            const double s0 = tb_now();
             double loss = 0;
             /* [report] trace: the run's second step (the first warms up), or its only one. */
             const char *trace = tb_section_string(t->s->slot[TB_SEC_REPORT].section, "trace");
@@ -930,7 +924,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
             t->iteration++;
             steps++;
             loss_sum += loss;
-            t->step_seconds_sum += now() - s0;
+            t->step_seconds_sum += tb_now() - s0;
             t->steps_timed++;
             progress(t, epoch, t->iteration - epoch * t->iters_per_epoch, loss, steps == 1);
             if (t->req->stop && *t->req->stop) {
@@ -943,7 +937,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
 
         struct tb_mem_stats ms = { 0 };
         bops->mem_stats(bctx, t->run.engine.device, &ms);
-        const double secs = now() - t0;
+        const double secs = tb_now() - t0;
         progress_clear(t);
         log_op_times(t, secs);
         struct epoch_row r = {
@@ -982,7 +976,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         }
     }
     char total[32];
-    format_duration(now() - t->run_start, total, sizeof total);
+    format_duration(tb_now() - t->run_start, total, sizeof total);
     tb_log(TB_LOG_INFO, "done: %d epochs in %s; final checkpoint %s", t->epochs, total, path);
     return TB_OK;
 }
@@ -995,7 +989,7 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     t->s = s;
     t->req = req;
-    t->run_start = now();
+    t->run_start = tb_now();
     const int pmode = tb_section_enum(s->slot[TB_SEC_REPORT].section, "progress"); /* auto|yes|no */
     t->live = pmode == 1 || (pmode == 0 && isatty(STDERR_FILENO));
     t->quiet = pmode == 2;
