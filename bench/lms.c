@@ -35,9 +35,12 @@ int main(int argc, char **argv)
 {
     int steps = 5, batch = 8, threads = 0, sizes[2] = { 160, 192 };
     double cap_fraction = 0.6;
-    const char *trace = NULL;
+    const char *trace = NULL, *user[8];
+    int nuser = 0;
     for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
+        if (i + 1 < argc && strcmp(argv[i], "--set") == 0 && nuser < 8)
+            user[nuser++] = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
             steps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--cap") == 0)
             cap_fraction = atof(argv[++i]);
@@ -77,10 +80,12 @@ int main(int argc, char **argv)
         snprintf(common[n++], sizeof common[0], "dataset.height=%d", sizes[z]);
         snprintf(common[n++], sizeof common[0], "train.batch=%d", batch);
         char extra[6][128];
-        const char *sets[16];
+        const char *sets[32];
         for (int i = 0; i < n; i++)
             sets[i] = common[i];
         int m = n;
+        for (int i = 0; i < nuser; i++)
+            sets[m++] = user[i];
         snprintf(extra[0], sizeof extra[0], "backend.plugin=cpu");
         snprintf(extra[1], sizeof extra[1], "backend.threads=%d", threads);
         sets[m++] = extra[0];

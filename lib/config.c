@@ -409,12 +409,13 @@ void tb_config_free(struct tb_config *c)
     free(c);
 }
 
-void tb_config_drop_section(struct tb_config *c, const char *section)
+void tb_config_drop_section(struct tb_config *c, const char *section, bool (*keep)(const char *key, void *arg),
+                            void *arg)
 {
     size_t kept = 0;
     for (size_t i = 0; i < c->nentries; i++) {
         struct tb_entry *e = &c->entries[i];
-        if (strcmp(e->section, section) == 0) {
+        if (strcmp(e->section, section) == 0 && !(keep && keep(e->key, arg))) {
             free(e->section);
             free(e->key);
             free(e->value);

@@ -51,9 +51,11 @@ struct tb_config *tb_config_new(const char *label);
  * or an earlier --set. A malformed argument is TB_ERR_CONFIG. */
 int tb_config_set(struct tb_config *c, const char *assignment, struct tb_err *err);
 
-/* Forgets every key given for `section` (the section stays known). For tools that try
- * other settings of a section than the file's, such as `trainbig fit` with each policy. */
-void tb_config_drop_section(struct tb_config *c, const char *section);
+/* Forgets the keys given for `section` (the section stays known), except those for which
+ * keep(key, arg) is true (keep NULL: all go). For tools that try other settings of a
+ * section than the file's, such as `trainbig fit` with each policy. */
+void tb_config_drop_section(struct tb_config *c, const char *section, bool (*keep)(const char *key, void *arg),
+                            void *arg);
 
 void tb_config_free(struct tb_config *c);
 

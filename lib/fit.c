@@ -46,7 +46,7 @@ static int probe(const struct probe_ctx *c, const char *policy, int value, struc
         sets[n++] = "backend.device_memory=0";
     }
     tb_err_clear(err);
-    /* The file's [swap] keys are for its own policy: the others run with their defaults. */
+    /* The file's [swap] keys are for its own policy: the others get those they share. */
     int rc = policy && strcmp(policy, c->policy) == 0 ? tb_time_steps(c->path, sets, n, TIMED_STEPS, t, err)
                                                       : tb_time_steps_swap(c->path, sets, n, TIMED_STEPS, t, err);
     if (rc == TB_OK)

@@ -14,6 +14,7 @@
 #include "lib/dataloader_internal.h"
 #include "lib/engine_internal.h"
 #include "lib/graph_internal.h"
+#include "lib/loader_internal.h"
 #include "lib/run_internal.h"
 #include "lib/setup_internal.h"
 
@@ -21,6 +22,35 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Whether `key` is [swap] plugin or one the policy whose key table is `arg` declares. */
+static bool declared(const char *key, void *arg)
+{
+    if (strcmp(key, "plugin") == 0)
+        return true;
+    for (const struct tb_key *k = arg; k && k->name; k++)
+        if (strcmp(k->name, key) == 0)
+            return true;
+    return false;
+}
+
+/* Leaves out the [swap] keys the policy named there does not declare: the file's keys
+ * were written for its own policy; those another policy shares (min_size) still apply. */
+static int drop_foreign_swap_keys(struct tb_config *cfg, struct tb_err *err)
+{
+    const struct tb_entry *e = tb_config_find(cfg, "swap", "plugin");
+    if (!e || strchr(e->value, '/')) {
+        tb_config_drop_section(cfg, "swap", NULL, NULL);
+        return TB_OK;
+    }
+    struct tb_plugin_handle *h = NULL;
+    int rc = tb_plugin_find(TB_KIND_SWAP, e->value, &h, err);
+    if (rc)
+        return rc;
+    tb_config_drop_section(cfg, "swap", declared, (void *)h->p->keys);
+    tb_plugin_close(h);
+    return TB_OK;
 }
 
 static int time_steps(const char *path, bool drop_swap, const char *trace, const char *const *sets, int nsets,
@@ -34,10 +64,10 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     if (rc)
         return rc;
-    if (drop_swap)
-        tb_config_drop_section(cfg, "swap");
     for (int i = 0; i < nsets && !rc; i++)
         rc = tb_config_set(cfg, sets[i], err);
+    if (!rc && drop_swap)
+        rc = drop_foreign_swap_keys(cfg, err);
     struct tb_setup *s = NULL;
     if (!rc)
         rc = tb_setup_resolve(cfg, &s, err);

@@ -157,6 +157,33 @@ static bool settle_outs(struct tb_swap_mem *m, bool wait)
     return freed;
 }
 
+/* A tensor moving in whose copy is done (or, with wait, once it is) is on the device and
+ * on the host: a policy may move it out again for free. True when it settled. */
+static bool settle_in(struct tb_swap_mem *m, size_t i, bool wait)
+{
+    if (m->res[i] != TB_RES_MOVING_IN)
+        return false;
+    if (wait) {
+        double t0 = tb_now();
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->stats.stall_seconds += tb_now() - t0;
+    } else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1) {
+        return false;
+    }
+    m->res[i] = TB_RES_BOTH;
+    return true;
+}
+
+/* Settles every move in; true when any did. Brought in ahead of their use, they hold
+ * memory the policy can only take back once they are. */
+static bool settle_ins(struct tb_swap_mem *m, bool wait)
+{
+    bool settled = false;
+    for (size_t i = 0; i < m->s->ntensors; i++)
+        settled |= settle_in(m, i, wait);
+    return settled;
+}
+
 int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
 {
     if (!tb_swap_movable(m, i))
@@ -311,15 +338,20 @@ bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, in
         return true;
     if (!m->policy.ops || !m->policy.ops->make_room)
         return false;
-    int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
-    if (rc) {
-        *policy_err = rc;
-        tb_err_prefix(err, "swap policy '%s'", m->policy.name);
-        return false;
+    settle_ins(m, false);
+    for (;;) {
+        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
+        if (rc) {
+            *policy_err = rc;
+            tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+            return false;
+        }
+        settle_outs(m, true);
+        if (tb_swap_in_use(m) < before)
+            break;
+        if (!settle_ins(m, true))
+            return false;
     }
-    settle_outs(m, true);
-    if (tb_swap_in_use(m) >= before)
-        return false;
     m->stats.evicting_allocs++;
     return true;
 }
@@ -344,7 +376,9 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
     }
     if (!m->policy.ops || !m->policy.ops->make_room)
         return NULL;
-    /* The policy moves tensors out; each round must free something. */
+    /* The policy moves tensors out; each round must free something. Tensors still coming
+     * in are waited for only when nothing else can go. */
+    settle_ins(m, false);
     for (;;) {
         uint64_t before = tb_swap_in_use(m);
         int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
@@ -358,7 +392,7 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
             m->stats.evicting_allocs++;
             return p;
         }
-        if (tb_swap_in_use(m) >= before)
+        if (tb_swap_in_use(m) >= before && !settle_ins(m, true))
             return NULL;
     }
 }
