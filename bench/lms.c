@@ -1,19 +1,34 @@
 /* bench/lms: what large model support costs, per platform and swap policy.
  *
  * The quickstart G-SCNN trains on batches of synthetic images at two sizes. Each size runs
- * once with device memory unlimited (its footprint: the peak), then with device memory
- * capped below that footprint, on the CPU backend with the link of each platform emulated
+ * with device memory unlimited (its footprint: the peak), then with device memory capped
+ * below that footprint, on the CPU backend with the link of each platform emulated
  * (copies slowed by this CPU's compute rate over the platform's accelerator, so the
  * compute-to-transfer balance of an AC922 or a DGX Station is kept), under each policy.
- * Per run: the median step time, its overhead against the uncapped step, the bytes moved
- * each way per step, the share of the step spent stalled on copies, and peak device
- * memory. Everything runs through the same configuration path as `trainbig train`.
+ * Per run: the step time, its overhead against the uncapped step, the bytes moved each
+ * way per step, the share of the step spent stalled on copies, and peak device memory.
+ * Everything runs through the same configuration path as `trainbig train`.
  *
- *   bench/lms [--steps N] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T] [--trace FILE]
+ * What a swap costs depends on the network as much as on the link: the bytes a step
+ * swaps grow with its activations, the time that hides them with its FLOPs. The
+ * quickstart network is narrow, so it computes far less per byte than the reference
+ * G-SCNN, whose full-size steps this CPU cannot run. Both are measured here (conv FLOPs
+ * per step over device bytes per image pixel, from the footprints at two sizes), and
+ * every case runs twice: on the link as emulated, and on the link sped up by the ratio
+ * of the two (`[backend] link_scale`), which gives the quickstart network the
+ * reference's compute-to-transfer balance: the analogue of the study's runs.
+ *
+ * Two-thread timings drift: each size repeats its uncapped run and all capped runs
+ * `--rounds` times; a run's overhead is against its own round's uncapped step, and the
+ * tables show medians over the rounds.
+ *
+ *   bench/lms [--steps N] [--rounds R] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T]
+ *             [--trace FILE] [--set SECTION.KEY=VALUE]...
  *
  * --trace FILE writes a Chrome trace (Perfetto) of the last timed step of the larger size
- * on x86-pcie under prefetch: the compute stream and both copy streams, so the idle gaps
- * swapping causes are seen.
+ * on x86-pcie under prefetch at the reference's balance: the compute stream and both copy
+ * streams, so the idle gaps swapping causes are seen. --set adds an assignment to every
+ * run (for instance backend.compute_gflops).
  */
 #include "config.h"
 
@@ -24,24 +39,105 @@
 
 #include "lib/steptime_internal.h"
 
+enum { MAX_USER = 8, MAX_ROUNDS = 15, NPLAT = 2, NPOL = 2, NMODE = 2 };
+
+static const char *const platforms[NPLAT] = { "power9-nvlink", "x86-pcie" };
+static const char *const policies[NPOL] = { "lru", "prefetch" };
+/* The study's overheads of IBM LMS (on demand, as lru) at 600x600 and 700x700. */
+static const double study[NPLAT][2] = { { 43, 30 }, { 106, 73 } };
+static const double target[NPLAT] = { 10, 25 };
+
 static int usage(void)
 {
-    fprintf(stderr,
-            "usage: bench/lms [--steps N] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T] [--trace FILE]\n");
+    fprintf(stderr, "usage: bench/lms [--steps N] [--rounds R] [--cap FRACTION] [--sizes A,B] [--batch B] "
+                    "[--threads T] [--trace FILE] [--set SECTION.KEY=VALUE]...\n");
     return 2;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+/* The assignments of one run: the network (reference: the gscnn defaults), the size and
+ * batch, threads, the user's, then `extra`. */
+struct runset {
+    char buf[16 + MAX_USER][128]; /* [i] backs sets[i] where add() made it */
+    const char *sets[16 + MAX_USER];
+    int n;
+};
+
+static void add(struct runset *r, const char *fmt, const char *s, double v)
+{
+    char *b = r->buf[r->n];
+    if (s)
+        snprintf(b, sizeof r->buf[0], fmt, s);
+    else
+        snprintf(b, sizeof r->buf[0], fmt, v);
+    r->sets[r->n] = b;
+    r->n++;
+}
+
+static void base_sets(struct runset *r, bool reference, int size, int batch, int threads, const char *const *user,
+                      int nuser)
+{
+    r->n = 0;
+    add(r, "model.plugin=gscnn", NULL, 0);
+    if (!reference) {
+        add(r, "model.width=0.125", NULL, 0);
+        add(r, "model.shape_width=0.5", NULL, 0);
+        add(r, "model.blocks=1,1,1,1,1,1", NULL, 0);
+    }
+    add(r, "dataset.plugin=synthetic", NULL, 0);
+    add(r, "dataset.width=%.0f", NULL, size);
+    add(r, "dataset.height=%.0f", NULL, size);
+    add(r, "train.batch=%.0f", NULL, batch);
+    add(r, "backend.plugin=cpu", NULL, 0);
+    add(r, "backend.threads=%.0f", NULL, threads);
+    for (int i = 0; i < nuser; i++)
+        r->sets[r->n++] = user[i];
+}
+
+/* Conv FLOPs per image pixel and device bytes per image pixel (the footprint's growth
+ * between two sizes) of a network; 0 on failure (err). */
+static int intensity(bool reference, const int size[2], int batch, int steps, int threads, const char *const *user,
+                     int nuser, struct tb_step_timing t[2], double *flops_px, double *bytes_px, struct tb_err *err)
+{
+    for (int z = 0; z < 2; z++) {
+        struct runset r;
+        base_sets(&r, reference, size[z], batch, threads, user, nuser);
+        tb_err_clear(err);
+        if (tb_time_steps(NULL, r.sets, r.n, steps, &t[z], err))
+            return -1;
+    }
+    const double px0 = (double)batch * size[0] * size[0], px1 = (double)batch * size[1] * size[1];
+    *flops_px = t[1].conv_flops / px1;
+    *bytes_px = ((double)t[1].peak - (double)t[0].peak) / (px1 - px0);
+    return *bytes_px > 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv)
 {
-    int steps = 5, batch = 8, threads = 0, sizes[2] = { 160, 192 };
+    int steps = 3, rounds = 3, batch = 8, threads = 0, sizes[2] = { 160, 192 };
     double cap_fraction = 0.6;
-    const char *trace = NULL, *user[8];
+    const char *trace = NULL, *user[MAX_USER];
     int nuser = 0;
     for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--set") == 0 && nuser < 8)
+        if (i + 1 < argc && strcmp(argv[i], "--set") == 0 && nuser < MAX_USER)
             user[nuser++] = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
             steps = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--rounds") == 0)
+            rounds = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--cap") == 0)
             cap_fraction = atof(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0)
@@ -56,77 +152,128 @@ int main(int argc, char **argv)
         else
             return usage();
     }
-    if (steps < 1 || batch < 1 || cap_fraction <= 0 || cap_fraction >= 1 || sizes[0] < 16 || sizes[1] < 16)
+    if (steps < 1 || rounds < 1 || rounds > MAX_ROUNDS || batch < 1 || cap_fraction <= 0 || cap_fraction >= 1 ||
+        sizes[0] < 16 || sizes[1] <= sizes[0])
         return usage();
     setenv("TRAINBIG_LOG", "warn", 0);
 
-    static const char *const platforms[] = { "power9-nvlink", "x86-pcie" };
-    static const char *const policies[] = { "lru", "prefetch" };
     printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of synthetic "
            "images, cpu backend%s; device memory capped at %.0f%% of each size's footprint; link emulated per "
-           "platform; median of %d steps after 2 warm-up steps\n",
-           batch, threads ? "" : " (all cores)", cap_fraction * 100, steps);
-    printf("study (IBM LMS, G-SCNN batch 8 on 4xV100): AC922 NVLink 43%% at 600x600, 30%% at 700x700; DGX Station "
-           "PCIe 106%% and 73%%. Targets here: prefetch <= 10%% (power9-nvlink), <= 25%% (x86-pcie)\n");
-    for (int z = 0; z < 2; z++) {
-        char common[8][128];
-        int n = 0;
-        snprintf(common[n++], sizeof common[0], "model.plugin=gscnn");
-        snprintf(common[n++], sizeof common[0], "model.width=0.125");
-        snprintf(common[n++], sizeof common[0], "model.shape_width=0.5");
-        snprintf(common[n++], sizeof common[0], "model.blocks=1,1,1,1,1,1");
-        snprintf(common[n++], sizeof common[0], "dataset.plugin=synthetic");
-        snprintf(common[n++], sizeof common[0], "dataset.width=%d", sizes[z]);
-        snprintf(common[n++], sizeof common[0], "dataset.height=%d", sizes[z]);
-        snprintf(common[n++], sizeof common[0], "train.batch=%d", batch);
-        char extra[6][128];
-        const char *sets[32];
-        for (int i = 0; i < n; i++)
-            sets[i] = common[i];
-        int m = n;
-        for (int i = 0; i < nuser; i++)
-            sets[m++] = user[i];
-        snprintf(extra[0], sizeof extra[0], "backend.plugin=cpu");
-        snprintf(extra[1], sizeof extra[1], "backend.threads=%d", threads);
-        sets[m++] = extra[0];
-        sets[m++] = extra[1];
-        struct tb_err err;
-        tb_err_clear(&err);
-        struct tb_step_timing base;
-        if (tb_time_steps(NULL, sets, m, steps, &base, &err)) {
-            fprintf(stderr, "bench/lms: %dx%d uncapped: %s\n", sizes[z], sizes[z], err.msg);
-            return 1;
-        }
-        const uint64_t cap = (uint64_t)((double)base.peak * cap_fraction);
-        printf("\n%dx%d: footprint %.0f MiB, step %.0f ms uncapped; capped at %.0f MiB\n", sizes[z], sizes[z],
-               (double)base.peak / 1048576.0, base.step_s * 1e3, (double)cap / 1048576.0);
-        printf("  %-14s %-9s %8s %9s %11s %11s %7s %9s\n", "platform", "policy", "step ms", "overhead", "MiB out/st",
-               "MiB in/st", "stall%", "peak MiB");
-        for (int p = 0; p < 2; p++) {
-            for (int q = 0; q < 2; q++) {
-                int k = m;
-                snprintf(extra[2], sizeof extra[2], "backend.device_memory=%llu", (unsigned long long)cap);
-                snprintf(extra[3], sizeof extra[3], "backend.emulate_link=yes");
-                snprintf(extra[4], sizeof extra[4], "platform.plugin=%s", platforms[p]);
-                snprintf(extra[5], sizeof extra[5], "swap.plugin=%s", policies[q]);
-                for (int e = 2; e < 6; e++)
-                    sets[k++] = extra[e];
-                struct tb_step_timing res;
-                tb_err_clear(&err);
-                const bool traced = trace && z == 1 && p == 1 && q == 1;
-                if (traced ? tb_time_steps_traced(NULL, sets, k, steps, trace, &res, &err)
-                           : tb_time_steps(NULL, sets, k, steps, &res, &err)) {
-                    printf("  %-14s %-9s failed: %s\n", platforms[p], policies[q], err.msg);
-                    continue;
-                }
-                printf("  %-14s %-9s %8.0f %8.0f%% %11.1f %11.1f %6.1f%% %9.0f\n", platforms[p], policies[q],
-                       res.step_s * 1e3, 100.0 * (res.step_s / base.step_s - 1), res.out_bytes / 1048576.0,
-                       res.in_bytes / 1048576.0, 100.0 * res.stall_s / res.step_s, (double)res.peak / 1048576.0);
-                if (traced)
-                    printf("  (a trace of the last step: %s)\n", trace);
-                fflush(stdout);
-            }
-        }
+           "platform; per run the median of %d steps after 2 warm-up steps; medians over %d rounds\n",
+           batch, threads ? "" : " (all cores)", cap_fraction * 100, steps, rounds);
+
+    /* Compute per byte: the reference network at two small sizes, batch 2 (its weights
+     * are most of its footprint there; the growth between the sizes is its activations). */
+    struct tb_err err;
+    struct tb_step_timing ref_t[2], base0[2];
+    double ref_fpx, ref_bpx, net_fpx, net_bpx;
+    static const int ref_sizes[2] = { 48, 64 };
+    if (intensity(true, ref_sizes, 2, 1, threads, user, nuser, ref_t, &ref_fpx, &ref_bpx, &err)) {
+        fprintf(stderr, "bench/lms: the reference G-SCNN: %s\n", err.msg[0] ? err.msg : "no footprint growth");
+        return 1;
     }
+    if (intensity(false, sizes, batch, steps, threads, user, nuser, base0, &net_fpx, &net_bpx, &err)) {
+        fprintf(stderr, "bench/lms: the quickstart G-SCNN: %s\n", err.msg[0] ? err.msg : "no footprint growth");
+        return 1;
+    }
+    const double ref_i = ref_fpx / ref_bpx, net_i = net_fpx / net_bpx, k = ref_i / net_i;
+    printf("reference G-SCNN (width 1, shape_width 1, blocks 3,3,6,3,1,1): %.0f bytes of device memory and %.2f "
+           "MFLOP of convolutions per image pixel per step: %.0f FLOP per byte\n",
+           ref_bpx, ref_fpx / 1e6, ref_i);
+    printf("quickstart G-SCNN: %.0f bytes and %.3f MFLOP per pixel: %.0f FLOP per byte, %.1fx less; so each case "
+           "runs on the emulated link as is, and %.1fx faster (backend.link_scale), the reference's balance\n",
+           net_bpx, net_fpx / 1e6, net_i, k, k);
+    printf("study (IBM LMS, on demand like lru; G-SCNN batch 8 on 4xV100): AC922 NVLink 43%% at 600x600, 30%% at "
+           "700x700; DGX Station PCIe 106%% and 73%%. Targets: prefetch <= 10%% (power9-nvlink), <= 25%% (x86-pcie) "
+           "at the reference's balance\n");
+
+    double summary[2][NMODE][NPLAT][NPOL];
+    for (int z = 0; z < 2; z++) {
+        double base_s[MAX_ROUNDS], step[NMODE][NPLAT][NPOL][MAX_ROUNDS], over[NMODE][NPLAT][NPOL][MAX_ROUNDS];
+        struct tb_step_timing last[NMODE][NPLAT][NPOL];
+        bool failed[NMODE][NPLAT][NPOL] = { { { false } } };
+        char why[NMODE][NPLAT][NPOL][160];
+        const uint64_t cap = (uint64_t)((double)base0[z].peak * cap_fraction);
+        for (int r = 0; r < rounds; r++) {
+            struct runset rs;
+            base_sets(&rs, false, sizes[z], batch, threads, user, nuser);
+            struct tb_step_timing base = base0[z];
+            tb_err_clear(&err);
+            if (r > 0 && tb_time_steps(NULL, rs.sets, rs.n, steps, &base, &err)) {
+                fprintf(stderr, "bench/lms: %dx%d uncapped: %s\n", sizes[z], sizes[z], err.msg);
+                return 1;
+            }
+            base_s[r] = base.step_s;
+            for (int mode = 0; mode < NMODE; mode++)
+                for (int p = 0; p < NPLAT; p++)
+                    for (int q = 0; q < NPOL; q++) {
+                        if (failed[mode][p][q])
+                            continue;
+                        struct runset c;
+                        base_sets(&c, false, sizes[z], batch, threads, user, nuser);
+                        add(&c, "backend.device_memory=%.0f", NULL, (double)cap);
+                        add(&c, "backend.emulate_link=yes", NULL, 0);
+                        add(&c, "backend.link_scale=%.6g", NULL, mode ? k : 1.0);
+                        add(&c, "platform.plugin=%s", platforms[p], 0);
+                        add(&c, "swap.plugin=%s", policies[q], 0);
+                        struct tb_step_timing res;
+                        tb_err_clear(&err);
+                        const bool traced = trace && z == 1 && mode == 1 && p == 1 && q == 1 && r == rounds - 1;
+                        if (traced ? tb_time_steps_traced(NULL, c.sets, c.n, steps, trace, &res, &err)
+                                   : tb_time_steps(NULL, c.sets, c.n, steps, &res, &err)) {
+                            failed[mode][p][q] = true;
+                            snprintf(why[mode][p][q], sizeof why[0][0][0], "%.150s", err.msg);
+                            continue;
+                        }
+                        step[mode][p][q][r] = res.step_s;
+                        over[mode][p][q][r] = 100.0 * (res.step_s / base.step_s - 1);
+                        last[mode][p][q] = res;
+                    }
+        }
+        printf("\n%dx%d: footprint %.0f MiB, step %.0f ms uncapped; capped at %.0f MiB\n", sizes[z], sizes[z],
+               (double)base0[z].peak / 1048576.0, median(base_s, rounds) * 1e3, (double)cap / 1048576.0);
+        for (int mode = 0; mode < NMODE; mode++) {
+            if (mode == 0)
+                printf("  link as emulated (this network's balance):\n");
+            else
+                printf("  link %.1fx faster (the reference's balance):\n", k);
+            printf("    %-14s %-9s %8s %9s %11s %11s %7s %9s\n", "platform", "policy", "step ms", "overhead",
+                   "MiB out/st", "MiB in/st", "stall%", "peak MiB");
+            for (int p = 0; p < NPLAT; p++)
+                for (int q = 0; q < NPOL; q++) {
+                    summary[z][mode][p][q] = -1000; /* failed */
+                    if (failed[mode][p][q]) {
+                        printf("    %-14s %-9s failed: %s\n", platforms[p], policies[q], why[mode][p][q]);
+                        continue;
+                    }
+                    const struct tb_step_timing *res = &last[mode][p][q];
+                    const double s = median(step[mode][p][q], rounds), o = median(over[mode][p][q], rounds);
+                    summary[z][mode][p][q] = o;
+                    printf("    %-14s %-9s %8.0f %8.0f%% %11.1f %11.1f %6.1f%% %9.0f\n", platforms[p], policies[q],
+                           s * 1e3, o, res->out_bytes / 1048576.0, res->in_bytes / 1048576.0,
+                           100.0 * res->stall_s / res->step_s, (double)res->peak / 1048576.0);
+                }
+        }
+        if (trace && z == 1)
+            printf("  (a Chrome trace of x86-pcie, prefetch, the reference's balance: %s)\n", trace);
+        fflush(stdout);
+    }
+
+    printf("\noverhead beside the study (sizes: %dx%d as its 600x600, %dx%d as its 700x700):\n", sizes[0], sizes[0],
+           sizes[1], sizes[1]);
+    printf("  %-14s %5s %10s %14s %14s %16s %8s\n", "platform", "size", "IBM LMS", "lru (as is)", "lru (ref bal.)",
+           "prefetch (ref)", "target");
+    for (int p = 0; p < NPLAT; p++)
+        for (int z = 0; z < 2; z++) {
+            char cell[3][32];
+            const double v[3] = { summary[z][0][p][0], summary[z][1][p][0], summary[z][1][p][1] };
+            for (int c = 0; c < 3; c++)
+                if (v[c] < -99)
+                    snprintf(cell[c], sizeof cell[c], "failed");
+                else
+                    snprintf(cell[c], sizeof cell[c], "%.0f%%", v[c]);
+            printf("  %-14s %5d %9.0f%% %14s %14s %16s %6s%.0f%%%s\n", platforms[p], sizes[z], study[p][z], cell[0],
+                   cell[1], cell[2], "<= ", target[p], v[2] > -99 && v[2] <= target[p] ? " met" : " not met");
+        }
     return 0;
 }

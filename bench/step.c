@@ -131,22 +131,6 @@ static int time_steps(struct tb_engine *e, struct tb_exec *x, int steps, int nlo
     return rc;
 }
 
-/* FLOPs of the convolutions per training step (fwd + bwd-data + bwd-weights), the work
- * that counts; a convolution whose input needs no gradient (the first, on the image)
- * computes none for it. */
-static double conv_flops(const struct tb_graph *g)
-{
-    double flops = 0;
-    for (size_t k = 0; k < g->nops; k++) {
-        const struct tb_op *op = &g->ops[k].op;
-        if (op->kind != TB_OP_CONV2D)
-            continue;
-        double f = 2.0 * tb_shape_elems(op->out[0].shape) * op->in[0].shape.c * op->p.conv.kh * op->p.conv.kw;
-        flops += g->ops[k].in[0]->requires_grad ? 3 * f : 2 * f;
-    }
-    return flops;
-}
-
 /* Trainable parameters (elements) of the engine. */
 static long long trainable_params(const struct tb_engine *e)
 {
@@ -267,7 +251,7 @@ static int bench_resnet18(struct bench_backend *b, int threads, int steps, doubl
         char args[64];
         snprintf(args, sizeof args, "%d %d", threads, steps);
         double theirs = torch_ms(srcdir(), "step_torch.py", args, NULL);
-        report(ours, theirs, NULL, conv_flops(g), peak, steps, what, nonfinite);
+        report(ours, theirs, NULL, tb_graph_conv_flops(g), peak, steps, what, nonfinite);
     }
     free(image);
     free(labels);
@@ -414,8 +398,8 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
                    differ ? "DIFFERENT: not the same network" : "equal");
         else
             printf("trainable parameters: trainbig %lld\n", params);
-        report(ours, theirs, differ ? "not timed, the parameter counts differ" : NULL, conv_flops(g), peak, steps, what,
-               nonfinite);
+        report(ours, theirs, differ ? "not timed, the parameter counts differ" : NULL, tb_graph_conv_flops(g), peak,
+               steps, what, nonfinite);
     }
     tb_batch_fini(&batch);
     tb_exec_free(x);

@@ -688,3 +688,17 @@ void tb_graph_output(struct tb_graph *g, const char *name, struct tb_node *x)
 {
     add_named(g, &g->outputs, &g->noutputs, "output", name, x, 0);
 }
+
+double tb_graph_conv_flops(const struct tb_graph *g)
+{
+    double flops = 0;
+    for (size_t k = 0; k < g->nops; k++) {
+        const struct tb_op *op = &g->ops[k].op;
+        if (op->kind != TB_OP_CONV2D)
+            continue;
+        const double f =
+            2.0 * (double)tb_shape_elems(op->out[0].shape) * op->in[0].shape.c * op->p.conv.kh * op->p.conv.kw;
+        flops += g->ops[k].in[0]->requires_grad ? 3 * f : 2 * f;
+    }
+    return flops;
+}

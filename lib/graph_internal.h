@@ -64,4 +64,10 @@ struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name);
 uint32_t tb_op_grad_inputs(const struct tb_op *op);
 uint32_t tb_op_grad_outputs(const struct tb_op *op);
 
+/* The multiply-adds of the convolutions of one training step, as FLOPs (2 per
+ * multiply-add): forward, backward-data and backward-weights; no backward-data for a
+ * convolution whose input needs no gradient (the first, on the image). The work that
+ * counts, for rates against a machine's peak and for arithmetic intensity. */
+double tb_graph_conv_flops(const struct tb_graph *g);
+
 #endif

@@ -163,7 +163,13 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
         char why[2048];
         rc = tb_plugin_auto(kind, &slot->plugin, why, sizeof why, &perr);
         if (rc == TB_OK) {
-            tb_log(TB_LOG_INFO, "[%s] plugin = auto: %s", sec, why);
+            /* Once per process and choice: `trainbig fit` resolves a setup per probe. */
+            static char said[2][256];
+            char *last = said[kind == TB_KIND_PLATFORM];
+            if (strncmp(last, why, sizeof said[0] - 1) != 0) {
+                tb_log(TB_LOG_INFO, "[%s] plugin = auto: %s", sec, why);
+                memcpy(last, why, sizeof said[0] - 1); /* why holds 2048: truncated */
+            }
             size_t n = strlen(why) + 8;
             slot->plugin_note = malloc(n);
             if (slot->plugin_note)

@@ -169,6 +169,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         struct tb_mem_stats ms = { 0 };
         r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);
         out->peak = ms.peak;
+        out->conv_flops = tb_graph_conv_flops(g);
     }
     free(times);
     tb_data_loader_close(l);

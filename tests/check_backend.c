@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <trainbig/trainbig.h>
 
 #include "opcheck.h"
@@ -418,11 +420,71 @@ START_TEST(link_emulation_scales_the_platform_link)
     e.ops->host_free(e.ctx, host);
     tb_backend_close(&e);
 
+    /* link_scale multiplies the emulated rates and divides the latency. */
+    ck_assert_msg(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\nlink_scale = 4\n", &e,
+                                  &err) == TB_OK,
+                  "%s", err.msg);
+    struct tb_link scaled = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &scaled, note, sizeof note, &err), TB_OK);
+    ck_assert(fabs(scaled.h2d_bytes_per_s - 480e6) < 1 && fabs(scaled.d2h_bytes_per_s - 400e6) < 1);
+    ck_assert(fabs(scaled.duplex_bytes_per_s - 320e6) < 1 && fabs(scaled.latency_s - 1.75e-4) < 1e-12);
+    ck_assert_contains(note, "link_scale");
+    tb_backend_close(&e);
+
     ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
     struct tb_link same = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
     ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &same, note, sizeof note, &err), TB_OK);
     ck_assert(same.h2d_bytes_per_s == 12e9 && same.latency_s == 7e-6);
     ck_assert_str_eq(note, "");
+    tb_backend_close(&e);
+}
+END_TEST
+
+/* The node a page of ours is on, by move_pages(2) without moving anything; -1 if unknown. */
+static int page_node(void *p)
+{
+    void *page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+    int status = -1;
+    if (syscall(SYS_move_pages, 0, 1UL, &page, NULL, &status, 0) != 0)
+        return -1;
+    return status;
+}
+
+START_TEST(pinned_memory_on_the_platform_numa_node)
+{
+    struct tb_backend_instance e;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
+    struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 0 };
+    char note[512];
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
+    const size_t bytes = 1 << 20;
+    char *p = e.ops->host_alloc(e.ctx, bytes);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq((uintptr_t)p % 64, 0);
+    memset(p, 1, bytes);
+#ifdef HAVE_NUMA
+    if (strstr(note, "no NUMA support") == NULL) {
+        ck_assert_contains(note, "pinned host memory on NUMA node 0");
+        ck_assert_int_eq(page_node(p), 0);
+        ck_assert_int_eq(page_node(p + bytes - 1), 0);
+    }
+#else
+    ck_assert_contains(note, "no libnuma");
+    (void)page_node;
+#endif
+    e.ops->host_free(e.ctx, p);
+
+    /* A node the machine does not have: said, and the memory is the OS's to place. */
+    struct tb_link far = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 4095 };
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &far, note, sizeof note, &err), TB_OK);
+    ck_assert_contains(note, "NUMA node 4095 asked for");
+    ck_assert_contains(note, "left to the OS");
+    p = e.ops->host_alloc(e.ctx, bytes);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 2, bytes);
+    e.ops->host_free(e.ctx, p);
     tb_backend_close(&e);
 }
 END_TEST
@@ -473,6 +535,7 @@ int main(void)
     tcase_add_test(tc, unknown_op_refused_at_prepare);
     tcase_add_test(tc, open_validates_settings);
     tcase_add_test(tc, link_emulation_scales_the_platform_link);
+    tcase_add_test(tc, pinned_memory_on_the_platform_numa_node);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

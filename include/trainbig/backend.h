@@ -171,8 +171,9 @@ struct tb_backend_ops {
     /* Optional. The configured platform's link (trainbig/platform.h), once after create.
      * A backend that emulates links (the CPU backend with emulate_link) throttles its copies
      * to it, and rewrites *link to what its copies will really see (the scaled rates), which
-     * is what swap policies then plan with; note (note_size > 0) receives a line for the
-     * log saying what it does, or "". */
+     * is what swap policies then plan with. A backend places its pinned host memory
+     * (host_alloc) on link->numa_node where that is >= 0 and it can. note (note_size > 0)
+     * receives a line for the log saying what it does, or "". */
     int (*set_platform)(void *ctx, int device, struct tb_link *link, char *note, size_t note_size, struct tb_err *err);
     /* Optional. When event ev last completed, in seconds of CLOCK_MONOTONIC (0 = never): with
      * an event recorded before and one after a copy, where the copy ran, for traces. */

@@ -15,6 +15,9 @@ static const struct tb_key cpu_keys[] = {
       "accelerator, so swapping costs what it would there" },
     { "compute_gflops", TB_KEY_FLOAT, "0", "0..",
       "this CPU's fp32 rate for emulate_link, GFLOP/s; 0 = measured at start (an FMA loop on every thread)" },
+    { "link_scale", TB_KEY_FLOAT, "1", "0.001..1000",
+      "multiplies the emulated link's rates (and divides its latency): to give a network the compute-to-transfer "
+      "balance of another, the ratio of their FLOPs per byte of device memory (bench/lms)" },
     TB_KEYS_END,
 };
 
@@ -116,6 +119,8 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     uint64_t cap = tb_section_size(cfg, "device_memory");
     cpu->emulate_link = tb_section_bool(cfg, "emulate_link");
     cpu->compute_flops = tb_section_float(cfg, "compute_gflops") * 1e9;
+    cpu->link_scale = tb_section_float(cfg, "link_scale");
+    cpu->host_node = -1;
     tb_cpu_memory_init(&cpu->memory, cap ? cap : UINT64_MAX);
     int rc = tb_cpu_streams_init(&cpu->streams, err);
     if (rc) {
@@ -188,12 +193,19 @@ static int cpu_set_platform(void *ctx, int device, struct tb_link *link, char *n
     (void)err;
     if (note_size)
         note[0] = '\0';
-    if (!cpu->emulate_link || !link)
+    /* Where swapped-out tensors live: the node the platform names, when there is one. */
+    char numa[256] = "";
+    cpu->host_node = -1;
+    if (link && link->numa_node >= 0)
+        cpu->host_node = tb_cpu_host_node(link->numa_node, numa, sizeof numa);
+    if (!cpu->emulate_link || !link) {
+        snprintf(note, note_size, "%s", numa);
         return TB_OK;
+    }
     const double rate = cpu->compute_flops > 0 ? cpu->compute_flops : measure_flops(cpu->threads);
     /* The accelerator computes accel_flops; this CPU `rate`: copies slowed by the same
      * ratio keep the compute-to-transfer balance, and so the cost of swapping. */
-    const double s = link->accel_flops > 0 ? rate / link->accel_flops : 1.0;
+    const double s = (link->accel_flops > 0 ? rate / link->accel_flops : 1.0) * cpu->link_scale;
     const struct tb_link given = *link;
     link->h2d_bytes_per_s *= s;
     link->d2h_bytes_per_s *= s;
@@ -205,11 +217,16 @@ static int cpu_set_platform(void *ctx, int device, struct tb_link *link, char *n
     tb_cpu_set_duplex(&cpu->streams, link->duplex_bytes_per_s);
     snprintf(note, note_size,
              "emulating the platform's link: this CPU computes %.0f GFLOP/s%s, the platform's accelerator %.1f "
-             "TFLOP/s, so copies run at %.3g times its %.1f / %.1f GB/s: %.0f / %.0f MB/s host to device / back, "
+             "TFLOP/s, so copies run at %.3g times%s its %.1f / %.1f GB/s: %.0f / %.0f MB/s host to device / back, "
              "latency %.0f us",
              rate / 1e9, cpu->compute_flops > 0 ? " ([backend] compute_gflops)" : " (measured)",
-             given.accel_flops / 1e12, s, given.h2d_bytes_per_s / 1e9, given.d2h_bytes_per_s / 1e9,
-             t.h2d_bytes_per_s / 1e6, t.d2h_bytes_per_s / 1e6, t.latency_s * 1e6);
+             given.accel_flops / 1e12, s, cpu->link_scale != 1 ? " (with [backend] link_scale)" : "",
+             given.h2d_bytes_per_s / 1e9, given.d2h_bytes_per_s / 1e9, t.h2d_bytes_per_s / 1e6, t.d2h_bytes_per_s / 1e6,
+             t.latency_s * 1e6);
+    if (numa[0]) {
+        const size_t used = strlen(note);
+        snprintf(note + used, note_size - used, "; %s", numa);
+    }
     return TB_OK;
 }
 
@@ -276,14 +293,14 @@ static void cpu_mem_reset_peak(void *ctx, int device)
 /* Host memory is already as "pinned" as it gets here. */
 static void *cpu_host_alloc(void *ctx, size_t bytes)
 {
-    (void)ctx;
-    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    const struct tb_cpu *cpu = ctx;
+    return tb_cpu_host_alloc(cpu->host_node, bytes);
 }
 
 static void cpu_host_free(void *ctx, void *ptr)
 {
     (void)ctx;
-    free(ptr);
+    tb_cpu_host_free(ptr);
 }
 
 /* ------------------------------------------------------------------ streams, events */

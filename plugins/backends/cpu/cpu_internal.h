@@ -60,6 +60,13 @@ struct tb_cpu_streams {
     struct tb_cpu_stream copy[2]; /* [0] = TB_STREAM_H2D, [1] = TB_STREAM_D2H */
 };
 
+/* Pinned host memory (cpu_host.c). tb_cpu_host_node checks a NUMA node: the node to
+ * place blocks on, or -1 (left to the OS), with why saying which and why. Blocks from
+ * tb_cpu_host_alloc go back through tb_cpu_host_free. */
+int tb_cpu_host_node(int node, char *why, size_t why_size);
+void *tb_cpu_host_alloc(int node, size_t bytes);
+void tb_cpu_host_free(void *ptr);
+
 int tb_cpu_streams_init(struct tb_cpu_streams *s, struct tb_err *err);
 /* Waits for the queues to drain, then stops the threads. */
 void tb_cpu_streams_fini(struct tb_cpu_streams *s);
@@ -96,6 +103,8 @@ struct tb_cpu {
     uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
     bool emulate_link;     /* [backend] emulate_link: set_platform throttles the copies */
     double compute_flops;  /* [backend] compute_gflops in FLOP/s; 0 = measure */
+    double link_scale;     /* [backend] link_scale: multiplies the emulated link's rates */
+    int host_node;         /* NUMA node of pinned host memory; -1: the OS decides */
 };
 
 int tb_cpu_dnnl_init(struct tb_cpu *cpu, struct tb_err *err);
