@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "lib/platform_internal.h"
+#include "lib/section_internal.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -112,5 +113,40 @@ int tb_platform_apply_env(const struct tb_plugin *p, void *ctx, char *report, si
         snprintf(report, report_size, "kept %s (already set)", kept);
     if (nset)
         *nset = count_set;
+    return TB_OK;
+}
+
+int tb_platform_apply_swap(const struct tb_plugin *p, void *ctx, struct tb_section *swap, char *report,
+                           size_t report_size, struct tb_err *err)
+{
+    if (report_size)
+        report[0] = '\0';
+    if (p->abi_minor < 5 || !p->ops.platform->swap_defaults)
+        return TB_OK;
+    const char *const *defs = p->ops.platform->swap_defaults(ctx);
+    /* Checked first, applied after: nothing is applied half. */
+    for (size_t pass = 0; pass < 2; pass++) {
+        size_t o = 0;
+        for (size_t i = 0; defs && defs[i]; i++) {
+            const char *eq = strchr(defs[i], '=');
+            char key[64];
+            if (!eq || eq == defs[i] || (size_t)(eq - defs[i]) >= sizeof key)
+                return tb_err_set(err, TB_ERR_PLUGIN, "platform plugin '%s': swap default '%s' is not key=value",
+                                  p->name, defs[i]);
+            memcpy(key, defs[i], (size_t)(eq - defs[i]));
+            key[eq - defs[i]] = '\0';
+            char why[512], origin[160];
+            snprintf(origin, sizeof origin, "platform '%s' swap_defaults", p->name);
+            int rc = tb_section_default(swap, key, eq + 1, pass ? origin : NULL, why, sizeof why);
+            if (rc < 0)
+                return tb_err_set(err, TB_ERR_CONFIG, "[platform] swap_defaults of platform '%s': '%s': [swap] %s: %s",
+                                  p->name, defs[i], key, why);
+            if (pass && rc > 0 && o + 1 < report_size) {
+                int n = snprintf(report + o, report_size - o, "%s%s = %s", o ? ", " : "", key, eq + 1);
+                if (n > 0)
+                    o = o + (size_t)n < report_size ? o + (size_t)n : report_size - 1;
+            }
+        }
+    }
     return TB_OK;
 }

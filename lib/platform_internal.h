@@ -27,4 +27,14 @@ void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out)
 int tb_platform_apply_env(const struct tb_plugin *p, void *ctx, char *report, size_t report_size, size_t *nset,
                           struct tb_err *err);
 
+/* Applies the plugin's swap defaults (swap_defaults, ABI 1.5) to the validated [swap]
+ * section `swap`: each "key=value" whose key the policy declares and whose value is still
+ * the policy's default. report (report_size > 0) receives a line for the log, e.g.
+ * "min_size = 256K", or "" when nothing was applied. An entry that is not key=value is
+ * TB_ERR_PLUGIN; a value the key refuses is TB_ERR_CONFIG naming the platform, the entry
+ * and what is allowed; either way nothing is applied. */
+struct tb_section;
+int tb_platform_apply_swap(const struct tb_plugin *p, void *ctx, struct tb_section *swap, char *report,
+                           size_t report_size, struct tb_err *err);
+
 #endif

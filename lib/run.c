@@ -55,6 +55,14 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         if (note[0])
             tb_log(TB_LOG_INFO, "%s (platform '%s')", note, r->platform->name);
     }
+    /* The platform's defaults for the policy's keys, where the user set none. */
+    char swap_note[512];
+    rc = tb_platform_apply_swap(r->platform, r->platform_ctx, s->slot[TB_SEC_SWAP].section, swap_note, sizeof swap_note,
+                                err);
+    if (rc)
+        return rc;
+    if (swap_note[0])
+        tb_log(TB_LOG_INFO, "[swap] %s from platform '%s' (its swap_defaults)", swap_note, r->platform->name);
     r->swap = s->slot[TB_SEC_SWAP].plugin->p;
     rc = r->swap->ops.swap->create(s->slot[TB_SEC_SWAP].section, &r->swap_ctx, err);
     if (rc) {

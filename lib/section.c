@@ -208,3 +208,31 @@ const char *tb_section_origin(const struct tb_section *s, const char *key)
             return s->origins[i];
     return "unknown";
 }
+
+int tb_section_default(struct tb_section *s, const char *key, const char *text, const char *origin, char *why,
+                       size_t why_size)
+{
+    for (size_t i = 0; i < s->nkeys; i++) {
+        if (strcmp(s->keys[i].name, key) != 0)
+            continue;
+        if (!s->origins[i] || strcmp(s->origins[i], "default") != 0)
+            return 0;
+        struct tb_value v;
+        memset(&v, 0, sizeof v);
+        if (tb_key_parse(&s->keys[i], text, NULL, &v, why, why_size))
+            return -1;
+        char *o = origin ? strdup(origin) : NULL;
+        if (!o) {
+            tb_value_free(&v);
+            if (origin)
+                snprintf(why, why_size, "out of memory");
+            return origin ? -1 : 1;
+        }
+        tb_value_free(&s->values[i]);
+        s->values[i] = v;
+        free(s->origins[i]);
+        s->origins[i] = o;
+        return 1;
+    }
+    return 0;
+}

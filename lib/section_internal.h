@@ -23,6 +23,13 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
                      const char *const *skip, struct tb_section **out, struct tb_err *err);
 void tb_section_free(struct tb_section *s);
 
+/* Gives key `key` the value `text` where the section declares it and holds its default
+ * (nobody set it): 1 when applied (origin: what the origin column says; NULL: check
+ * only, nothing changes), 0 when the key is not declared or was set, -1 when text is no
+ * value of the key (why says what is allowed). */
+int tb_section_default(struct tb_section *s, const char *key, const char *text, const char *origin, char *why,
+                       size_t why_size);
+
 /* The value of key i as text ("" for an empty list), for printing. */
 const char *tb_section_text(const struct tb_section *s, size_t i);
 

@@ -16,6 +16,7 @@
 
 #include "lib/config_internal.h"
 #include "lib/platform_internal.h"
+#include "lib/section_internal.h"
 #include "lib/setup_internal.h"
 #include "plugins/platforms/link.h"
 #include "tests/testutil.h"
@@ -423,6 +424,84 @@ START_TEST(malformed_env_default_sets_nothing)
 }
 END_TEST
 
+/* A [swap] section of a policy with keys min_size (1M) and depth (3), from `sets`. */
+static struct tb_section *swap_section(const char *const *sets)
+{
+    static const struct tb_key keys[] = {
+        { "min_size", TB_KEY_SIZE, "1M", NULL, "smallest tensor moved" },
+        { "depth", TB_KEY_INT, "3", "1..9", "a knob" },
+        TB_KEYS_END,
+    };
+    struct tb_config *c = tb_config_new("test");
+    struct tb_err err;
+    tb_err_clear(&err);
+    for (; sets && *sets; sets++)
+        ck_assert_int_eq(tb_config_set(c, *sets, &err), TB_OK);
+    struct tb_section *sec = NULL;
+    ck_assert_msg(tb_section_build(c, "swap", keys, "swap policy 'test'", NULL, &sec, &err) == TB_OK, "%s", err.msg);
+    tb_config_free(c);
+    return sec;
+}
+
+START_TEST(swap_defaults_where_the_user_set_none)
+{
+    struct tb_platform_instance pi;
+    char report[256];
+    struct tb_err err;
+    tb_err_clear(&err);
+
+    /* power9-nvlink's own default, and a key the policy does not declare left alone. */
+    open_ok(&pi, "power9-nvlink", "swap_defaults = min_size=256K, threshold=4\n");
+    struct tb_section *sec = swap_section(NULL);
+    ck_assert_int_eq(tb_platform_apply_swap(pi.h->p, pi.ctx, sec, report, sizeof report, &err), TB_OK);
+    ck_assert_uint_eq(tb_section_size(sec, "min_size"), 256u << 10);
+    ck_assert_str_eq(report, "min_size = 256K");
+    ck_assert_contains(tb_section_origin(sec, "min_size"), "power9-nvlink");
+    tb_section_free(sec);
+
+    /* What the user set wins. */
+    static const char *const user[] = { "swap.min_size=2M", NULL };
+    sec = swap_section(user);
+    ck_assert_int_eq(tb_platform_apply_swap(pi.h->p, pi.ctx, sec, report, sizeof report, &err), TB_OK);
+    ck_assert_uint_eq(tb_section_size(sec, "min_size"), 2u << 20);
+    ck_assert_str_eq(report, "");
+    tb_section_free(sec);
+    tb_platform_close(&pi);
+
+    /* x86-pcie's default is 1M. */
+    open_ok(&pi, "x86-pcie", "");
+    sec = swap_section(NULL);
+    ck_assert_int_eq(tb_platform_apply_swap(pi.h->p, pi.ctx, sec, report, sizeof report, &err), TB_OK);
+    ck_assert_str_eq(report, "min_size = 1M");
+    tb_section_free(sec);
+    tb_platform_close(&pi);
+
+    /* A value the key refuses: an error naming the platform and the entry, and nothing
+     * applied, not even the entry before it. */
+    open_ok(&pi, "x86-pcie", "swap_defaults = depth=5, min_size=lots\n");
+    sec = swap_section(NULL);
+    ck_assert_int_eq(tb_platform_apply_swap(pi.h->p, pi.ctx, sec, report, sizeof report, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "swap_defaults of platform 'x86-pcie': 'min_size=lots': [swap] min_size: not a size");
+    ck_assert_int_eq(tb_section_int(sec, "depth"), 3);
+    ck_assert_uint_eq(tb_section_size(sec, "min_size"), 1u << 20);
+    tb_section_free(sec);
+    tb_platform_close(&pi);
+
+    /* An item that is not key=value is refused when the platform is opened. */
+    open_fails("x86-pcie", "swap_defaults = MinSize\n", &err);
+    ck_assert_contains(err.msg, "[platform] swap_defaults item 'MinSize': expected key=value");
+
+    /* A plugin built for ABI 1.4 has no swap_defaults member: nothing applied. */
+    static const struct tb_platform_ops old = { .create = fake_create, .destroy = fake_destroy, .link = old_link };
+    struct tb_plugin p = fake_plugin(4, &old);
+    sec = swap_section(NULL);
+    ck_assert_int_eq(tb_platform_apply_swap(&p, NULL, sec, report, sizeof report, &err), TB_OK);
+    ck_assert_str_eq(report, "");
+    ck_assert_uint_eq(tb_section_size(sec, "min_size"), 1u << 20);
+    tb_section_free(sec);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ score() and the probe */
 
 START_TEST(score_names_this_cpu)
@@ -654,6 +733,7 @@ static Suite *platform_suite(void)
     tcase_add_test(core, abi_1_3_plugin_link_unknown);
     tcase_add_test(core, abi_1_4_plugin_link);
     tcase_add_test(core, malformed_env_default_sets_nothing);
+    tcase_add_test(core, swap_defaults_where_the_user_set_none);
     suite_add_tcase(s, core);
     TCase *probe = tcase_create("probe");
     tcase_add_test(probe, probe_ac922);

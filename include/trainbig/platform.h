@@ -9,7 +9,8 @@
  * numa_node, and tb_platform_ops's env_defaults. The core clears struct tb_link and sets
  * the 1.4 fields to "unknown" (0, 0, -1) before it calls link(), and keeps them so for a
  * plugin built for ABI 1.3 or older, which never sees them; it does not read
- * env_defaults from such a plugin either (its vtable ends before that member). */
+ * env_defaults from such a plugin either (its vtable ends before that member), nor
+ * swap_defaults (ABI 1.5) from one built for 1.4 or older. */
 #ifndef TRAINBIG_PLATFORM_H
 #define TRAINBIG_PLATFORM_H
 
@@ -56,6 +57,13 @@ struct tb_platform_ops {
      * environment (what the user set wins) before any library that reads it starts, and
      * logs which it set. For NCCL's settings, e.g. "NCCL_P2P_LEVEL=NVL". */
     const char *const *(*env_defaults)(void *ctx);
+    /* ---- ABI 1.5 ---- */
+    /* Optional (NULL = none): defaults for the [swap] policy's keys on this machine, as
+     * "key=value" strings ended by NULL, owned by ctx and valid until destroy(). The core
+     * applies each whose key the policy declares and the user did not set, before the
+     * policy is created, and logs which; a value the key refuses is a configuration error
+     * naming the platform. For example "min_size=256K" where the link has time to spare. */
+    const char *const *(*swap_defaults)(void *ctx);
 };
 
 #ifdef __cplusplus

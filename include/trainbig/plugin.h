@@ -37,9 +37,10 @@ extern "C" {
  *   1.4  platform: tb_link duplex_bytes_per_s, latency_s, numa_node; tb_platform_ops
  *        env_defaults (platform.h); swap: the hooks and the memory manager's functions
  *        (swap.h); backend: alloc_failed_bytes, release_scratch, set_platform, event_time
- *        (backend.h) */
+ *        (backend.h)
+ *   1.5  platform: tb_platform_ops swap_defaults (platform.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 4
+#define TB_ABI_MINOR 5
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

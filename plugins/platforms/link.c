@@ -19,8 +19,21 @@
 
 struct plat {
     struct tb_link link;
-    char **env; /* "NAME=VALUE" copies ended by NULL: what env_defaults returns */
+    char **env;  /* "NAME=VALUE" copies ended by NULL: what env_defaults returns */
+    char **swap; /* "key=value" copies ended by NULL: what swap_defaults returns */
 };
+
+/* A [swap] key (lower case letters, digits, '_'), '=', then a non-empty value. */
+static bool swap_item_ok(const char *item)
+{
+    const char *eq = strchr(item, '=');
+    if (!eq || eq == item || !eq[1])
+        return false;
+    for (const char *p = item; p < eq; p++)
+        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '_'))
+            return false;
+    return true;
+}
 
 /* NCCL_ followed by capitals, digits and '_', then '=' and a non-empty value. */
 static bool nccl_item_ok(const char *item, size_t *name_len)
@@ -62,6 +75,38 @@ static int check_env_list(const struct tb_section *cfg, struct tb_err *err)
     return rc;
 }
 
+/* Checks swap_defaults; every wrong item is one line in err. The values are checked
+ * against the policy's keys when the core applies them. */
+static int check_swap_list(const struct tb_section *cfg, struct tb_err *err)
+{
+    const char *const *items;
+    size_t n = tb_section_list(cfg, "swap_defaults", &items);
+    int rc = TB_OK;
+    for (size_t i = 0; i < n; i++)
+        if (!swap_item_ok(items[i]))
+            rc = tb_err_add(err, TB_ERR_CONFIG,
+                            "%s: [platform] swap_defaults item '%s': expected key=value with a [swap] key (lower case "
+                            "letters, digits and '_'), for example min_size=1M; an empty swap_defaults sets nothing",
+                            tb_section_origin(cfg, "swap_defaults"), items[i]);
+    return rc;
+}
+
+/* Copies of the list key's items, ended by NULL; NULL when out of memory. */
+static char **copy_list(const struct tb_section *cfg, const char *key)
+{
+    const char *const *items;
+    size_t n = tb_section_list(cfg, key, &items);
+    char **out = calloc(n + 1, sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = strdup(items[i]))) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            return NULL;
+        }
+    return out;
+}
+
 static void free_env(char **env)
 {
     for (size_t i = 0; env && env[i]; i++)
@@ -85,24 +130,21 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
                         tb_section_origin(cfg, key), h2d < d2h ? h2d : d2h);
     }
     int env_rc = check_env_list(cfg, err);
-    if (rc || env_rc)
-        return rc ? rc : env_rc;
+    int swap_rc = check_swap_list(cfg, err);
+    if (rc || env_rc || swap_rc)
+        return rc ? rc : env_rc ? env_rc : swap_rc;
 
-    const char *const *items;
-    size_t n = tb_section_list(cfg, "nccl_env", &items);
     struct plat *p = calloc(1, sizeof *p);
-    char **env = calloc(n + 1, sizeof *env);
-    for (size_t i = 0; env && i < n; i++)
-        if (!(env[i] = strdup(items[i]))) {
-            free_env(env);
-            env = NULL;
-        }
-    if (!p || !env) {
+    char **env = copy_list(cfg, "nccl_env"), **swap = copy_list(cfg, "swap_defaults");
+    if (!p || !env || !swap) {
         free(p);
         free_env(env);
+        free_env(swap);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     }
-    p->env = env; /* copies: the section's strings need not outlive the instance */
+    /* copies: the section's strings need not outlive the instance */
+    p->env = env;
+    p->swap = swap;
     p->link.h2d_bytes_per_s = h2d * 1e9;
     p->link.d2h_bytes_per_s = d2h * 1e9;
     p->link.duplex_bytes_per_s = duplex * 1e9;
@@ -126,6 +168,7 @@ void plat_destroy(void *ctx)
     if (!p)
         return;
     free_env(p->env);
+    free_env(p->swap);
     free(p);
 }
 
@@ -137,6 +180,11 @@ void plat_link(void *ctx, struct tb_link *out)
 const char *const *plat_env_defaults(void *ctx)
 {
     return (const char *const *)((const struct plat *)ctx)->env;
+}
+
+const char *const *plat_swap_defaults(void *ctx)
+{
+    return (const char *const *)((const struct plat *)ctx)->swap;
 }
 
 /* ------------------------------------------------------------------ the machine */

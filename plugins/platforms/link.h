@@ -18,12 +18,14 @@
 #define PLAT_NUMA_RANGE "-1..1023"
 
 /* create/destroy/link/env_defaults of a platform whose every value is a key:
- * h2d_gbps, d2h_gbps, duplex_gbps, latency_us, accel_tflops, numa_node, nccl_env.
+ * h2d_gbps, d2h_gbps, duplex_gbps, latency_us, accel_tflops, numa_node, nccl_env,
+ * swap_defaults (and swap_defaults' list, plat_swap_defaults).
  * plat_create logs through self (the calling plugin's descriptor). */
 int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void **ctx, struct tb_err *err);
 void plat_destroy(void *ctx);
 void plat_link(void *ctx, struct tb_link *out);
 const char *const *plat_env_defaults(void *ctx);
+const char *const *plat_swap_defaults(void *ctx);
 
 /* What /proc and /sys say about this machine. */
 enum plat_cpu { PLAT_CPU_UNKNOWN, PLAT_CPU_X86, PLAT_CPU_POWER9, PLAT_CPU_POWER, PLAT_CPU_OTHER };
