@@ -20,8 +20,8 @@
  *     by NVLink, and GPUs on different sockets talk through the host.
  *   swap_defaults = min_size=256K: on NVLink the link is rarely what a step waits for
  *     (bench/lms: lru and prefetch both within a few percent at the reference network's
- *     balance), so more, smaller tensors may move and more fits: a 256K copy still
- *     spends 55% of its time moving data (3.9 us at 68 GB/s, plus 7 us fixed). */
+ *     balance), so more, smaller tensors may move and more fits, though a 256K copy
+ *     spends only 36% of its time moving data (3.9 us at 68 GB/s, plus 7 us fixed). */
 #include <stdio.h>
 
 #include "link.h"
