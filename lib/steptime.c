@@ -41,7 +41,7 @@ static int drop_foreign_swap_keys(struct tb_config *cfg, struct tb_err *err)
 {
     const struct tb_entry *e = tb_config_find(cfg, "swap", "plugin");
     if (!e || strchr(e->value, '/')) {
-        tb_config_drop_section(cfg, "swap", NULL, NULL);
+        tb_config_drop_section(cfg, "swap", declared, NULL); /* a policy by path: its plugin only */
         return TB_OK;
     }
     struct tb_plugin_handle *h = NULL;
