@@ -128,60 +128,55 @@ static int after_compute(struct tb_swap_mem *m, enum tb_stream stream, struct tb
     return TB_OK;
 }
 
-/* A tensor moving out whose copy is done (or, with wait, once it is) gives up its
- * device block. True when it did. */
-static bool settle_out(struct tb_swap_mem *m, size_t i, bool wait)
+/* Whether tensor i's copy (out or in) is done; with wait, once it is: the step waits,
+ * which is stall too. */
+static bool copy_done(struct tb_swap_mem *m, size_t i, bool wait)
 {
-    if (m->res[i] != TB_RES_MOVING_OUT)
-        return false;
-    if (wait) {
-        /* Memory is short: the step waits for the copy out, which is stall too. */
-        double t0 = tb_now();
-        m->be->event_sync(m->be_ctx, m->ev[i]);
-        m->stats.stall_seconds += tb_now() - t0;
-    } else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1) {
-        return false;
-    }
-    m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
-    m->t[i].data = NULL;
-    m->res[i] = TB_RES_HOST;
+    if (!wait)
+        return m->be->event_query(m->be_ctx, m->ev[i]) == 1;
+    double t0 = tb_now();
+    m->be->event_sync(m->be_ctx, m->ev[i]);
+    m->stats.stall_seconds += tb_now() - t0;
     return true;
 }
 
-/* Settles every move out; true when any block was freed. */
-static bool settle_outs(struct tb_swap_mem *m, bool wait)
+/* Settles tensor i if it is moving and its copy is done (with wait, once it is); true
+ * when it settled. A move out gives up its device block (it is on the host now); a move
+ * in is on both sides, so a policy may move it out again for free. */
+static bool settle_one(struct tb_swap_mem *m, size_t i, bool wait)
 {
-    bool freed = false;
-    for (size_t i = 0; i < m->s->ntensors; i++)
-        freed |= settle_out(m, i, wait);
-    return freed;
-}
-
-/* A tensor moving in whose copy is done (or, with wait, once it is) is on the device and
- * on the host: a policy may move it out again for free. True when it settled. */
-static bool settle_in(struct tb_swap_mem *m, size_t i, bool wait)
-{
-    if (m->res[i] != TB_RES_MOVING_IN)
+    const uint8_t r = m->res[i];
+    if ((r != TB_RES_MOVING_OUT && r != TB_RES_MOVING_IN) || !copy_done(m, i, wait))
         return false;
-    if (wait) {
-        double t0 = tb_now();
-        m->be->event_sync(m->be_ctx, m->ev[i]);
-        m->stats.stall_seconds += tb_now() - t0;
-    } else if (m->be->event_query(m->be_ctx, m->ev[i]) != 1) {
-        return false;
+    if (r == TB_RES_MOVING_OUT) {
+        m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+        m->t[i].data = NULL;
+        m->res[i] = TB_RES_HOST;
+    } else {
+        m->res[i] = TB_RES_BOTH;
     }
-    m->res[i] = TB_RES_BOTH;
     return true;
 }
 
-/* Settles every move in; true when any did. Brought in ahead of their use, they hold
- * memory the policy can only take back once they are. */
-static bool settle_ins(struct tb_swap_mem *m, bool wait)
+/* Settles every tensor in state `moving`; true when any settled. Brought in ahead of
+ * their use, tensors hold memory the policy can only take back once they are settled. */
+static bool settle(struct tb_swap_mem *m, uint8_t moving, bool wait)
 {
     bool settled = false;
     for (size_t i = 0; i < m->s->ntensors; i++)
-        settled |= settle_in(m, i, wait);
+        if (m->res[i] == moving)
+            settled |= settle_one(m, i, wait);
     return settled;
+}
+
+static bool settle_outs(struct tb_swap_mem *m, bool wait)
+{
+    return settle(m, TB_RES_MOVING_OUT, wait);
+}
+
+static bool settle_ins(struct tb_swap_mem *m, bool wait)
+{
+    return settle(m, TB_RES_MOVING_IN, wait);
 }
 
 int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
@@ -218,7 +213,7 @@ int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
     m->stats.bytes_out += bytes;
     m->stats.swaps_out++;
     if (wait)
-        settle_out(m, i, true);
+        settle_one(m, i, true);
     return TB_OK;
 }
 
@@ -306,7 +301,7 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     if (m->res && m->s) {
         for (size_t i = 0; i < m->s->ntensors; i++) {
             if (m->res[i] == TB_RES_MOVING_OUT)
-                settle_out(m, i, true);
+                settle_one(m, i, true);
             else if (m->res[i] == TB_RES_MOVING_IN)
                 m->be->event_sync(m->be_ctx, m->ev[i]);
         }
