@@ -1,10 +1,13 @@
 /* bench/benchutil.h: what the benchmarks share: opening a backend by name, timing, and
- * this machine's measured fp32 peak (header-only). */
+ * this machine's measured fp32 peak (header-only). A program built without OpenMP
+ * defines BENCH_NO_PEAK before including it: it gets all but the peak. */
 #ifndef TB_BENCH_BENCHUTIL_H
 #define TB_BENCH_BENCHUTIL_H
 
+#ifndef BENCH_NO_PEAK
 #include <immintrin.h>
 #include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,29 @@ static inline void bench_backend_close(struct bench_backend *b)
     tb_backend_close(b);
 }
 
+/* Finds backend `name` and asks its score() whether it can run here, as `plugin = auto`
+ * does (lib/loader.c); exits with the reason when it cannot be loaded or scores 0. Returns
+ * the plugin, open: keep it until the backend is closed, so that what it loaded (a GPU
+ * runtime) stays loaded between the check and the run. */
+static inline struct tb_plugin_handle *bench_backend_require(const char *name)
+{
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    tb_err_clear(&err);
+    if (tb_plugin_find(TB_KIND_BACKEND, name, &h, &err)) {
+        fprintf(stderr, "bench: cannot open backend %s: %s\n", name, err.msg);
+        exit(1);
+    }
+    tb_score_fn score = h->p->ops.backend->score;
+    char why[256] = "";
+    if (score && score(why, sizeof why) <= 0) {
+        fprintf(stderr, "bench: backend %s cannot run on this machine (score 0): %s\n", name, why);
+        tb_plugin_close(h);
+        exit(1);
+    }
+    return h;
+}
+
 static inline double bench_now(void)
 {
     struct timespec ts;
@@ -42,6 +68,7 @@ static inline double bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+#ifndef BENCH_NO_PEAK
 /* Independent fused multiply-adds on 12 accumulators (named variables, so the compiler
  * keeps them in registers), enough chains to keep both FMA pipes busy through the FMA
  * latency. Returns FLOPs done: 12 FMAs x lanes x 2 per iteration. */
@@ -116,5 +143,6 @@ static inline double bench_peak_flops(int threads)
     }
     return best;
 }
+#endif
 
 #endif

@@ -7,11 +7,15 @@ warm-up steps), channels_last, SGD with momentum and weight decay.
 whose count differs is not the same network, and is not timed (exit status 3).
 --inputs FILE trains on the batch bench/step wrote (image and canny f32, labels and edges
 u8, NCHW, raw, in that order); without it, random inputs of the same shapes.
+--device cuda runs it on the GPU as bench/step_torch.py does (cudnn.benchmark, TF32 off
+unless --tf32, torch.cuda.synchronize() around each timed step); --format contiguous
+runs it in NCHW instead of channels_last.
 Prints 'torch-params X' and 'torch-ms-per-step X' for bench/step to read."""
 import argparse
 import math
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -237,7 +241,7 @@ def class_weights(labels, classes):
     n = labels.shape[0]
     flat = labels.reshape(n, -1)
     valid = flat != IGNORE
-    index = (torch.arange(n).unsqueeze(1) * classes + flat.clamp(max=classes - 1))[valid]
+    index = (torch.arange(n, device=labels.device).unsqueeze(1) * classes + flat.clamp(max=classes - 1))[valid]
     counts = torch.bincount(index, minlength=n * classes).view(n, classes).float()
     total = counts.sum(1, keepdim=True).clamp(min=1)
     return torch.where(counts > 0, 2 - counts / total, torch.ones_like(counts))
@@ -300,6 +304,24 @@ def random_inputs(n, h, w, classes):
     return image, canny, labels, edges
 
 
+def setup_device(device, tf32):
+    """The device's settings, described; exits (4) when torch has no CUDA device. Only the
+    legacy TF32 flags are set: torch 2.9+ refuses to read them back once both they and the
+    fp32_precision ones have been set."""
+    if device == "cpu":
+        return "cpu"
+    if not torch.cuda.is_available():
+        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: not timed")
+        sys.exit(4)
+    torch.backends.cudnn.benchmark = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy flags' deprecation notice
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    return (f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+            f"TF32 {'on' if tf32 else 'off'}, cudnn.benchmark")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("threads", type=int)
@@ -316,14 +338,22 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=1e-4)
     ap.add_argument("--inputs", help="the batch bench/step trains on (raw NCHW arrays)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 in convolutions and matmuls (cuda)")
+    ap.add_argument("--format", choices=("channels_last", "contiguous"), default="channels_last")
     a = ap.parse_args()
     blocks = [int(b) for b in a.blocks.split(",")]
     if len(blocks) != len(MODULE_CHANNELS):
         ap.error("--blocks takes 6 counts (mod2..mod7)")
 
     torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    what = setup_device(a.device, a.tf32)
+    cuda = dev.type == "cuda"
+    fmt = torch.channels_last if a.format == "channels_last" else torch.contiguous_format
     torch.manual_seed(0)
-    net = GSCNN(a.width, blocks, a.classes, a.shape_width).to(memory_format=torch.channels_last)
+    # Made on the CPU, then moved: the same weights on either device.
+    net = GSCNN(a.width, blocks, a.classes, a.shape_width).to(dev, memory_format=fmt)
     count = sum(p.numel() for p in net.parameters() if p.requires_grad)
     print(f"torch-params {count}")
     if count != a.params:
@@ -336,25 +366,34 @@ def main():
         image, canny, labels, edges = read_inputs(a.inputs, n, h, w)
     else:
         image, canny, labels, edges = random_inputs(n, h, w, a.classes)
-    image = image.contiguous(memory_format=torch.channels_last)
-    canny = canny.contiguous(memory_format=torch.channels_last)
+    image = image.to(dev).contiguous(memory_format=fmt)
+    canny = canny.to(dev).contiguous(memory_format=fmt)
+    labels, edges = labels.to(dev), edges.to(dev)
 
     times, nonfinite = [], 0
     for i in range(a.steps + 2):
+        if cuda:
+            torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         seg, edge_logits, edge = net(image, canny)
         seg_l, edge_l, att_l = losses(seg, edge_logits, edge, labels, edges, a.classes)
         (W_SEG * seg_l + W_EDGE * edge_l + W_ATT * att_l).backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
         if i >= 2:
             times.append(dt * 1e3)
         if not nonfinite and not all(math.isfinite(x.item()) for x in (seg_l, edge_l, att_l)):
             nonfinite = i + 1
     times.sort()
-    print(f"torch {torch.__version__}, {a.threads} threads, {'the same batch' if a.inputs else 'random inputs'}; "
+    nchw = ", contiguous" if a.format == "contiguous" else ""
+    where = f"{what}, {a.format}" if cuda else f"{a.threads} threads{nchw}"
+    print(f"torch {torch.__version__}, {where}, {'the same batch' if a.inputs else 'random inputs'}; "
           f"losses seg {seg_l.item():.4f} edge {edge_l.item():.4f} att {att_l.item():.4f}")
+    if cuda:
+        print(f"torch peak memory {torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB")
     if nonfinite:
         print(f"note: the losses are not finite from step {nonfinite} of {a.steps + 2} on (training diverged; those "
               "steps are timed too)")

@@ -22,13 +22,20 @@
  * `--rounds` times; a run's overhead is against its own round's uncapped step, and the
  * tables show medians over the rounds.
  *
- *   bench/lms [--steps N] [--rounds R] [--cap FRACTION] [--sizes A,B] [--batch B] [--threads T]
- *             [--trace FILE] [--set SECTION.KEY=VALUE]...
+ * --backend cuda runs the same cases on the `cuda` backend (it must load and score above 0
+ * here) and the GPU's real link: nothing is emulated or rescaled (that backend has no
+ * emulate_link or link_scale), so each case runs once per round, on the platform plugin
+ * `plugin = auto` chooses here (--platform NAME names another), and the cap is
+ * [backend] device_memory below each size's measured footprint as on the CPU.
+ *
+ *   bench/lms [--backend cpu|cuda] [--platform NAME] [--steps N] [--rounds R] [--cap FRACTION]
+ *             [--sizes A,B] [--batch B] [--threads T] [--trace FILE] [--set SECTION.KEY=VALUE]...
  *
  * --trace FILE writes a Chrome trace (Perfetto) of the last timed step of the larger size
- * on x86-pcie under prefetch at the reference's balance: the compute stream and both copy
- * streams, so the idle gaps swapping causes are seen. --set adds an assignment to every
- * run (for instance backend.compute_gflops).
+ * on x86-pcie under prefetch at the reference's balance (on cuda: the real link's platform,
+ * prefetch): the compute stream and both copy streams, so the idle gaps swapping causes
+ * are seen. --set adds an assignment to every run (for instance backend.compute_gflops).
+ * --threads is the cpu backend's.
  */
 #include "config.h"
 
@@ -37,6 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BENCH_NO_PEAK /* built without OpenMP: the backend helpers only */
+#include "benchutil.h"
 #include "lib/steptime_internal.h"
 
 enum { MAX_USER = 8, MAX_ROUNDS = 15, NPLAT = 2, NPOL = 2, NMODE = 2 };
@@ -49,8 +58,8 @@ static const double target[NPLAT] = { 10, 25 };
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: bench/lms [--steps N] [--rounds R] [--cap FRACTION] [--sizes A,B] [--batch B] "
-                    "[--threads T] [--trace FILE] [--set SECTION.KEY=VALUE]...\n");
+    fprintf(stderr, "usage: bench/lms [--backend cpu|cuda] [--platform NAME] [--steps N] [--rounds R] [--cap FRACTION] "
+                    "[--sizes A,B] [--batch B] [--threads T] [--trace FILE] [--set SECTION.KEY=VALUE]...\n");
     return 2;
 }
 
@@ -69,7 +78,7 @@ static double median(const double *v, int n)
 }
 
 /* The assignments of one run: the network (reference: the gscnn defaults), the size and
- * batch, threads, the user's, then `extra`. */
+ * batch, the backend (with its threads on the cpu), the user's, then `extra`. */
 struct runset {
     char buf[16 + MAX_USER][128]; /* [i] backs sets[i] where add() made it */
     const char *sets[16 + MAX_USER];
@@ -87,8 +96,8 @@ static void add(struct runset *r, const char *fmt, const char *s, double v)
     r->n++;
 }
 
-static void base_sets(struct runset *r, bool reference, int size, int batch, int threads, const char *const *user,
-                      int nuser)
+static void base_sets(struct runset *r, bool reference, const char *backend, int size, int batch, int threads,
+                      const char *const *user, int nuser)
 {
     r->n = 0;
     add(r, "model.plugin=gscnn", NULL, 0);
@@ -101,20 +110,22 @@ static void base_sets(struct runset *r, bool reference, int size, int batch, int
     add(r, "dataset.width=%.0f", NULL, size);
     add(r, "dataset.height=%.0f", NULL, size);
     add(r, "train.batch=%.0f", NULL, batch);
-    add(r, "backend.plugin=cpu", NULL, 0);
-    add(r, "backend.threads=%.0f", NULL, threads);
+    add(r, "backend.plugin=%s", backend, 0);
+    if (strcmp(backend, "cpu") == 0)
+        add(r, "backend.threads=%.0f", NULL, threads); /* the cuda backend has no such key */
     for (int i = 0; i < nuser; i++)
         r->sets[r->n++] = user[i];
 }
 
 /* Conv FLOPs per image pixel and device bytes per image pixel (the footprint's growth
  * between two sizes) of a network; 0 on failure (err). */
-static int intensity(bool reference, const int size[2], int batch, int steps, int threads, const char *const *user,
-                     int nuser, struct tb_step_timing t[2], double *flops_px, double *bytes_px, struct tb_err *err)
+static int intensity(bool reference, const char *backend, const int size[2], int batch, int steps, int threads,
+                     const char *const *user, int nuser, struct tb_step_timing t[2], double *flops_px, double *bytes_px,
+                     struct tb_err *err)
 {
     for (int z = 0; z < 2; z++) {
         struct runset r;
-        base_sets(&r, reference, size[z], batch, threads, user, nuser);
+        base_sets(&r, reference, backend, size[z], batch, threads, user, nuser);
         tb_err_clear(err);
         if (tb_time_steps(NULL, r.sets, r.n, steps, &t[z], err))
             return -1;
@@ -129,10 +140,14 @@ int main(int argc, char **argv)
 {
     int steps = 3, rounds = 3, batch = 8, threads = 0, sizes[2] = { 160, 192 };
     double cap_fraction = 0.6;
-    const char *trace = NULL, *user[MAX_USER];
+    const char *trace = NULL, *user[MAX_USER], *backend = "cpu", *platform = NULL;
     int nuser = 0;
     for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--set") == 0 && nuser < MAX_USER)
+        if (i + 1 < argc && strcmp(argv[i], "--backend") == 0)
+            backend = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--platform") == 0)
+            platform = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--set") == 0 && nuser < MAX_USER)
             user[nuser++] = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
             steps = atoi(argv[++i]);
@@ -152,15 +167,53 @@ int main(int argc, char **argv)
         else
             return usage();
     }
+    const bool cuda = strcmp(backend, "cuda") == 0;
     if (steps < 1 || rounds < 1 || rounds > MAX_ROUNDS || batch < 1 || cap_fraction <= 0 || cap_fraction >= 1 ||
-        sizes[0] < 16 || sizes[1] <= sizes[0])
+        sizes[0] < 16 || sizes[1] <= sizes[0] || (!cuda && strcmp(backend, "cpu") != 0) || (platform && !cuda))
         return usage();
     setenv("TRAINBIG_LOG", "warn", 0);
 
-    printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of synthetic "
-           "images, cpu backend%s; device memory capped at %.0f%% of each size's footprint; link emulated per "
-           "platform; per run the median of %d steps after 2 warm-up steps; medians over %d rounds\n",
-           batch, threads ? "" : " (all cores)", cap_fraction * 100, steps, rounds);
+    /* On cuda: one platform, the real one; the runs emulate nothing. */
+    const char *plat[NPLAT] = { platforms[0], platforms[1] };
+    const int nplat = cuda ? 1 : NPLAT, nmode = cuda ? 1 : NMODE;
+    struct tb_plugin_handle *held = NULL;
+    char plat_name[128] = "", plat_why[2048] = "";
+    if (cuda) {
+        /* Held to the end: the GPU runtime stays loaded while each run opens the backend. */
+        held = bench_backend_require("cuda");
+        struct bench_backend b;
+        struct tb_device_info info;
+        bench_backend_open(&b, "cuda", "");
+        b.ops->device_info(b.ctx, 0, &info);
+        bench_backend_close(&b);
+        if (platform) {
+            snprintf(plat_name, sizeof plat_name, "%s", platform);
+            snprintf(plat_why, sizeof plat_why, "--platform");
+        } else {
+            struct tb_plugin_handle *h;
+            struct tb_err perr;
+            tb_err_clear(&perr);
+            if (tb_plugin_auto(TB_KIND_PLATFORM, &h, plat_why, sizeof plat_why, &perr)) {
+                fprintf(stderr, "bench/lms: no platform for the real link: %s; name one with --platform\n", perr.msg);
+                tb_plugin_close(held);
+                return 1;
+            }
+            snprintf(plat_name, sizeof plat_name, "%s", h->p->name);
+            tb_plugin_close(h);
+        }
+        plat[0] = plat_name;
+        printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of "
+               "synthetic images, cuda backend on %s (%.1f GiB usable); device memory capped at %.0f%% of each "
+               "size's footprint; the real link, platform %s (%s); per run the median of %d steps after 2 warm-up "
+               "steps; medians over %d rounds\n",
+               batch, info.name, (double)info.capacity / (1u << 30), cap_fraction * 100, plat_name, plat_why, steps,
+               rounds);
+    } else {
+        printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of "
+               "synthetic images, cpu backend%s; device memory capped at %.0f%% of each size's footprint; link "
+               "emulated per platform; per run the median of %d steps after 2 warm-up steps; medians over %d rounds\n",
+               batch, threads ? "" : " (all cores)", cap_fraction * 100, steps, rounds);
+    }
 
     /* Compute per byte: the reference network at two small sizes, batch 2 (its weights
      * are most of its footprint there; the growth between the sizes is its activations). */
@@ -168,21 +221,30 @@ int main(int argc, char **argv)
     struct tb_step_timing ref_t[2], base0[2];
     double ref_fpx, ref_bpx, net_fpx, net_bpx;
     static const int ref_sizes[2] = { 48, 64 };
-    if (intensity(true, ref_sizes, 2, 1, threads, user, nuser, ref_t, &ref_fpx, &ref_bpx, &err)) {
+    if (intensity(true, backend, ref_sizes, 2, 1, threads, user, nuser, ref_t, &ref_fpx, &ref_bpx, &err)) {
         fprintf(stderr, "bench/lms: the reference G-SCNN: %s\n", err.msg[0] ? err.msg : "no footprint growth");
+        tb_plugin_close(held);
         return 1;
     }
-    if (intensity(false, sizes, batch, steps, threads, user, nuser, base0, &net_fpx, &net_bpx, &err)) {
+    if (intensity(false, backend, sizes, batch, steps, threads, user, nuser, base0, &net_fpx, &net_bpx, &err)) {
         fprintf(stderr, "bench/lms: the quickstart G-SCNN: %s\n", err.msg[0] ? err.msg : "no footprint growth");
+        tb_plugin_close(held);
         return 1;
     }
     const double ref_i = ref_fpx / ref_bpx, net_i = net_fpx / net_bpx, k = ref_i / net_i;
     printf("reference G-SCNN (width 1, shape_width 1, blocks 3,3,6,3,1,1): %.0f bytes of device memory and %.2f "
            "MFLOP of convolutions per image pixel per step: %.0f FLOP per byte\n",
            ref_bpx, ref_fpx / 1e6, ref_i);
-    printf("quickstart G-SCNN: %.0f bytes and %.3f MFLOP per pixel: %.0f FLOP per byte, %.1fx less; so each case "
-           "runs on the emulated link as is, and %.1fx faster (backend.link_scale), the reference's balance\n",
-           net_bpx, net_fpx / 1e6, net_i, k, k);
+    if (cuda)
+        printf("quickstart G-SCNN: %.0f bytes and %.3f MFLOP per pixel: %.0f FLOP per byte, %.1fx less; each case "
+               "runs on the real link only (nothing emulated or rescaled), so its overheads are this network's "
+               "balance on this GPU, not the reference's\n",
+               net_bpx, net_fpx / 1e6, net_i, k);
+    else
+        printf("quickstart G-SCNN: %.0f bytes and %.3f MFLOP per pixel: %.0f FLOP per byte, %.1fx less; so each "
+               "case runs on the emulated link as is, and %.1fx faster (backend.link_scale), the reference's "
+               "balance\n",
+               net_bpx, net_fpx / 1e6, net_i, k, k);
     printf("study (IBM LMS, on demand like lru; G-SCNN batch 8 on 4xV100): AC922 NVLink 43%% at 600x600, 30%% at "
            "700x700; DGX Station PCIe 106%% and 73%%. Targets: prefetch <= 10%% (power9-nvlink), <= 25%% (x86-pcie) "
            "at the reference's balance\n");
@@ -196,29 +258,34 @@ int main(int argc, char **argv)
         const uint64_t cap = (uint64_t)((double)base0[z].peak * cap_fraction);
         for (int r = 0; r < rounds; r++) {
             struct runset rs;
-            base_sets(&rs, false, sizes[z], batch, threads, user, nuser);
+            base_sets(&rs, false, backend, sizes[z], batch, threads, user, nuser);
             struct tb_step_timing base = base0[z];
             tb_err_clear(&err);
             if (r > 0 && tb_time_steps(NULL, rs.sets, rs.n, steps, &base, &err)) {
                 fprintf(stderr, "bench/lms: %dx%d uncapped: %s\n", sizes[z], sizes[z], err.msg);
+                tb_plugin_close(held);
                 return 1;
             }
             base_s[r] = base.step_s;
-            for (int mode = 0; mode < NMODE; mode++)
-                for (int p = 0; p < NPLAT; p++)
+            for (int mode = 0; mode < nmode; mode++)
+                for (int p = 0; p < nplat; p++)
                     for (int q = 0; q < NPOL; q++) {
                         if (failed[mode][p][q])
                             continue;
                         struct runset c;
-                        base_sets(&c, false, sizes[z], batch, threads, user, nuser);
+                        base_sets(&c, false, backend, sizes[z], batch, threads, user, nuser);
                         add(&c, "backend.device_memory=%.0f", NULL, (double)cap);
-                        add(&c, "backend.emulate_link=yes", NULL, 0);
-                        add(&c, "backend.link_scale=%.6g", NULL, mode ? k : 1.0);
-                        add(&c, "platform.plugin=%s", platforms[p], 0);
+                        if (!cuda) {
+                            add(&c, "backend.emulate_link=yes", NULL, 0);
+                            add(&c, "backend.link_scale=%.6g", NULL, mode ? k : 1.0);
+                        }
+                        add(&c, "platform.plugin=%s", plat[p], 0);
                         add(&c, "swap.plugin=%s", policies[q], 0);
                         struct tb_step_timing res;
                         tb_err_clear(&err);
-                        const bool traced = trace && z == 1 && mode == 1 && p == 1 && q == 1 && r == rounds - 1;
+                        /* cpu: x86-pcie at the reference's balance; cuda: the one case of prefetch */
+                        const bool traced =
+                            trace && z == 1 && mode == nmode - 1 && p == nplat - 1 && q == 1 && r == rounds - 1;
                         if (traced ? tb_time_steps_traced(NULL, c.sets, c.n, steps, trace, &res, &err)
                                    : tb_time_steps(NULL, c.sets, c.n, steps, &res, &err)) {
                             failed[mode][p][q] = true;
@@ -232,31 +299,63 @@ int main(int argc, char **argv)
         }
         printf("\n%dx%d: footprint %.0f MiB, step %.0f ms uncapped; capped at %.0f MiB\n", sizes[z], sizes[z],
                (double)base0[z].peak / 1048576.0, median(base_s, rounds) * 1e3, (double)cap / 1048576.0);
-        for (int mode = 0; mode < NMODE; mode++) {
-            if (mode == 0)
+        for (int mode = 0; mode < nmode; mode++) {
+            if (cuda)
+                printf("  the real link (platform %s):\n", plat_name);
+            else if (mode == 0)
                 printf("  link as emulated (this network's balance):\n");
             else
                 printf("  link %.1fx faster (the reference's balance):\n", k);
             printf("    %-14s %-9s %8s %9s %11s %11s %7s %9s\n", "platform", "policy", "step ms", "overhead",
                    "MiB out/st", "MiB in/st", "stall%", "peak MiB");
-            for (int p = 0; p < NPLAT; p++)
+            for (int p = 0; p < nplat; p++)
                 for (int q = 0; q < NPOL; q++) {
                     summary[z][mode][p][q] = -1000; /* failed */
                     if (failed[mode][p][q]) {
-                        printf("    %-14s %-9s failed: %s\n", platforms[p], policies[q], why[mode][p][q]);
+                        printf("    %-14s %-9s failed: %s\n", plat[p], policies[q], why[mode][p][q]);
                         continue;
                     }
                     const struct tb_step_timing *res = &last[mode][p][q];
                     const double s = median(step[mode][p][q], rounds), o = median(over[mode][p][q], rounds);
                     summary[z][mode][p][q] = o;
-                    printf("    %-14s %-9s %8.0f %8.0f%% %11.1f %11.1f %6.1f%% %9.0f\n", platforms[p], policies[q],
-                           s * 1e3, o, res->out_bytes / 1048576.0, res->in_bytes / 1048576.0,
-                           100.0 * res->stall_s / res->step_s, (double)res->peak / 1048576.0);
+                    printf("    %-14s %-9s %8.0f %8.0f%% %11.1f %11.1f %6.1f%% %9.0f\n", plat[p], policies[q], s * 1e3,
+                           o, res->out_bytes / 1048576.0, res->in_bytes / 1048576.0, 100.0 * res->stall_s / res->step_s,
+                           (double)res->peak / 1048576.0);
                 }
         }
-        if (trace && z == 1)
+        if (trace && z == 1 && cuda)
+            printf("  (a Chrome trace of %s, prefetch, the real link: %s)\n", plat_name, trace);
+        else if (trace && z == 1)
             printf("  (a Chrome trace of x86-pcie, prefetch, the reference's balance: %s)\n", trace);
         fflush(stdout);
+    }
+
+    if (cuda) {
+        /* The study's figures where the real platform is one of its two. */
+        int sp = -1;
+        for (int p = 0; p < NPLAT; p++)
+            if (strcmp(plat_name, platforms[p]) == 0)
+                sp = p;
+        printf("\noverhead on the real link beside the study (sizes: %dx%d as its 600x600, %dx%d as its 700x700; "
+               "this network's balance, not the reference's):\n",
+               sizes[0], sizes[0], sizes[1], sizes[1]);
+        printf("  %-14s %5s %10s %10s %10s %8s\n", "platform", "size", "IBM LMS", "lru", "prefetch", "target");
+        for (int z = 0; z < 2; z++) {
+            char cell[2][32], lms[32] = "-", tgt[48] = "-";
+            for (int q = 0; q < NPOL; q++)
+                if (summary[z][0][0][q] < -99)
+                    snprintf(cell[q], sizeof cell[q], "failed");
+                else
+                    snprintf(cell[q], sizeof cell[q], "%.0f%%", summary[z][0][0][q]);
+            if (sp >= 0) {
+                const double v = summary[z][0][0][1];
+                snprintf(lms, sizeof lms, "%.0f%%", study[sp][z]);
+                snprintf(tgt, sizeof tgt, "<= %.0f%%%s", target[sp], v > -99 && v <= target[sp] ? " met" : " not met");
+            }
+            printf("  %-14s %5d %10s %10s %10s %8s\n", plat_name, sizes[z], lms, cell[0], cell[1], tgt);
+        }
+        tb_plugin_close(held);
+        return 0;
     }
 
     printf("\noverhead beside the study (sizes: %dx%d as its 600x600, %dx%d as its 700x700):\n", sizes[0], sizes[0],

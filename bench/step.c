@@ -9,7 +9,7 @@
  * classes; bilinear upsampling to the input size; cross-entropy. Batch 4, 3x224x224.
  *
  * gscnn (bench/gscnn_torch.py): the `gscnn` model plugin with the quickstart settings
- * (GSCNN_* below: [model] width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1, the rest default; 19 classes,
+ * (gscnn_quickstart below: [model] width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1, the rest default; 19 classes,
  * ignore label 255; batch 8 of 128x128 images), trained on its three losses (seg, edge,
  * att) and fed one batch of the `synthetic` dataset through the core's batch builder
  * (normalised image, Canny edges, labels, edge targets). The PyTorch twin is the same
@@ -21,8 +21,19 @@
  * backward-data, backward-weights; no backward-data for a convolution whose input needs
  * no gradient) per step are shown against this machine's fp32 peak, measured in the run.
  *
- *   ./bench/step [--model resnet18|gscnn] [THREADS [STEPS]]
- *       (default: both networks, all cores, 10 timed steps) */
+ * --backend cuda times the same networks on the `cuda` backend (it must load and score above
+ * 0 here), each step ending when the device has finished it, against the twin on the GPU
+ * (cudnn.benchmark, TF32 off as the backend's default tf32 = no); throughput is shown in
+ * TFLOP/s, against the GPU's fp32 peak where its name is in gpu_peaks[] below. --set
+ * KEY=VALUE adds a [backend] key (conv_algo=heuristic, tf32=yes: the twin then allows TF32
+ * too). --size reference times the reference G-SCNN of etc/gscnn-cityscapes.ini (width 1,
+ * shape_width 1, blocks 3,3,6,3,1,1) on crops of 800 (--crop), batch 2 (--batch): meant
+ * for a GPU. --no-torch skips the twin; --torch-format contiguous runs it in NCHW.
+ *
+ *   ./bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]
+ *                [--size quickstart|reference] [--batch B] [--crop N] [--no-torch]
+ *                [--torch-format channels_last|contiguous] [THREADS [STEPS]]
+ *       (default: cpu, both networks, all cores, 10 timed steps) */
 #include "config.h"
 
 #include <math.h>
@@ -40,15 +51,51 @@
 /* resnet18 */
 enum { BATCH = 4, SIDE = 224, CLASSES = 19 };
 
-/* gscnn: the quickstart settings. */
-#define GSCNN_WIDTH "0.125"        /* [model] width */
-#define GSCNN_BLOCKS "1,1,1,1,1,1" /* [model] blocks, mod2..mod7 */
-#define GSCNN_SHAPE_WIDTH "0.5"    /* [model] shape_width */
-#define GSCNN_CLASSES 19           /* the synthetic dataset's (Cityscapes) classes */
-#define GSCNN_IGNORE 255           /* ignore label */
-#define GSCNN_BATCH 8              /* images per step */
-#define GSCNN_HEIGHT 128           /* image size */
-#define GSCNN_IMAGE_WIDTH 128
+/* gscnn */
+#define GSCNN_CLASSES 19 /* the synthetic dataset's (Cityscapes) classes */
+#define GSCNN_IGNORE 255 /* ignore label */
+
+struct gscnn_size {
+    const char *width;       /* [model] width */
+    const char *shape_width; /* [model] shape_width */
+    const char *blocks;      /* [model] blocks, mod2..mod7 */
+    int batch;               /* images per step */
+    int side;                /* image height and width */
+};
+
+/* The quickstart settings (etc/quickstart.ini). */
+static const struct gscnn_size gscnn_quickstart = { "0.125", "0.5", "1,1,1,1,1,1", 8, 128 };
+/* The reference G-SCNN (etc/gscnn-cityscapes.ini's [model], the plugin's defaults) on its
+ * crop of 800. Its batch of 16 is the whole of a multi-GPU step: here 2 by default, and
+ * --batch to find what one GPU holds. */
+static const struct gscnn_size gscnn_reference = { "1.0", "1.0", "3,3,6,3,1,1", 2, 800 };
+
+/* fp32 peaks (non-tensor-core FMA, boost clock) of GPUs by a part of their CUDA device
+ * name, from NVIDIA's datasheets; the first match counts, so the more specific names come
+ * first. A GPU not listed gets TFLOP/s only. */
+static const struct {
+    const char *name_part, *what;
+    double tflops;
+} gpu_peaks[] = {
+    { "H100 PCIe", "H100 PCIe", 51 }, /* "NVIDIA H100 PCIe" */
+    { "H100 NVL", "H100 NVL", 60 },   /* "NVIDIA H100 NVL" */
+    { "H100", "H100 SXM5", 67 },      /* "NVIDIA H100 80GB HBM3" */
+    { "H200 NVL", "H200 NVL", 60 },   /* "NVIDIA H200 NVL" */
+    { "H200", "H200 SXM", 67 },       /* "NVIDIA H200"; GH200's is the same 67 */
+    { "A100", "A100", 19.5 },         /* SXM4 and PCIe alike */
+    { "V100-PCIE", "V100 PCIe", 14 }, /* "Tesla V100-PCIE-32GB" */
+    { "V100", "V100 SXM2", 15.7 },    /* "Tesla V100-SXM2-16GB" */
+};
+
+/* What a run times on and how. */
+struct opts {
+    bool cuda;            /* --backend cuda: sync the device around each step; TFLOP/s */
+    int threads, steps;   /* CPU threads (the cpu backend's and PyTorch's), timed steps */
+    double peak;          /* fp32 FLOP/s; 0 = not known (a GPU not in gpu_peaks[]) */
+    bool torch;           /* run the PyTorch twin */
+    char torch_args[256]; /* to both twins, after their own: " --device cuda --tf32" */
+    struct gscnn_size size;
+};
 
 static struct tb_node *conv_bn(struct tb_graph *g, const char *name, struct tb_node *x, int out, int k, int stride,
                                bool relu)
@@ -99,7 +146,7 @@ static int cmp_double(const void *a, const void *b)
  * ms in *median, the losses named in loss[] as of the last step in value[], and in
  * *nonfinite the first step (1-based, warm-up included) with a loss that is not finite, or
  * 0. */
-static int time_steps(struct tb_engine *e, struct tb_exec *x, int steps, int nloss, const char *const *loss,
+static int time_steps(struct tb_engine *e, struct tb_exec *x, bool sync, int steps, int nloss, const char *const *loss,
                       float *value, double *median, int *nonfinite, struct tb_err *err)
 {
     *nonfinite = 0;
@@ -108,12 +155,18 @@ static int time_steps(struct tb_engine *e, struct tb_exec *x, int steps, int nlo
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     int rc = TB_OK;
     for (int i = -2; i < steps && !rc; i++) {
+        /* A device runs the step's work after the calls have returned: the step ends
+         * when the compute stream is idle. */
+        if (sync)
+            e->ops->stream_sync(e->ctx, e->device, TB_STREAM_COMPUTE);
         double t0 = bench_now();
         rc = tb_exec_forward(x, (uint64_t)(i + 2), err);
         if (!rc)
             rc = tb_exec_backward(x, err);
         if (!rc)
             rc = tb_sgd_step(e, SGD_LR, SGD_MOMENTUM, SGD_WEIGHT_DECAY, err);
+        if (!rc && sync)
+            rc = e->ops->stream_sync(e->ctx, e->device, TB_STREAM_COMPUTE);
         double dt = bench_now() - t0;
         for (int k = 0; k < nloss && !rc; k++) {
             rc = tb_exec_read(x, loss[k], &value[k], err);
@@ -143,17 +196,19 @@ static long long trainable_params(const struct tb_engine *e)
     return n;
 }
 
-/* Runs `/usr/bin/python3 SRCDIR/bench/SCRIPT ARGS`; its median ms per step, or -1 when
+/* Runs `PYTHON SRCDIR/bench/SCRIPT ARGS`, PYTHON being $TB_PYTHON or /usr/bin/python3 (a
+ * GPU machine's torch may live in another interpreter); its median ms per step, or -1 when
  * torch is not there or the script timed nothing. Lines other than the machine-readable
  * ones are shown; *params gets its 'torch-params' line (-1 without one) when not NULL. */
 static double torch_ms(const char *srcdir, const char *script, const char *args, long long *params)
 {
     if (params)
         *params = -1;
-    if (access("/usr/bin/python3", X_OK) != 0)
+    const char *python = getenv("TB_PYTHON") && *getenv("TB_PYTHON") ? getenv("TB_PYTHON") : "/usr/bin/python3";
+    if (access(python, X_OK) != 0)
         return -1;
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/bench/%s %s 2>&1", srcdir, script, args);
+    snprintf(cmd, sizeof cmd, "%s %s/bench/%s %s 2>&1", python, srcdir, script, args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -174,22 +229,74 @@ static double torch_ms(const char *srcdir, const char *script, const char *args,
     return ms;
 }
 
+/* " = 41% of peak" for a rate, or "" where the peak is not known. */
+static const char *of_peak(double rate, double peak, char *buf, size_t size)
+{
+    if (peak > 0)
+        snprintf(buf, size, " = %.0f%% of peak", 100.0 * rate / peak);
+    else
+        buf[0] = 0;
+    return buf;
+}
+
 /* The lines every network ends with: trainbig's time and convolution throughput, then
  * PyTorch's and the ratio (theirs <= 0: none, `why`, or not available). */
-static void report(double ours, double theirs, const char *why, double flops, double peak, int steps,
-                   const char *losses, int nonfinite)
+static void report(const struct opts *o, double ours, double theirs, const char *why, double flops, const char *losses,
+                   int nonfinite, const char *memory)
 {
+    const double peak = o->peak;
+    const int steps = o->steps;
     if (nonfinite)
         printf("trainbig: note: the losses are not finite from step %d of %d on (training diverged; those steps "
                "are timed too)\n",
                nonfinite, steps + 2);
+    const char *no_torch =
+        o->torch ? "not available ($TB_PYTHON or /usr/bin/python3 with torch)" : "not run (--no-torch)";
+    if (o->cuda) {
+        /* A GPU's rate reads better in TFLOP/s, and its peak may not be known. */
+        char pct[64];
+        printf("trainbig: %.1f ms per step (median of %d; %s), %.2f TFLOP/s in convolutions%s\n", ours, steps, losses,
+               flops / (ours / 1e3) / 1e12, of_peak(flops / (ours / 1e3), peak, pct, sizeof pct));
+        fputs(memory, stdout);
+        if (theirs > 0)
+            printf("pytorch:  %.1f ms per step, %.2f TFLOP/s%s\nratio trainbig / pytorch: %.2f (target <= 0.90)\n",
+                   theirs, flops / (theirs / 1e3) / 1e12, of_peak(flops / (theirs / 1e3), peak, pct, sizeof pct),
+                   ours / theirs);
+        else
+            printf("pytorch: %s; no ratio\n", why ? why : no_torch);
+        return;
+    }
     printf("trainbig: %.1f ms per step (median of %d; %s), %.0f GFLOP/s in convolutions = %.0f%% of peak\n", ours,
            steps, losses, flops / (ours / 1e3) / 1e9, 100.0 * flops / (ours / 1e3) / peak);
     if (theirs > 0)
         printf("pytorch:  %.1f ms per step, %.0f%% of peak\nratio trainbig / pytorch: %.2f (target <= 0.90)\n", theirs,
                100.0 * flops / (theirs / 1e3) / peak, ours / theirs);
     else
-        printf("pytorch: %s; no ratio\n", why ? why : "not available (/usr/bin/python3 with torch)");
+        printf("pytorch: %s; no ratio\n", why        ? why
+                                          : o->torch ? "not available (/usr/bin/python3 with torch)"
+                                                     : no_torch);
+}
+
+/* On a GPU, the line on the device memory trainbig's allocator held at most (what decides
+ * the batch that fits); "" on the CPU. */
+static void memory_line(const struct opts *o, struct bench_backend *b, char *buf, size_t size)
+{
+    buf[0] = 0;
+    if (!o->cuda || !b->ops->mem_stats)
+        return;
+    struct tb_mem_stats st;
+    memset(&st, 0, sizeof st);
+    b->ops->mem_stats(b->ctx, 0, &st);
+    snprintf(buf, size, "trainbig: device memory peak %.2f GiB of %.2f GiB usable\n", (double)st.peak / (1u << 30),
+             (double)st.capacity / (1u << 30));
+}
+
+/* The error of a network that failed: on a GPU, out of memory says what to change. */
+static void report_error(const struct opts *o, const char *net, int rc, const struct tb_err *err)
+{
+    fprintf(stderr, "bench: %s: %s\n", net, err->msg);
+    if (o->cuda && rc == TB_ERR_NOMEM)
+        fprintf(stderr, "bench: %s: out of device memory: try a smaller --batch or --crop\n", net);
 }
 
 static const char *srcdir(void)
@@ -197,7 +304,7 @@ static const char *srcdir(void)
     return getenv("TB_SRCDIR") ? getenv("TB_SRCDIR") : ".";
 }
 
-static int bench_resnet18(struct bench_backend *b, int threads, int steps, double peak)
+static int bench_resnet18(struct bench_backend *b, const struct opts *o)
 {
     struct tb_err err;
     tb_err_clear(&err);
@@ -242,16 +349,18 @@ static int bench_resnet18(struct bench_backend *b, int threads, int steps, doubl
     double ours = 0;
     int nonfinite = 0;
     if (!rc)
-        rc = time_steps(&e, x, steps, 1, loss_name, &loss, &ours, &nonfinite, &err);
+        rc = time_steps(&e, x, o->cuda, o->steps, 1, loss_name, &loss, &ours, &nonfinite, &err);
     if (rc) {
-        fprintf(stderr, "bench: resnet18: %s\n", err.msg);
+        report_error(o, "resnet18", rc, &err);
     } else {
         char what[64];
         snprintf(what, sizeof what, "loss %.4f", (double)loss);
-        char args[64];
-        snprintf(args, sizeof args, "%d %d", threads, steps);
-        double theirs = torch_ms(srcdir(), "step_torch.py", args, NULL);
-        report(ours, theirs, NULL, tb_graph_conv_flops(g), peak, steps, what, nonfinite);
+        char args[512];
+        snprintf(args, sizeof args, "%d %d%s", o->threads, o->steps, o->torch_args);
+        char memory[128];
+        memory_line(o, b, memory, sizeof memory);
+        double theirs = o->torch ? torch_ms(srcdir(), "step_torch.py", args, NULL) : -1;
+        report(o, ours, theirs, NULL, tb_graph_conv_flops(g), what, nonfinite, memory);
     }
     free(image);
     free(labels);
@@ -289,10 +398,11 @@ static void write_batch(const struct tb_batch *b, char *path, size_t size)
 }
 
 /* One batch of the synthetic dataset as the model's four inputs. */
-static int synthetic_batch(struct tb_batch *batch, struct tb_err *err)
+static int synthetic_batch(struct tb_batch *batch, const struct gscnn_size *z, struct tb_err *err)
 {
     char settings[128];
-    snprintf(settings, sizeof settings, "width = %d\nheight = %d\n", GSCNN_IMAGE_WIDTH, GSCNN_HEIGHT);
+    snprintf(settings, sizeof settings, "width = %d\nheight = %d\ntrain_count = %d\n", z->side, z->side,
+             z->batch > 256 ? z->batch : 256);
     struct tb_dataset_instance d;
     int rc = tb_dataset_open("synthetic", "train", settings, &d, err);
     if (rc)
@@ -302,14 +412,14 @@ static int synthetic_batch(struct tb_batch *batch, struct tb_err *err)
     if (nclasses != GSCNN_CLASSES)
         rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic dataset has %zu classes, the benchmark is set for %d",
                         nclasses, GSCNN_CLASSES);
-    if (!rc && d.ops->count(d.ctx) < GSCNN_BATCH)
-        rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic train split has fewer than %d images", GSCNN_BATCH);
+    if (!rc && d.ops->count(d.ctx) < (size_t)z->batch)
+        rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic train split has fewer than %d images", z->batch);
     if (!rc)
-        rc = tb_batch_init(batch, GSCNN_BATCH, GSCNN_HEIGHT, GSCNN_IMAGE_WIDTH, NULL, err);
+        rc = tb_batch_init(batch, z->batch, z->side, z->side, NULL, err);
     struct tb_sample sample;
     struct tb_batch_work work = { 0 };
     memset(&sample, 0, sizeof sample);
-    for (int i = 0; i < GSCNN_BATCH && !rc; i++) {
+    for (int i = 0; i < z->batch && !rc; i++) {
         rc = d.ops->load(d.ctx, (size_t)i, &sample, err);
         if (!rc)
             rc = tb_batch_put(batch, i, &sample, d.ops->sample_name(d.ctx, (size_t)i), &work, err);
@@ -320,14 +430,16 @@ static int synthetic_batch(struct tb_batch *batch, struct tb_err *err)
     return rc;
 }
 
-static int bench_gscnn(struct bench_backend *b, int threads, int steps, double peak)
+static int bench_gscnn(struct bench_backend *b, const struct opts *o)
 {
+    const struct gscnn_size *z = &o->size;
     struct tb_err err;
     tb_err_clear(&err);
     struct tb_model_instance m;
-    if (tb_model_open("gscnn",
-                      "width = " GSCNN_WIDTH "\nblocks = " GSCNN_BLOCKS "\nshape_width = " GSCNN_SHAPE_WIDTH "\n", &m,
-                      &err)) {
+    char settings[256];
+    snprintf(settings, sizeof settings, "width = %s\nblocks = %s\nshape_width = %s\n", z->width, z->blocks,
+             z->shape_width);
+    if (tb_model_open("gscnn", settings, &m, &err)) {
         fprintf(stderr, "bench: gscnn: %s\n", err.msg);
         return 1;
     }
@@ -336,7 +448,7 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
     }
-    const struct tb_model_input in = { GSCNN_BATCH, 3, GSCNN_HEIGHT, GSCNN_IMAGE_WIDTH, GSCNN_CLASSES, GSCNN_IGNORE };
+    const struct tb_model_input in = { z->batch, 3, z->side, z->side, GSCNN_CLASSES, GSCNN_IGNORE };
     struct tb_engine e;
     struct tb_exec *x = NULL;
     struct tb_batch batch;
@@ -350,7 +462,7 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
     if (!rc)
         rc = tb_exec_create(&e, g, &x, &err);
     if (!rc)
-        rc = synthetic_batch(&batch, &err);
+        rc = synthetic_batch(&batch, z, &err);
     if (!rc)
         rc = tb_exec_set_input(x, "image", batch.image, &err);
     if (!rc)
@@ -362,15 +474,15 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
 
     printf("\nbench/step: G-SCNN (gscnn plugin: width %s, shape_width %s, blocks %s), batch %d of synthetic 3x%dx%d, "
            "%d classes, losses seg + 20 edge + att, SGD momentum\n",
-           GSCNN_WIDTH, GSCNN_SHAPE_WIDTH, GSCNN_BLOCKS, GSCNN_BATCH, GSCNN_HEIGHT, GSCNN_IMAGE_WIDTH, GSCNN_CLASSES);
+           z->width, z->shape_width, z->blocks, z->batch, z->side, z->side, GSCNN_CLASSES);
     static const char *const loss_name[3] = { "seg", "edge", "att" };
     float loss[3] = { 0 };
     double ours = 0;
     int nonfinite = 0;
     if (!rc)
-        rc = time_steps(&e, x, steps, 3, loss_name, loss, &ours, &nonfinite, &err);
+        rc = time_steps(&e, x, o->cuda, o->steps, 3, loss_name, loss, &ours, &nonfinite, &err);
     if (rc) {
-        fprintf(stderr, "bench: gscnn: %s\n", err.msg);
+        report_error(o, "gscnn", rc, &err);
     } else {
         const long long params = trainable_params(&e);
         char what[128];
@@ -378,18 +490,21 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
                  (double)loss[2]);
         /* The twin trains on the same batch: the same data-dependent work in the losses,
          * and the same numerics. */
-        char inputs[4096];
-        write_batch(&batch, inputs, sizeof inputs);
+        char inputs[4096] = "";
+        if (o->torch)
+            write_batch(&batch, inputs, sizeof inputs);
         char args[8192];
         snprintf(args, sizeof args,
                  "%d %d --params %lld --width %s --shape-width %s --blocks %s --classes %d --batch %d --height %d "
                  "--image-width %d "
-                 "--lr %g --momentum %g --weight-decay %g%s%s%s",
-                 threads, steps, params, GSCNN_WIDTH, GSCNN_SHAPE_WIDTH, GSCNN_BLOCKS, GSCNN_CLASSES, GSCNN_BATCH,
-                 GSCNN_HEIGHT, GSCNN_IMAGE_WIDTH, (double)SGD_LR, (double)SGD_MOMENTUM, (double)SGD_WEIGHT_DECAY,
-                 inputs[0] ? " --inputs '" : "", inputs[0] ? inputs : "", inputs[0] ? "'" : "");
-        long long theirs_params;
-        double theirs = torch_ms(srcdir(), "gscnn_torch.py", args, &theirs_params);
+                 "--lr %g --momentum %g --weight-decay %g%s%s%s%s",
+                 o->threads, o->steps, params, z->width, z->shape_width, z->blocks, GSCNN_CLASSES, z->batch, z->side,
+                 z->side, (double)SGD_LR, (double)SGD_MOMENTUM, (double)SGD_WEIGHT_DECAY,
+                 inputs[0] ? " --inputs '" : "", inputs[0] ? inputs : "", inputs[0] ? "'" : "", o->torch_args);
+        char memory[128];
+        memory_line(o, b, memory, sizeof memory);
+        long long theirs_params = -1;
+        double theirs = o->torch ? torch_ms(srcdir(), "gscnn_torch.py", args, &theirs_params) : -1;
         if (inputs[0])
             unlink(inputs);
         const bool differ = theirs_params >= 0 && theirs_params != params;
@@ -398,8 +513,8 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
                    differ ? "DIFFERENT: not the same network" : "equal");
         else
             printf("trainable parameters: trainbig %lld\n", params);
-        report(ours, theirs, differ ? "not timed, the parameter counts differ" : NULL, tb_graph_conv_flops(g), peak,
-               steps, what, nonfinite);
+        report(o, ours, theirs, differ ? "not timed, the parameter counts differ" : NULL, tb_graph_conv_flops(g), what,
+               nonfinite, memory);
     }
     tb_batch_fini(&batch);
     tb_exec_free(x);
@@ -412,43 +527,143 @@ static int bench_gscnn(struct bench_backend *b, int threads, int steps, double p
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: bench/step [--model resnet18|gscnn] [THREADS [STEPS]]\n");
+    fprintf(stderr, "usage: bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]\n"
+                    "                  [--size quickstart|reference] [--batch B] [--crop N] [--no-torch]\n"
+                    "                  [--torch-format channels_last|contiguous] [THREADS [STEPS]]\n");
     return 2;
+}
+
+/* The fp32 peak of the GPU named `name` (gpu_peaks[]), 0 when not listed. */
+static double gpu_peak(const char *name, const char **what)
+{
+    for (size_t i = 0; i < sizeof gpu_peaks / sizeof gpu_peaks[0]; i++)
+        if (strstr(name, gpu_peaks[i].name_part)) {
+            *what = gpu_peaks[i].what;
+            return gpu_peaks[i].tflops * 1e12;
+        }
+    return 0;
+}
+
+/* Whether a --set assignment turns the backend's key `key` on (a bool key's yes forms). */
+static bool sets_on(const char *set, const char *key)
+{
+    size_t n = strlen(key);
+    if (strncmp(set, key, n) != 0 || set[n] != '=')
+        return false;
+    const char *v = set + n + 1;
+    return !strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "1");
 }
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL; /* both */
-    int threads = omp_get_num_procs(), steps = 10, npos = 0;
+    const char *model = NULL, *backend = "cpu", *size = "quickstart", *format = "channels_last"; /* model: both */
+    int threads = omp_get_num_procs(), steps = 10, npos = 0, batch = 0, crop = 0;
+    bool torch = true, tf32 = false;
+    char keys[2048] = "", shown[2048] = "";
+    size_t nkeys = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
+        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--model") == 0 && next)
             model = argv[++i];
-        else if (strncmp(argv[i], "--model=", 8) == 0)
-            model = argv[i] + 8;
-        else if (argv[i][0] == '-' || npos == 2)
+        else if (strncmp(a, "--model=", 8) == 0)
+            model = a + 8;
+        else if (strcmp(a, "--backend") == 0 && next)
+            backend = argv[++i];
+        else if (strncmp(a, "--backend=", 10) == 0)
+            backend = a + 10;
+        else if (strcmp(a, "--size") == 0 && next)
+            size = argv[++i];
+        else if (strncmp(a, "--size=", 7) == 0)
+            size = a + 7;
+        else if (strcmp(a, "--batch") == 0 && next)
+            batch = atoi(argv[++i]);
+        else if (strcmp(a, "--crop") == 0 && next)
+            crop = atoi(argv[++i]);
+        else if (strcmp(a, "--torch-format") == 0 && next)
+            format = argv[++i];
+        else if (strcmp(a, "--no-torch") == 0)
+            torch = false;
+        else if (strcmp(a, "--set") == 0 && next && strchr(next, '=')) {
+            /* KEY=VALUE as a line of the [backend] section */
+            const char *eq = strchr(next, '=');
+            nkeys += (size_t)snprintf(keys + nkeys, nkeys < sizeof keys ? sizeof keys - nkeys : 0, "%.*s = %s\n",
+                                      (int)(eq - next), next, eq + 1);
+            tf32 |= sets_on(next, "tf32");
+            snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s", *shown ? ", " : "", next);
+            i++;
+        } else if (a[0] == '-' || npos == 2)
             return usage();
         else if (npos++ == 0)
-            threads = atoi(argv[i]);
+            threads = atoi(a);
         else
-            steps = atoi(argv[i]);
+            steps = atoi(a);
     }
-    if (threads < 1 || steps < 1 || (model && strcmp(model, "resnet18") != 0 && strcmp(model, "gscnn") != 0))
+    const bool cuda = strcmp(backend, "cuda") == 0, reference = strcmp(size, "reference") == 0;
+    if (!model && reference)
+        model = "gscnn"; /* --size is the G-SCNN's */
+    if (threads < 1 || steps < 1 || (model && strcmp(model, "resnet18") != 0 && strcmp(model, "gscnn") != 0) ||
+        (!cuda && strcmp(backend, "cpu") != 0) || (!reference && strcmp(size, "quickstart") != 0) ||
+        (reference && strcmp(model, "gscnn") != 0) || batch < 0 || crop < 0 || nkeys >= sizeof keys ||
+        (strcmp(format, "channels_last") != 0 && strcmp(format, "contiguous") != 0))
+        return usage();
+    if (crop && crop < 16)
         return usage();
     setenv("TRAINBIG_LOG", "warn", 0);
-    char keys[64];
-    snprintf(keys, sizeof keys, "threads = %d\n", threads);
-    struct bench_backend b;
-    bench_backend_open(&b, "cpu", keys);
 
-    double peak = bench_peak_flops(threads);
+    struct opts o = { .cuda = cuda, .threads = threads, .steps = steps, .torch = torch };
+    o.size = reference ? gscnn_reference : gscnn_quickstart;
+    if (batch)
+        o.size.batch = batch;
+    if (crop)
+        o.size.side = crop;
+    snprintf(o.torch_args, sizeof o.torch_args, "%s%s%s", cuda ? " --device cuda" : "", tf32 ? " --tf32" : "",
+             strcmp(format, "contiguous") == 0 ? " --format contiguous" : "");
+
+    /* The cpu backend gets the threads; the cuda backend has no such key. */
+    char all_keys[2200];
+    if (cuda)
+        snprintf(all_keys, sizeof all_keys, "%s", keys);
+    else
+        snprintf(all_keys, sizeof all_keys, "threads = %d\n%s", threads, keys);
+    /* Held open until the end: the cuda runtime is not unloaded and loaded again. */
+    struct tb_plugin_handle *held = cuda ? bench_backend_require(backend) : NULL;
+    struct bench_backend b;
+    bench_backend_open(&b, backend, all_keys);
+
     struct tb_device_info info;
     b.ops->device_info(b.ctx, 0, &info);
-    printf("bench/step: %s, %d threads; measured fp32 peak %.1f GFLOP/s\n", info.name, threads, peak / 1e9);
+    if (cuda) {
+        const char *what = NULL;
+        o.peak = gpu_peak(info.name, &what);
+        printf("bench/step: %s, cuda backend (%s), %.1f GiB usable; %d CPU threads for PyTorch's host side\n",
+               info.name, *shown ? shown : "its default keys: conv_algo = find, tf32 = no",
+               (double)info.capacity / (1u << 30), threads);
+        if (o.peak > 0)
+            printf(
+                "GPU fp32 peak %.1f TFLOP/s: NVIDIA's %s datasheet (non-tensor-core FMA at boost clock; not measured "
+                "here)\n",
+                o.peak / 1e12, what);
+        else
+            printf("GPU fp32 peak: not known for this device (bench/step.c gpu_peaks[]): TFLOP/s only\n");
+    } else {
+        o.peak = bench_peak_flops(threads);
+        printf("bench/step: %s, %d threads; measured fp32 peak %.1f GFLOP/s\n", info.name, threads, o.peak / 1e9);
+    }
+    if (reference) {
+        char crop_arg[32] = "";
+        if (crop)
+            snprintf(crop_arg, sizeof crop_arg, " --crop %d", crop);
+        printf("bench/step: G-SCNN batch %d of %dx%d; the largest batch that fits: raise --batch until the step runs "
+               "out of device memory, e.g. for B in 2 4 6 8 12 16; do bench/step --backend %s --size %s%s --batch $B "
+               "--no-torch 1 3 || break; done\n",
+               o.size.batch, o.size.side, o.size.side, backend, size, crop_arg);
+    }
     int rc = 0;
     if (!model || strcmp(model, "resnet18") == 0)
-        rc |= bench_resnet18(&b, threads, steps, peak);
+        rc |= bench_resnet18(&b, &o);
     if (!model || strcmp(model, "gscnn") == 0)
-        rc |= bench_gscnn(&b, threads, steps, peak);
+        rc |= bench_gscnn(&b, &o);
     bench_backend_close(&b);
+    tb_plugin_close(held);
     return rc;
 }

@@ -1,8 +1,15 @@
-"""bench/step_torch.py THREADS STEPS: the network of bench/step.c in PyTorch, timed the
-same way (median ms of STEPS training steps after 2 warm-up steps), channels_last.
+"""bench/step_torch.py THREADS STEPS [--device cuda] [--tf32] [--format contiguous]: the
+network of bench/step.c in PyTorch, timed the same way (median ms of STEPS training steps
+after 2 warm-up steps), channels_last unless --format says otherwise.
+
+On --device cuda: cudnn.benchmark (cuDNN times its algorithms, as the cuda backend's
+conv_algo = find does), TF32 off for matmul and cuDNN unless --tf32 (as the backend's
+tf32 = no), and every timed step ends with torch.cuda.synchronize().
 Prints 'torch-ms-per-step X' for bench/step to read."""
+import argparse
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -48,26 +55,65 @@ class Net(nn.Module):
         return F.interpolate(x, size=(SIDE, SIDE), mode="bilinear", align_corners=False)
 
 
+def setup_device(device, tf32):
+    """The device's settings, described; exits (4) when torch has no CUDA device. Only the
+    legacy TF32 flags are set: torch 2.9+ refuses to read them back once both they and the
+    fp32_precision ones have been set."""
+    if device == "cpu":
+        return "cpu"
+    if not torch.cuda.is_available():
+        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: not timed")
+        sys.exit(4)
+    torch.backends.cudnn.benchmark = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy flags' deprecation notice
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    return (f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+            f"TF32 {'on' if tf32 else 'off'}, cudnn.benchmark")
+
+
 def main():
-    threads, steps = int(sys.argv[1]), int(sys.argv[2])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("threads", type=int)
+    ap.add_argument("steps", type=int)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 in convolutions and matmuls (cuda)")
+    ap.add_argument("--format", choices=("channels_last", "contiguous"), default="channels_last")
+    a = ap.parse_args()
+    threads, steps = a.threads, a.steps
+    fmt = torch.channels_last if a.format == "channels_last" else torch.contiguous_format
     torch.set_num_threads(threads)
+    dev = torch.device(a.device)
+    what = setup_device(a.device, a.tf32)
+    cuda = dev.type == "cuda"
     torch.manual_seed(0)
-    net = Net().to(memory_format=torch.channels_last)
+    # Made on the CPU, then moved: the same weights and inputs on either device.
+    net = Net().to(dev, memory_format=fmt)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    image = (torch.rand(BATCH, 3, SIDE, SIDE) - 0.5).to(memory_format=torch.channels_last)
-    labels = torch.randint(0, CLASSES, (BATCH, SIDE, SIDE))
+    image = (torch.rand(BATCH, 3, SIDE, SIDE) - 0.5).to(dev, memory_format=fmt)
+    labels = torch.randint(0, CLASSES, (BATCH, SIDE, SIDE)).to(dev)
     times = []
     for i in range(steps + 2):
+        if cuda:
+            torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(net(image), labels, ignore_index=255)
         loss.backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
         if i >= 2:
             times.append(dt * 1e3)
     times.sort()
-    print(f"torch {torch.__version__}, {threads} threads, loss {loss.item():.4f}")
+    if cuda:
+        print(f"torch {torch.__version__}, {what}, {a.format}, loss {loss.item():.4f}, "
+              f"peak memory {torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB")
+    else:
+        nchw = ", contiguous" if a.format == "contiguous" else ""
+        print(f"torch {torch.__version__}, {threads} threads{nchw}, loss {loss.item():.4f}")
     print(f"torch-ms-per-step {times[len(times) // 2]:.3f}")
 
 

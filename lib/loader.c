@@ -227,7 +227,15 @@ int tb_plugin_open(const char *path, int want_kind, struct tb_plugin_handle **ou
     if (access(file, F_OK) != 0)
         return tb_err_set(err, TB_ERR_PLUGIN, "%s: no such plugin file (%s)", file, strerror(errno));
     dlerror();
+    /* Never unmapped (RTLD_NODELETE): closing a handle only drops it. Libraries a plugin
+     * links, such as the CUDA runtime, cuDNN and cuBLAS, keep process-wide state that does
+     * not survive being unloaded and loaded again (`auto` loads a backend to score it, then
+     * again to use it). */
+#ifdef RTLD_NODELETE
+    void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+#else
     void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+#endif
     if (!dl) {
         const char *why = dlerror();
         return tb_err_set(err, TB_ERR_PLUGIN, "%s: cannot load the plugin: %s", file, why ? why : "dlopen failed");

@@ -1,0 +1,179 @@
+/* backends/cuda/cuda_internal.h: the CUDA backend's pieces, shared by its files (not
+ * exported: the plugin's only symbol is trainbig_plugin).
+ *
+ * The contract's semantics are CUDA's, so the mapping is 1:1: one instance drives one GPU
+ * ([backend] device), the three streams of enum tb_stream are three CUDA streams, events
+ * are CUDA events, copies are cudaMemcpyAsync, and ops are cuDNN calls, cuBLAS calls and
+ * the kernels of cuda_kernels.cu, all queued on the compute stream.
+ *
+ * Layout of device tensors: NCHW, the canonical layout, so tensor_write and tensor_read
+ * are plain copies and cuDNN sees NCHW descriptors. A (1, C, 1, 1) vector is C contiguous
+ * values; a convolution weight (O, C, KH, KW) is cuDNN's NCHW filter. */
+#ifndef TB_CUDA_INTERNAL_H
+#define TB_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <trainbig/trainbig.h>
+
+/* ------------------------------------------------------------------ memory (cuda_memory.c)
+ *
+ * A caching allocator over cudaMalloc (never managed memory): freed blocks are kept and
+ * handed out again for requests of nearly their size, since a training step allocates the
+ * same sizes every step and cudaMalloc/cudaFree synchronise the device. Blocks count
+ * against `capacity` while cached; the cache is returned to the driver when a request
+ * would not fit otherwise. */
+
+struct tb_cuda_block;
+
+struct tb_cuda_memory {
+    pthread_mutex_t lock;
+    int ordinal;       /* the CUDA device */
+    uint64_t capacity; /* bytes trainbig may hold on the device */
+    uint64_t in_use, peak, reserved, allocs, fails;
+    uint64_t cached;                /* bytes in free cached blocks (part of reserved) */
+    struct tb_cuda_block *cache;    /* free blocks, smallest first */
+    struct tb_cuda_block **buckets; /* handed-out blocks by address, for mem_free */
+    size_t nbuckets;
+};
+
+int tb_cuda_memory_init(struct tb_cuda_memory *m, int ordinal, uint64_t capacity);
+/* Frees every block, cached or handed out (the owner has stopped using them). */
+void tb_cuda_memory_fini(struct tb_cuda_memory *m);
+/* NULL when the request does not fit under the capacity or the device is out of memory. */
+void *tb_cuda_memory_alloc(struct tb_cuda_memory *m, size_t bytes);
+void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr);
+/* Returns the cached blocks to the driver. */
+void tb_cuda_memory_trim(struct tb_cuda_memory *m);
+void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out);
+void tb_cuda_memory_reset_peak(struct tb_cuda_memory *m);
+
+/* ------------------------------------------------------------------ the backend (cuda.c) */
+
+enum tb_cuda_conv_algo {
+    TB_CUDA_CONV_FIND,          /* cudnnFind*Ex: time the candidates once, on the first run */
+    TB_CUDA_CONV_HEURISTIC,     /* cudnnGet*_v7: cuDNN's heuristics, nothing timed */
+    TB_CUDA_CONV_DETERMINISTIC, /* heuristics, deterministic algorithms only */
+};
+
+struct tb_cuda_host_block; /* pinned host memory (host_alloc) */
+
+struct tb_cuda {
+    int ordinal; /* [backend] device: the CUDA device this instance drives */
+    cudaStream_t stream[TB_STREAMS];
+    cudnnHandle_t dnn;   /* on the compute stream */
+    cublasHandle_t blas; /* on the compute stream */
+    struct tb_cuda_memory memory;
+    char name[128];
+    /* Scratch space shared by all ops (they run in order on the compute stream): cuDNN
+     * workspace, loss partial sums, missing gradients. From device memory, so the core's
+     * memory manager and the swap policies see it. */
+    void *scratch;
+    size_t scratch_bytes;
+    uint64_t failed_bytes;  /* the last scratch request that did not fit (alloc_failed_bytes) */
+    size_t workspace_limit; /* [backend] workspace_limit: cuDNN workspace per convolution */
+    enum tb_cuda_conv_algo conv_algo;
+    bool tf32;     /* [backend] tf32: convolutions may use TF32 tensor cores */
+    int host_node; /* NUMA node of pinned host memory; -1: the driver decides */
+    pthread_mutex_t host_lock;
+    struct tb_cuda_host_block *host_blocks;
+    /* Label checks: kernels that read labels report the first bad one in bad_dev (int32[4]);
+     * it is copied to bad_host (pinned) behind bad_event and looked at before the next
+     * such op, in the op's backward, or at destroy. */
+    int32_t *bad_dev, *bad_host;
+    cudaEvent_t bad_event;
+    bool bad_pending;
+    uint32_t bad_op; /* the op that launched the pending check */
+    enum tb_op_kind bad_kind;
+    int32_t bad_classes, bad_w; /* its K and image width, for the message */
+    int32_t bad_ignore;
+    uint64_t nvtx_step; /* the training step of the open NVTX step range (+1; 0 = none) */
+};
+
+/* Error reports: the call, the status and its string; op may be NULL. They fill err and
+ * return TB_ERR_RUNTIME (TB_ERR_NOMEM for an out-of-memory status). */
+int tb_cuda_fail(struct tb_err *err, const char *call, cudaError_t e, const struct tb_op *op);
+int tb_cudnn_fail(struct tb_err *err, const char *call, cudnnStatus_t s, const struct tb_op *op);
+int tb_cublas_fail(struct tb_err *err, const char *call, cublasStatus_t s, const struct tb_op *op);
+
+#define TB_CUDA_TRY(err, op, call)                          \
+    do {                                                    \
+        cudaError_t tb_e_ = (call);                         \
+        if (tb_e_ != cudaSuccess)                           \
+            return tb_cuda_fail((err), #call, tb_e_, (op)); \
+    } while (0)
+#define TB_CUDNN_TRY(err, op, call)                          \
+    do {                                                     \
+        cudnnStatus_t tb_s_ = (call);                        \
+        if (tb_s_ != CUDNN_STATUS_SUCCESS)                   \
+            return tb_cudnn_fail((err), #call, tb_s_, (op)); \
+    } while (0)
+#define TB_CUBLAS_TRY(err, op, call)                          \
+    do {                                                      \
+        cublasStatus_t tb_s_ = (call);                        \
+        if (tb_s_ != CUBLAS_STATUS_SUCCESS)                   \
+            return tb_cublas_fail((err), #call, tb_s_, (op)); \
+    } while (0)
+
+/* A scratch buffer of at least `bytes` bytes (256-byte aligned), valid until the next
+ * call; NULL with err filled (TB_ERR_NOMEM) and failed_bytes set when it does not fit. The
+ * buffer it replaces may still be read by queued work: it is freed only after the compute
+ * stream has drained. */
+void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err);
+
+/* The pending label check: waits for it (wait) or only looks when it has completed, and
+ * reports a bad label as TB_ERR_RUNTIME naming the op, image, pixel and label. */
+int tb_cuda_label_check(struct tb_cuda *cuda, bool wait, struct tb_err *err);
+/* Starts a label check for op (after waiting for any pending one): zeroes bad_dev. The
+ * kernel is launched between this and tb_cuda_label_check_end. */
+int tb_cuda_label_check_begin(struct tb_cuda *cuda, const struct tb_op *op, int classes, int width, int ignore,
+                              struct tb_err *err);
+int tb_cuda_label_check_end(struct tb_cuda *cuda, const struct tb_op *op, struct tb_err *err);
+
+/* NVTX ranges (no-ops without NVTX). */
+void tb_cuda_range_push(const char *fmt, ...) TB_PRINTF(1, 2);
+void tb_cuda_range_pop(void);
+/* Opens the range "step N" when step changes (closing the previous one). */
+void tb_cuda_range_step(struct tb_cuda *cuda, uint64_t step);
+
+/* ------------------------------------------------------------------ ops (cuda_ops.c and kernels)
+ *
+ * Each op kind has a row of functions, as in the CPU backend; prepare and release may be
+ * NULL (no state). */
+typedef int (*tb_cuda_prepare_fn)(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err);
+typedef void (*tb_cuda_release_fn)(void *state);
+typedef int (*tb_cuda_forward_fn)(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                                  const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err);
+typedef int (*tb_cuda_backward_fn)(struct tb_cuda *cuda, const struct tb_op *op, void *state,
+                                   const struct tb_tensor *in, const struct tb_tensor *out,
+                                   const struct tb_tensor *dout, const struct tb_tensor *din, struct tb_err *err);
+
+struct tb_cuda_kernel {
+    tb_cuda_prepare_fn prepare;
+    tb_cuda_release_fn release;
+    tb_cuda_forward_fn forward;
+    tb_cuda_backward_fn backward;
+};
+
+extern const struct tb_cuda_kernel tb_cuda_conv2d_kernel;    /* cuda_conv.c (cuDNN) */
+extern const struct tb_cuda_kernel tb_cuda_batchnorm_kernel; /* cuda_dnn.c (cuDNN) */
+extern const struct tb_cuda_kernel tb_cuda_relu_kernel;      /* cuda_dnn.c (cuDNN) */
+extern const struct tb_cuda_kernel tb_cuda_sigmoid_kernel;   /* cuda_dnn.c (cuDNN) */
+
+int tb_cuda_op_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err);
+void tb_cuda_op_release(void *state);
+int tb_cuda_op_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err);
+int tb_cuda_op_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err);
+
+/* A 4-d NCHW float descriptor of shape s. */
+int tb_cuda_set_desc(cudnnTensorDescriptor_t d, struct tb_shape s, const struct tb_op *op, struct tb_err *err);
+
+#endif

@@ -1,0 +1,1092 @@
+/* backends/cuda/cuda_kernels.cu: the CUDA backend's own kernels (declared in cuda_kernels.h):
+ * fill and SGD, add, mul, dropout, max and global average pooling, bilinear resize, the two
+ * losses and the two label ops, on NCHW tensors in device memory.
+ *
+ * The CPU backend (plugins/backends/cpu, NHWC) is the reference these are tested against op
+ * by op, so every per-element computation here is the CPU's, in the same float operations
+ * and order. The work done for one output element lives in a __host__ __device__ function
+ * (the "_at" helpers below) and the kernels are grid-stride loops around them, so the index
+ * arithmetic can be checked on a machine without a GPU. Products that the CPU rounds before
+ * an addition go through TB_MUL (__fmul_rn on the device) so that nvcc does not contract
+ * them into FMAs: x86-64 without -mfma, what the CPU backend is built for, rounds each one.
+ *
+ * Determinism: no float atomics anywhere. Backward passes of pooling and resize are
+ * gathers (each input element sums, in a fixed order, the outputs that read it), and the
+ * losses reduce per-block partial sums in double, then sum those partials in a fixed order
+ * in one block. Integer counts (class weights, BCE's class balance) use atomics, which are
+ * exact in any order.
+ *
+ * No launcher synchronises or allocates: scratch comes from the caller, at least
+ * tb_cuk_loss_scratch_bytes() bytes, 256-byte aligned. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_kernels.h"
+
+#define TB_BLOCK 256         /* threads per block, everywhere (block_sum needs a power of 2) */
+#define TB_GRID_MAX 32768    /* blocks of a grid-stride kernel: enough to fill any GPU */
+#define TB_LOSS_PARTS 4096   /* per-block partial sums of a loss, over all images (about) */
+#define TB_LABELS 256        /* the values of a u8 label */
+#define TB_AVG_BLOCK_HW 1024 /* global average pooling: a block per plane from this size, else a warp */
+
+/* A product the CPU rounds before it is added to something: unfused on the device too. */
+#ifdef __CUDA_ARCH__
+#define TB_MUL(a, b) __fmul_rn((a), (b))
+#else
+#define TB_MUL(a, b) ((a) * (b))
+#endif
+
+/* ==================================================================== per-element helpers
+ * Pure functions of their arguments, for host and device. */
+
+/* tb_cpu_uniform (cpu_internal.h), bit for bit: dropout masks must equal the CPU's. */
+__host__ __device__ static inline float tb_uniform(uint64_t seed, uint64_t step, uint32_t op, uint64_t index)
+{
+    uint64_t z = seed ^ (step * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* ---- max pooling */
+
+struct tb_pool_geom {
+    int h, w, oh, ow, k, stride, pad;
+};
+
+/* Rows (or columns) [*lo, *hi) of an input of size `in` that output o reads: the padding
+ * is left out, which is what "never wins" means. */
+__host__ __device__ static inline void pool_window(int o, int k, int stride, int pad, int in, int *lo, int *hi)
+{
+    const int start = o * stride - pad, end = start + k;
+    *lo = start < 0 ? 0 : start;
+    *hi = end > in ? in : end;
+}
+
+/* Max of a window of plane x (row length w) with PyTorch's comparison: row-major, a value
+ * replaces the running maximum when greater or NaN, so the first maximum is kept. *arg (when
+ * not NULL) gets its position iy * w + ix, the first element when nothing beats -inf. */
+__host__ __device__ static inline float pool_max(const float *x, int w, int ylo, int yhi, int xlo, int xhi, int *arg)
+{
+    float best = -INFINITY;
+    int at = ylo * w + xlo;
+    for (int iy = ylo; iy < yhi; iy++)
+        for (int ix = xlo; ix < xhi; ix++) {
+            const float v = x[(size_t)iy * (size_t)w + (size_t)ix];
+            if (v > best || isnan(v)) {
+                best = v;
+                at = iy * w + ix;
+            }
+        }
+    if (arg)
+        *arg = at;
+    return best;
+}
+
+/* y[oy, ox] of one plane. */
+__host__ __device__ static inline float pool_forward_at(const float *x, struct tb_pool_geom g, int oy, int ox)
+{
+    int ylo, yhi, xlo, xhi;
+    pool_window(oy, g.k, g.stride, g.pad, g.h, &ylo, &yhi);
+    pool_window(ox, g.k, g.stride, g.pad, g.w, &xlo, &xhi);
+    return pool_max(x, g.w, ylo, yhi, xlo, xhi, NULL);
+}
+
+/* dx[iy, ix] of one plane: the dy of every window that holds (iy, ix) and whose first
+ * maximum it is, in ascending (oy, ox) order as the CPU adds them. Output oy reads rows
+ * [oy*stride - pad, oy*stride - pad + k), so row iy is read by
+ * oy in [ceil((iy + pad - k + 1) / stride), floor((iy + pad) / stride)]. y only saves
+ * work: an element that is not NaN and differs from the window's maximum cannot be it. */
+__host__ __device__ static inline float pool_backward_at(const float *x, const float *y, const float *dy,
+                                                         struct tb_pool_geom g, int iy, int ix)
+{
+    const int s = g.stride;
+    const int ty = iy + g.pad - g.k + 1, tx = ix + g.pad - g.k + 1;
+    const int oylo = ty <= 0 ? 0 : (ty + s - 1) / s, oxlo = tx <= 0 ? 0 : (tx + s - 1) / s;
+    int oyhi = (iy + g.pad) / s, oxhi = (ix + g.pad) / s;
+    if (oyhi > g.oh - 1)
+        oyhi = g.oh - 1;
+    if (oxhi > g.ow - 1)
+        oxhi = g.ow - 1;
+    const int self = iy * g.w + ix;
+    const float v = x[(size_t)self];
+    float acc = 0.0f; /* adding the CPU's 0.0f for the other windows changes nothing */
+    for (int oy = oylo; oy <= oyhi; oy++) {
+        int ylo, yhi;
+        pool_window(oy, g.k, s, g.pad, g.h, &ylo, &yhi);
+        for (int ox = oxlo; ox <= oxhi; ox++) {
+            const size_t at = (size_t)oy * (size_t)g.ow + (size_t)ox;
+            if (!(v == y[at]) && !isnan(v))
+                continue;
+            int xlo, xhi, arg;
+            pool_window(ox, g.k, s, g.pad, g.w, &xlo, &xhi);
+            pool_max(x, g.w, ylo, yhi, xlo, xhi, &arg);
+            if (arg == self)
+                acc += dy[at];
+        }
+    }
+    return acc;
+}
+
+/* ---- bilinear resize (PyTorch's upsample_bilinear2d with `size`, as cpu_resize.c) */
+
+struct tb_resize_geom {
+    int h, w, oh, ow;
+    float sh, sw; /* area_pixel_compute_scale of each axis */
+    int align;    /* align_corners */
+};
+
+/* Output index d of an axis reads input indices i0, i1 with weights l0, l1. */
+struct tb_lerp {
+    int i0, i1;
+    float l0, l1;
+};
+
+/* area_pixel_compute_scale: (in-1)/(out-1) with align_corners (0 for one output), else
+ * in/out; in float, as PyTorch computes it for float tensors. */
+__host__ __device__ static inline float resize_scale(int in, int out, int align)
+{
+    if (align)
+        return out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f;
+    return (float)in / (float)out;
+}
+
+__host__ __device__ static inline struct tb_resize_geom resize_geom(int h, int w, int oh, int ow, int align)
+{
+    struct tb_resize_geom g;
+    g.h = h;
+    g.w = w;
+    g.oh = oh;
+    g.ow = ow;
+    g.sh = resize_scale(h, oh, align);
+    g.sw = resize_scale(w, ow, align);
+    g.align = align;
+    return g;
+}
+
+/* compute_source_index_and_lambda for one axis (cpu_resize.c's axis_build, per index). */
+__host__ __device__ static inline struct tb_lerp resize_src(int d, int in, int out, float scale, int align)
+{
+    struct tb_lerp r;
+    if (in == out) { /* PyTorch copies a same-size axis exactly */
+        r.i0 = r.i1 = d;
+        r.l0 = 1.0f;
+        r.l1 = 0.0f;
+        return r;
+    }
+    /* dst * scale with align_corners, else (dst + 0.5) * scale - 0.5 clamped at 0 */
+    float real;
+    if (align) {
+        real = TB_MUL(scale, (float)d);
+    } else {
+        real = TB_MUL(scale, (float)d + 0.5f) - 0.5f;
+        if (real < 0.0f)
+            real = 0.0f;
+    }
+    int i = (int)real; /* real >= 0: truncation is floor */
+    if (i > in - 1)
+        i = in - 1;
+    float l1 = real - (float)i;
+    l1 = l1 < 0.0f ? 0.0f : l1 > 1.0f ? 1.0f : l1;
+    r.i0 = i;
+    r.i1 = i < in - 1 ? i + 1 : i;
+    r.l1 = l1;
+    r.l0 = 1.0f - l1;
+    return r;
+}
+
+/* The first output d in [0, out] whose i0 is >= t (out when none). i0 never decreases with
+ * d, so an estimate from the inverse map, corrected by stepping, is exact whatever the
+ * rounding of the estimate; it is off by a step or two at most. */
+__host__ __device__ static inline int resize_first(int t, int in, int out, float scale, int align)
+{
+    float est;
+    if (in == out)
+        est = (float)t;
+    else if (scale > 0.0f)
+        est = align ? (float)t / scale : ((float)t + 0.5f) / scale - 0.5f;
+    else
+        est = 0.0f;
+    int d = est <= 0.0f ? 0 : est >= (float)out ? out : (int)est;
+    while (d > 0 && resize_src(d - 1, in, out, scale, align).i0 >= t)
+        d--;
+    while (d < out && resize_src(d, in, out, scale, align).i0 < t)
+        d++;
+    return d;
+}
+
+/* y[oy, ox] of one plane. */
+__host__ __device__ static inline float resize_forward_at(const float *x, struct tb_resize_geom g, int oy, int ox)
+{
+    const struct tb_lerp a = resize_src(oy, g.h, g.oh, g.sh, g.align);
+    const struct tb_lerp b = resize_src(ox, g.w, g.ow, g.sw, g.align);
+    const float *r0 = x + (size_t)a.i0 * (size_t)g.w, *r1 = x + (size_t)a.i1 * (size_t)g.w;
+    const float top = TB_MUL(b.l0, r0[b.i0]) + TB_MUL(b.l1, r0[b.i1]);
+    const float bottom = TB_MUL(b.l0, r1[b.i0]) + TB_MUL(b.l1, r1[b.i1]);
+    return TB_MUL(a.l0, top) + TB_MUL(a.l1, bottom);
+}
+
+/* dx[iy, ix] of one plane, a gather. Output d reads input i exactly when its i0 is i - 1
+ * (then i1 = i) or i, a contiguous range of d. The terms come in the CPU's order: outputs
+ * ascending, for each its i0 term before its i1 term (both, weights 0 included, where they
+ * coincide), rows outside, columns inside, each (wy * wx) * dy rounded as there. */
+__host__ __device__ static inline float resize_backward_at(const float *dy, struct tb_resize_geom g, int iy, int ix)
+{
+    const int ylo = resize_first(iy - 1, g.h, g.oh, g.sh, g.align);
+    const int yhi = resize_first(iy + 1, g.h, g.oh, g.sh, g.align);
+    const int xlo = resize_first(ix - 1, g.w, g.ow, g.sw, g.align);
+    const int xhi = resize_first(ix + 1, g.w, g.ow, g.sw, g.align);
+    float acc = 0.0f;
+    for (int oy = ylo; oy < yhi; oy++) {
+        const struct tb_lerp a = resize_src(oy, g.h, g.oh, g.sh, g.align);
+        const float *row = dy + (size_t)oy * (size_t)g.ow;
+        for (int e = 0; e < 2; e++) {
+            if ((e ? a.i1 : a.i0) != iy)
+                continue;
+            const float wy = e ? a.l1 : a.l0;
+            for (int ox = xlo; ox < xhi; ox++) {
+                const struct tb_lerp b = resize_src(ox, g.w, g.ow, g.sw, g.align);
+                if (b.i0 == ix)
+                    acc += TB_MUL(TB_MUL(wy, b.l0), row[ox]);
+                if (b.i1 == ix)
+                    acc += TB_MUL(TB_MUL(wy, b.l1), row[ox]);
+            }
+        }
+    }
+    return acc;
+}
+
+/* ---- mul, losses, labels */
+
+/* Backward of one pixel when g (value gv) is broadcast over the C channels: dx = dy * gv
+ * (when dx), and the returned dg = dy * x summed in channel order in float, as the CPU does.
+ * x, dy, dx point at channel 0 of the pixel; channels are hw apart. Each dy is read before
+ * its dx is written, so dx may be dy. */
+__host__ __device__ static inline float mul_bcast_backward_at(const float *x, float gv, const float *dy, float *dx,
+                                                              int c, size_t hw)
+{
+    float acc = 0.0f;
+    for (int k = 0; k < c; k++) {
+        const size_t at = (size_t)k * hw;
+        const float d = dy[at];
+        acc += TB_MUL(d, x[at]);
+        if (dx)
+            dx[at] = d * gv;
+    }
+    return acc;
+}
+
+/* -log softmax(z)[t] = log(sum exp(z - m)) - (z[t] - m), m = max z (no exp overflows, the
+ * sum is at least 1); z points at class 0 of the pixel, classes `stride` apart. */
+__host__ __device__ static inline float ce_nll(const float *z, size_t stride, int k, int t)
+{
+    float m = z[0];
+    for (int j = 1; j < k; j++) {
+        const float v = z[(size_t)j * stride];
+        m = v > m ? v : m;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++)
+        sum += expf(z[(size_t)j * stride] - m);
+    return logf(sum) - (z[(size_t)t * stride] - m);
+}
+
+/* g[j] = c * (softmax(z)[j] - [j == t]) for the pixel's K classes. exp is computed twice
+ * rather than stored and read back: the same function of the same float, the same value. */
+__host__ __device__ static inline void ce_grad(const float *z, float *g, size_t stride, int k, int t, float c)
+{
+    float m = z[0];
+    for (int j = 1; j < k; j++) {
+        const float v = z[(size_t)j * stride];
+        m = v > m ? v : m;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++)
+        sum += expf(z[(size_t)j * stride] - m);
+    for (int j = 0; j < k; j++)
+        g[(size_t)j * stride] = c * (expf(z[(size_t)j * stride] - m) / sum - (j == t ? 1.0f : 0.0f));
+}
+
+/* BCE with logits of one pixel, t 0 or 1: max(z,0) - z*t + log(1 + exp(-|z|)). */
+__host__ __device__ static inline float bce_term(float z, int t)
+{
+    return fmaxf(z, 0.0f) - TB_MUL(z, (float)t) + log1pf(expf(-fabsf(z)));
+}
+
+/* Its gradient times the class weight and the mean's factor (cpos, cneg); 0 when ignored. */
+__host__ __device__ static inline float bce_grad(float z, int t, float cpos, float cneg)
+{
+    const float e = expf(-fabsf(z)); /* sigmoid without overflow: exp of a non-positive number */
+    const float sig = z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return t == 1 ? cpos * (sig - 1.0f) : t == 0 ? cneg * sig : 0.0f;
+}
+
+/* class_weights of a class with `count` of the image's `total` counted pixels. */
+__host__ __device__ static inline float cw_weight(unsigned long long count, unsigned long long total)
+{
+    return count ? (float)(2.0 - (double)count / (double)total) : 1.0f;
+}
+
+/* ==================================================================== device-only pieces */
+
+/* Grid-stride loops: `for (size_t i = grid_first(); i < n; i += grid_stride())`, 64-bit indices. */
+__device__ static inline size_t grid_first(void)
+{
+    return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ static inline size_t grid_stride(void)
+{
+    return (size_t)gridDim.x * blockDim.x;
+}
+
+/* Sum of v over the block in a fixed tree order (deterministic); every thread gets it.
+ * sh: TB_BLOCK elements of shared memory, free again on return. */
+template <typename T> __device__ static T block_sum(T v, T *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    const T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* The first bad label the kernels meet wins bad[0]; its finder fills in the rest. */
+__device__ static void record_bad(int32_t *bad, int n, size_t p, int t)
+{
+    if (!bad || *(volatile int32_t *)bad != 0) /* a plain read first: one atomic per bad pixel is plenty */
+        return;
+    if (atomicCAS((int *)bad, 0, 1) == 0) {
+        bad[1] = n;
+        bad[2] = (int32_t)p;
+        bad[3] = t;
+    }
+}
+
+static unsigned grid_for(size_t n)
+{
+    const size_t b = (n + TB_BLOCK - 1) / TB_BLOCK;
+    return (unsigned)(b < 1 ? 1 : b > TB_GRID_MAX ? TB_GRID_MAX : b);
+}
+
+/* ==================================================================== updates, elementwise */
+
+static __global__ void fill_kernel(float *x, size_t n, float v)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        x[i] = v;
+}
+
+cudaError_t tb_cuk_fill(cudaStream_t s, float *x, size_t n, float v)
+{
+    fill_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(x, n, v);
+    return cudaGetLastError();
+}
+
+static __global__ void sgd_kernel(float *p, const float *g, float *m, size_t n, float lr, float momentum, float wd)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride()) {
+        const float d = g[i] + TB_MUL(wd, p[i]);
+        const float mi = TB_MUL(momentum, m[i]) + d;
+        m[i] = mi;
+        p[i] = p[i] - TB_MUL(lr, mi);
+    }
+}
+
+cudaError_t tb_cuk_sgd(cudaStream_t s, float *p, const float *g, float *m, size_t n, float lr, float momentum, float wd)
+{
+    sgd_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(p, g, m, n, lr, momentum, wd);
+    return cudaGetLastError();
+}
+
+static __global__ void add_kernel(const float *a, const float *b, float *y, size_t n)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        y[i] = a[i] + b[i];
+}
+
+cudaError_t tb_cuk_add(cudaStream_t s, const float *a, const float *b, float *y, size_t n)
+{
+    add_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(a, b, y, n);
+    return cudaGetLastError();
+}
+
+/* y = x * g elementwise, g of x's shape. */
+static __global__ void mul_same_kernel(const float *x, const float *g, float *y, size_t n)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        y[i] = x[i] * g[i];
+}
+
+/* y = x * g with g (N,1,H,W): element (n, c, p) of x at (n*C + c)*hw + p takes g[n*hw + p]. */
+static __global__ void mul_bcast_kernel(const float *x, const float *g, float *y, size_t n, size_t chw, size_t hw)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride()) {
+        const size_t img = i / chw, p = i % hw;
+        y[i] = x[i] * g[img * hw + p];
+    }
+}
+
+/* Backward with g of x's shape: one pass, each dy read once before dx or dg is written
+ * (so either may share dy's memory). */
+static __global__ void mul_same_backward_kernel(const float *x, const float *g, const float *dy, float *dx, float *dg,
+                                                size_t n)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride()) {
+        const float d = dy[i];
+        if (dx)
+            dx[i] = d * g[i];
+        if (dg)
+            dg[i] = d * x[i];
+    }
+}
+
+/* Backward with g (N,1,H,W): a thread per pixel, its channels in order (mul_bcast_backward_at). */
+static __global__ void mul_bcast_backward_kernel(const float *x, const float *g, const float *dy, float *dx, float *dg,
+                                                 size_t pixels, int c, size_t hw)
+{
+    for (size_t q = grid_first(); q < pixels; q += grid_stride()) {
+        const size_t img = q / hw, at = img * (size_t)c * hw + (q - img * hw);
+        const float acc = mul_bcast_backward_at(x + at, g[q], dy + at, dx ? dx + at : NULL, c, hw);
+        if (dg)
+            dg[q] = acc;
+    }
+}
+
+cudaError_t tb_cuk_mul_forward(cudaStream_t s, const float *x, const float *g, float *y, int n, int c, int gc,
+                               size_t hw)
+{
+    const size_t total = (size_t)n * (size_t)c * hw;
+    if (gc == c)
+        mul_same_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(x, g, y, total);
+    else
+        mul_bcast_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(x, g, y, total, (size_t)c * hw, hw);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_mul_backward(cudaStream_t s, const float *x, const float *g, const float *dy, float *dx, float *dg,
+                                int n, int c, int gc, size_t hw)
+{
+    const size_t total = (size_t)n * (size_t)c * hw, pixels = (size_t)n * hw;
+    if (!dx && !dg)
+        return cudaGetLastError();
+    if (gc == c)
+        mul_same_backward_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(x, g, dy, dx, dg, total);
+    else
+        mul_bcast_backward_kernel<<<grid_for(pixels), TB_BLOCK, 0, s>>>(x, g, dy, dx, dg, pixels, c, hw);
+    return cudaGetLastError();
+}
+
+/* ---- dropout: element i (canonical NCHW index) kept when tb_uniform(..., i) >= p */
+
+static __global__ void dropout_kernel(const float *x, float *y, uint8_t *mask, size_t n, float p, float scale,
+                                      uint64_t seed, uint64_t step, uint32_t op)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride()) {
+        const uint8_t keep = tb_uniform(seed, step, op, i) >= p;
+        mask[i] = keep;
+        y[i] = x[i] * ((float)keep * scale);
+    }
+}
+
+/* Channelwise: mask[n*C + c], drawn with index n*C + c as the CPU does; every element of
+ * the plane redraws its plane's value (cheap next to the memory traffic) rather than wait
+ * for the mask. The loop covers both the maps (mask) and the elements (y), so hw = 0
+ * still writes the mask. */
+static __global__ void dropout_channel_kernel(const float *x, float *y, uint8_t *mask, size_t maps, size_t hw, float p,
+                                              float scale, uint64_t seed, uint64_t step, uint32_t op)
+{
+    const size_t total = maps * hw, count = total > maps ? total : maps;
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        if (i < maps)
+            mask[i] = tb_uniform(seed, step, op, i) >= p;
+        if (i < total) {
+            const uint8_t keep = tb_uniform(seed, step, op, i / hw) >= p;
+            y[i] = x[i] * ((float)keep * scale);
+        }
+    }
+}
+
+/* The mask of element i is mask[i / hw] channelwise, else mask[i]. */
+static __global__ void dropout_backward_kernel(const float *dy, const uint8_t *mask, float *dx, size_t n, size_t hw,
+                                               int channelwise, float scale)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        dx[i] = dy[i] * ((float)mask[channelwise ? i / hw : i] * scale);
+}
+
+cudaError_t tb_cuk_dropout_forward(cudaStream_t s, const float *x, float *y, uint8_t *mask, int n, int c, size_t hw,
+                                   float p, int channelwise, uint64_t seed, uint64_t step, uint32_t op_id)
+{
+    /* The CPU's channelwise mask index is n*C + c, the element's index in the (N,C,1,1) mask
+     * (cpu_eltwise.c: "for a channelwise mask both are n * C + c"), not (n*C + c)*H*W. */
+    const float scale = 1.0f / (1.0f - p); /* one float, as the CPU (PyTorch's scaled noise) */
+    const size_t maps = (size_t)n * (size_t)c, total = maps * hw;
+    if (channelwise) {
+        const size_t count = total > maps ? total : maps;
+        dropout_channel_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(x, y, mask, maps, hw, p, scale, seed, step, op_id);
+    } else {
+        dropout_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(x, y, mask, total, p, scale, seed, step, op_id);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_dropout_backward(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int n, int c,
+                                    size_t hw, float p, int channelwise)
+{
+    const float scale = 1.0f / (1.0f - p);
+    const size_t total = (size_t)n * (size_t)c * hw;
+    dropout_backward_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(dy, mask, dx, total, hw, channelwise, scale);
+    return cudaGetLastError();
+}
+
+/* ==================================================================== pooling and resizing */
+
+static __global__ void maxpool_forward_kernel(const float *x, float *y, size_t planes, struct tb_pool_geom g)
+{
+    const size_t per = (size_t)g.oh * (size_t)g.ow, in = (size_t)g.h * (size_t)g.w;
+    for (size_t i = grid_first(); i < planes * per; i += grid_stride()) {
+        const size_t plane = i / per;
+        const int r = (int)(i - plane * per);
+        y[i] = pool_forward_at(x + plane * in, g, r / g.ow, r % g.ow);
+    }
+}
+
+/* A gather: each input element of dx sums its own share (no atomics, deterministic). */
+static __global__ void maxpool_backward_kernel(const float *x, const float *y, const float *dy, float *dx,
+                                               size_t planes, struct tb_pool_geom g)
+{
+    const size_t per = (size_t)g.oh * (size_t)g.ow, in = (size_t)g.h * (size_t)g.w;
+    for (size_t i = grid_first(); i < planes * in; i += grid_stride()) {
+        const size_t plane = i / in;
+        const int r = (int)(i - plane * in);
+        dx[i] = pool_backward_at(x + plane * in, y + plane * per, dy + plane * per, g, r / g.w, r % g.w);
+    }
+}
+
+static struct tb_pool_geom pool_geom(int h, int w, int oh, int ow, int k, int stride, int pad)
+{
+    struct tb_pool_geom g;
+    g.h = h;
+    g.w = w;
+    g.oh = oh;
+    g.ow = ow;
+    g.k = k;
+    g.stride = stride;
+    g.pad = pad;
+    return g;
+}
+
+cudaError_t tb_cuk_maxpool_forward(cudaStream_t s, const float *x, float *y, int n, int c, int h, int w, int oh, int ow,
+                                   int k, int stride, int pad)
+{
+    const size_t planes = (size_t)n * (size_t)c;
+    maxpool_forward_kernel<<<grid_for(planes * (size_t)oh * (size_t)ow), TB_BLOCK, 0, s>>>(
+        x, y, planes, pool_geom(h, w, oh, ow, k, stride, pad));
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_maxpool_backward(cudaStream_t s, const float *x, const float *y, const float *dy, float *dx, int n,
+                                    int c, int h, int w, int oh, int ow, int k, int stride, int pad)
+{
+    const size_t planes = (size_t)n * (size_t)c;
+    maxpool_backward_kernel<<<grid_for(planes * (size_t)h * (size_t)w), TB_BLOCK, 0, s>>>(
+        x, y, dy, dx, planes, pool_geom(h, w, oh, ow, k, stride, pad));
+    return cudaGetLastError();
+}
+
+/* Global average pooling: the mean in double, as the CPU, in a fixed order per size. Small
+ * planes take a warp each, large ones a block each. */
+static __global__ void avgpool_warp_kernel(const float *x, float *y, size_t nc, size_t hw)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    const size_t warps = (size_t)gridDim.x * (blockDim.x / 32u);
+    /* plane is the same for the 32 lanes of a warp, so the shuffles see a whole warp */
+    for (size_t plane = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32u; plane < nc; plane += warps) {
+        const float *xp = x + plane * hw;
+        double acc = 0.0;
+        for (size_t p = lane; p < hw; p += 32)
+            acc += (double)xp[p];
+        for (int off = 16; off > 0; off >>= 1)
+            acc += __shfl_down_sync(0xffffffffu, acc, off);
+        if (lane == 0)
+            y[plane] = (float)(acc / (double)hw);
+    }
+}
+
+static __global__ void avgpool_block_kernel(const float *x, float *y, size_t nc, size_t hw)
+{
+    __shared__ double sh[TB_BLOCK];
+    for (size_t plane = blockIdx.x; plane < nc; plane += gridDim.x) {
+        const float *xp = x + plane * hw;
+        double acc = 0.0;
+        for (size_t p = threadIdx.x; p < hw; p += blockDim.x)
+            acc += (double)xp[p];
+        acc = block_sum(acc, sh);
+        if (threadIdx.x == 0)
+            y[plane] = (float)(acc / (double)hw);
+    }
+}
+
+/* dx = dy / (H*W), divided as PyTorch's grad / (H*W) rather than multiplied by a rounded 1/(H*W). */
+static __global__ void avgpool_backward_kernel(const float *dy, float *dx, size_t n, size_t hw, float area)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        dx[i] = dy[i / hw] / area;
+}
+
+cudaError_t tb_cuk_avgpool_forward(cudaStream_t s, const float *x, float *y, size_t nc, size_t hw)
+{
+    if (hw >= TB_AVG_BLOCK_HW) {
+        const unsigned blocks = (unsigned)(nc < 1 ? 1 : nc > TB_GRID_MAX ? TB_GRID_MAX : nc);
+        avgpool_block_kernel<<<blocks, TB_BLOCK, 0, s>>>(x, y, nc, hw);
+    } else {
+        avgpool_warp_kernel<<<grid_for(nc * 32), TB_BLOCK, 0, s>>>(x, y, nc, hw);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_avgpool_backward(cudaStream_t s, const float *dy, float *dx, size_t nc, size_t hw)
+{
+    avgpool_backward_kernel<<<grid_for(nc * hw), TB_BLOCK, 0, s>>>(dy, dx, nc * hw, hw, (float)hw);
+    return cudaGetLastError();
+}
+
+static __global__ void resize_forward_kernel(const float *x, float *y, size_t planes, struct tb_resize_geom g)
+{
+    const size_t per = (size_t)g.oh * (size_t)g.ow, in = (size_t)g.h * (size_t)g.w;
+    for (size_t i = grid_first(); i < planes * per; i += grid_stride()) {
+        const size_t plane = i / per;
+        const int r = (int)(i - plane * per);
+        y[i] = resize_forward_at(x + plane * in, g, r / g.ow, r % g.ow);
+    }
+}
+
+/* A gather (resize_backward_at): no atomics, the same sum in the same order every run. */
+static __global__ void resize_backward_kernel(const float *dy, float *dx, size_t planes, struct tb_resize_geom g)
+{
+    const size_t per = (size_t)g.oh * (size_t)g.ow, in = (size_t)g.h * (size_t)g.w;
+    for (size_t i = grid_first(); i < planes * in; i += grid_stride()) {
+        const size_t plane = i / in;
+        const int r = (int)(i - plane * in);
+        dx[i] = resize_backward_at(dy + plane * per, g, r / g.w, r % g.w);
+    }
+}
+
+cudaError_t tb_cuk_resize_forward(cudaStream_t s, const float *x, float *y, size_t nc, int h, int w, int oh, int ow,
+                                  int align_corners)
+{
+    resize_forward_kernel<<<grid_for(nc * (size_t)oh * (size_t)ow), TB_BLOCK, 0, s>>>(
+        x, y, nc, resize_geom(h, w, oh, ow, align_corners));
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_resize_backward(cudaStream_t s, const float *dy, float *dx, size_t nc, int h, int w, int oh, int ow,
+                                   int align_corners)
+{
+    resize_backward_kernel<<<grid_for(nc * (size_t)h * (size_t)w), TB_BLOCK, 0, s>>>(
+        dy, dx, nc, resize_geom(h, w, oh, ow, align_corners));
+    return cudaGetLastError();
+}
+
+/* ==================================================================== losses and labels
+ *
+ * The per-pixel reductions run on a (parts, N) grid: block (b, n) sums pixels b*TB_BLOCK +
+ * thread, stepping parts*TB_BLOCK, of image n into partial n*parts + b; one block then adds
+ * the partials in order. `parts` depends on the sizes only, so a run repeats its sums
+ * exactly. */
+
+/* Blocks per image: about TB_LOSS_PARTS in all, none idle on small images. */
+static int loss_parts(int n, size_t hw)
+{
+    size_t b = (hw + TB_BLOCK - 1) / TB_BLOCK, cap = n > 0 ? TB_LOSS_PARTS / (size_t)n : TB_LOSS_PARTS;
+    if (cap < 1)
+        cap = 1;
+    if (b > cap)
+        b = cap;
+    return b < 1 ? 1 : (int)b;
+}
+
+static dim3 loss_grid(int n, int parts)
+{
+    return dim3((unsigned)parts, (unsigned)(n < 1 ? 1 : n > 65535 ? 65535 : n));
+}
+
+/* Scratch, each piece 256-byte aligned: two arrays of N*parts 8-byte partials, N + 4 8-byte
+ * values (per-image scales; BCE's two class weights), and N*256 class counts. */
+struct loss_scratch {
+    double *a, *b, *small;
+    unsigned long long *counts;
+};
+
+static size_t round256(size_t bytes)
+{
+    return (bytes + 255) & ~(size_t)255;
+}
+
+static size_t loss_layout(int n, size_t hw, void *base, struct loss_scratch *ls)
+{
+    const size_t nn = n > 0 ? (size_t)n : 0, parts = nn * (size_t)loss_parts(n, hw);
+    const size_t sa = round256(parts * sizeof(double)), ss = round256((nn + 4) * sizeof(double));
+    const size_t sc = round256(nn * TB_LABELS * sizeof(unsigned long long));
+    if (ls) {
+        char *p = (char *)base;
+        ls->a = (double *)p;
+        ls->b = (double *)(p + sa);
+        ls->small = (double *)(p + 2 * sa);
+        ls->counts = (unsigned long long *)(p + 2 * sa + ss);
+    }
+    return 2 * sa + ss + sc;
+}
+
+size_t tb_cuk_loss_scratch_bytes(int n, int k, size_t hw)
+{
+    (void)k; /* class counts are per label value (256), whatever K */
+    return loss_layout(n, hw, NULL, NULL);
+}
+
+/* ---- softmax cross-entropy */
+
+/* Partials of sum w * nll (when logits) and sum w over the counted pixels; bad labels are
+ * recorded (when bad) and count as ignored. */
+static __global__ void ce_partials_kernel(const float *logits, const uint8_t *labels, const float *weights, int n,
+                                          int k, size_t hw, int ignore, int parts, double *part_loss, double *part_w,
+                                          int32_t *bad)
+{
+    __shared__ double sh[TB_BLOCK];
+    for (int img = blockIdx.y; img < n; img += gridDim.y)
+        for (int b = blockIdx.x; b < parts; b += gridDim.x) {
+            const uint8_t *lab = labels + (size_t)img * hw;
+            const float *z = logits ? logits + (size_t)img * (size_t)k * hw : NULL;
+            double l = 0.0, wsum = 0.0;
+            for (size_t p = (size_t)b * blockDim.x + threadIdx.x; p < hw; p += (size_t)parts * blockDim.x) {
+                const int t = lab[p];
+                if (t == ignore)
+                    continue;
+                if (t >= k) {
+                    record_bad(bad, img, p, t);
+                    continue;
+                }
+                const float w = weights ? weights[(size_t)img * (size_t)k + (size_t)t] : 1.0f;
+                wsum += (double)w;
+                if (z)
+                    l += (double)(w * ce_nll(z + p, hw, k, t));
+            }
+            wsum = block_sum(wsum, sh);
+            if (part_loss)
+                l = block_sum(l, sh);
+            if (threadIdx.x == 0) {
+                const size_t at = (size_t)img * (size_t)parts + (size_t)b;
+                part_w[at] = wsum;
+                if (part_loss)
+                    part_loss[at] = l;
+            }
+        }
+}
+
+/* Image n's sum of partials (all threads get it). */
+__device__ static double image_sum(const double *part, int img, int parts, double *sh)
+{
+    const double *p = part + (size_t)img * (size_t)parts;
+    double acc = 0.0;
+    for (int j = threadIdx.x; j < parts; j += blockDim.x)
+        acc += p[j];
+    return block_sum(acc, sh);
+}
+
+/* One block: the loss from the partials, as cpu_loss.c's ce_forward. */
+static __global__ void ce_loss_kernel(const double *part_loss, const double *part_w, int n, int parts, int per_image,
+                                      float *loss)
+{
+    __shared__ double sh[TB_BLOCK];
+    double total = 0.0, all_l = 0.0, all_w = 0.0;
+    for (int img = 0; img < n; img++) {
+        const double l = image_sum(part_loss, img, parts, sh), w = image_sum(part_w, img, parts, sh);
+        if (per_image) {
+            if (w > 0.0) /* an image with no counted pixel adds 0 */
+                total += l / w;
+        } else {
+            all_l += l;
+            all_w += w;
+        }
+    }
+    if (threadIdx.x == 0) {
+        if (!per_image)
+            total = all_w > 0.0 ? all_l / all_w : 0.0;
+        loss[0] = (float)total;
+    }
+}
+
+/* One block: scale[n] = dloss / (image n's weight, or the batch's), 0 for a zero weight. */
+static __global__ void ce_scale_kernel(const double *part_w, int n, int parts, int per_image, const float *dloss,
+                                       double *scale)
+{
+    __shared__ double sh[TB_BLOCK];
+    double all = 0.0;
+    for (int img = 0; img < n; img++) {
+        const double w = image_sum(part_w, img, parts, sh);
+        all += w;
+        if (threadIdx.x == 0)
+            scale[img] = w;
+    }
+    __syncthreads(); /* thread 0's image weights, visible to the block */
+    const double dl = (double)dloss[0];
+    for (int img = threadIdx.x; img < n; img += blockDim.x) {
+        const double denom = per_image ? scale[img] : all;
+        scale[img] = denom > 0.0 ? dl / denom : 0.0;
+    }
+}
+
+static __global__ void ce_grad_kernel(const float *logits, const uint8_t *labels, const float *weights,
+                                      const double *scale, float *dz, int n, int k, size_t hw, int ignore)
+{
+    for (size_t q = grid_first(); q < (size_t)n * hw; q += grid_stride()) {
+        const size_t img = q / hw, at = img * (size_t)k * hw + (q - img * hw);
+        const int t = labels[q];
+        if (t == ignore || t >= k) { /* ignored, or bad (already reported by forward) */
+            for (int j = 0; j < k; j++)
+                dz[at + (size_t)j * hw] = 0.0f;
+            continue;
+        }
+        const float w = weights ? weights[img * (size_t)k + (size_t)t] : 1.0f;
+        ce_grad(logits + at, dz + at, hw, k, t, (float)(scale[img] * (double)w));
+    }
+}
+
+cudaError_t tb_cuk_softmax_ce_forward(cudaStream_t s, const float *logits, const uint8_t *labels, const float *weights,
+                                      float *loss, int n, int k, size_t hw, int ignore_label, int per_image,
+                                      void *scratch, int32_t *bad)
+{
+    struct loss_scratch ls;
+    loss_layout(n, hw, scratch, &ls);
+    const int parts = loss_parts(n, hw);
+    ce_partials_kernel<<<loss_grid(n, parts), TB_BLOCK, 0, s>>>(logits, labels, weights, n, k, hw, ignore_label, parts,
+                                                                ls.a, ls.b, bad);
+    ce_loss_kernel<<<1, TB_BLOCK, 0, s>>>(ls.a, ls.b, n, parts, per_image, loss);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_softmax_ce_backward(cudaStream_t s, const float *logits, const uint8_t *labels, const float *weights,
+                                       const float *dloss, float *dlogits, int n, int k, size_t hw, int ignore_label,
+                                       int per_image, void *scratch)
+{
+    struct loss_scratch ls;
+    loss_layout(n, hw, scratch, &ls);
+    const int parts = loss_parts(n, hw);
+    /* the denominators again (labels and weights only) */
+    ce_partials_kernel<<<loss_grid(n, parts), TB_BLOCK, 0, s>>>(NULL, labels, weights, n, k, hw, ignore_label, parts,
+                                                                NULL, ls.b, NULL);
+    ce_scale_kernel<<<1, TB_BLOCK, 0, s>>>(ls.b, n, parts, per_image, dloss, ls.small);
+    ce_grad_kernel<<<grid_for((size_t)n * hw), TB_BLOCK, 0, s>>>(logits, labels, weights, ls.small, dlogits, n, k, hw,
+                                                                 ignore_label);
+    return cudaGetLastError();
+}
+
+/* ---- class-balanced BCE with logits */
+
+/* Partial counts of positives (t == 1) and negatives (t == 0). */
+static __global__ void bce_count_kernel(const uint8_t *t, int n, size_t hw, int parts, unsigned long long *pos,
+                                        unsigned long long *neg)
+{
+    __shared__ unsigned long long sh[TB_BLOCK];
+    for (int img = blockIdx.y; img < n; img += gridDim.y)
+        for (int b = blockIdx.x; b < parts; b += gridDim.x) {
+            const uint8_t *tp = t + (size_t)img * hw;
+            unsigned long long np = 0, nq = 0;
+            for (size_t p = (size_t)b * blockDim.x + threadIdx.x; p < hw; p += (size_t)parts * blockDim.x) {
+                np += tp[p] == 1;
+                nq += tp[p] == 0;
+            }
+            np = block_sum(np, sh);
+            nq = block_sum(nq, sh);
+            if (threadIdx.x == 0) {
+                pos[(size_t)img * (size_t)parts + (size_t)b] = np;
+                neg[(size_t)img * (size_t)parts + (size_t)b] = nq;
+            }
+        }
+}
+
+/* One block: w[0] = Q/(P+Q) for a positive, w[1] = P/(P+Q) for a negative (0 without any). */
+static __global__ void bce_weights_kernel(const unsigned long long *pos, const unsigned long long *neg, size_t count,
+                                          float *w)
+{
+    __shared__ unsigned long long sh[TB_BLOCK];
+    unsigned long long np = 0, nq = 0;
+    for (size_t j = threadIdx.x; j < count; j += blockDim.x) {
+        np += pos[j];
+        nq += neg[j];
+    }
+    np = block_sum(np, sh);
+    nq = block_sum(nq, sh);
+    if (threadIdx.x == 0) {
+        const unsigned long long all = np + nq;
+        w[0] = all ? (float)((double)nq / (double)all) : 0.0f;
+        w[1] = all ? (float)((double)np / (double)all) : 0.0f;
+    }
+}
+
+static __global__ void bce_partials_kernel(const float *z, const uint8_t *t, const float *cw, int n, size_t hw,
+                                           int parts, double *part)
+{
+    __shared__ double sh[TB_BLOCK];
+    const float wpos = cw[0], wneg = cw[1];
+    for (int img = blockIdx.y; img < n; img += gridDim.y)
+        for (int b = blockIdx.x; b < parts; b += gridDim.x) {
+            const size_t base = (size_t)img * hw;
+            double acc = 0.0;
+            for (size_t p = (size_t)b * blockDim.x + threadIdx.x; p < hw; p += (size_t)parts * blockDim.x) {
+                const int ti = t[base + p];
+                const float w = ti == 1 ? wpos : ti == 0 ? wneg : 0.0f;
+                if (w == 0.0f)
+                    continue;
+                acc += (double)(w * bce_term(z[base + p], ti));
+            }
+            acc = block_sum(acc, sh);
+            if (threadIdx.x == 0)
+                part[(size_t)img * (size_t)parts + (size_t)b] = acc;
+        }
+}
+
+/* One block: the mean over all N*H*W pixels. */
+static __global__ void bce_loss_kernel(const double *part, size_t count, size_t pixels, float *loss)
+{
+    __shared__ double sh[TB_BLOCK];
+    double acc = 0.0;
+    for (size_t j = threadIdx.x; j < count; j += blockDim.x)
+        acc += part[j];
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0)
+        loss[0] = (float)(acc / (double)pixels);
+}
+
+static __global__ void bce_grad_kernel(const float *z, const uint8_t *t, const float *cw, const float *dloss, float *dz,
+                                       size_t pixels)
+{
+    /* d/dz of w * BCE is w * (sigmoid(z) - t), and the mean divides by N*H*W */
+    const double base = (double)dloss[0] / (double)pixels;
+    const float cpos = (float)(base * (double)cw[0]), cneg = (float)(base * (double)cw[1]);
+    for (size_t i = grid_first(); i < pixels; i += grid_stride())
+        dz[i] = bce_grad(z[i], t[i], cpos, cneg);
+}
+
+/* Counts and class weights into ls.small (two floats); returns the partials' count. */
+static size_t bce_class_weights(cudaStream_t s, const uint8_t *t, int n, size_t hw, const struct loss_scratch *ls)
+{
+    const int parts = loss_parts(n, hw);
+    unsigned long long *pos = (unsigned long long *)ls->a, *neg = (unsigned long long *)ls->b;
+    bce_count_kernel<<<loss_grid(n, parts), TB_BLOCK, 0, s>>>(t, n, hw, parts, pos, neg);
+    const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)parts;
+    bce_weights_kernel<<<1, TB_BLOCK, 0, s>>>(pos, neg, count, (float *)ls->small);
+    return count;
+}
+
+cudaError_t tb_cuk_bce_forward(cudaStream_t s, const float *logits, const uint8_t *targets, float *loss, int n,
+                               size_t hw, void *scratch)
+{
+    struct loss_scratch ls;
+    loss_layout(n, hw, scratch, &ls);
+    const int parts = loss_parts(n, hw);
+    const size_t count = bce_class_weights(s, targets, n, hw, &ls);
+    /* ls.a held the positive counts, consumed by bce_weights_kernel before this runs */
+    bce_partials_kernel<<<loss_grid(n, parts), TB_BLOCK, 0, s>>>(logits, targets, (const float *)ls.small, n, hw, parts,
+                                                                 ls.a);
+    bce_loss_kernel<<<1, TB_BLOCK, 0, s>>>(ls.a, count, (size_t)(n > 0 ? n : 0) * hw, loss);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_bce_backward(cudaStream_t s, const float *logits, const uint8_t *targets, const float *dloss,
+                                float *dlogits, int n, size_t hw, void *scratch)
+{
+    struct loss_scratch ls;
+    loss_layout(n, hw, scratch, &ls);
+    bce_class_weights(s, targets, n, hw, &ls);
+    const size_t pixels = (size_t)(n > 0 ? n : 0) * hw;
+    bce_grad_kernel<<<grid_for(pixels), TB_BLOCK, 0, s>>>(logits, targets, (const float *)ls.small, dloss, dlogits,
+                                                          pixels);
+    return cudaGetLastError();
+}
+
+/* ---- class weights, mask labels */
+
+static __global__ void zero_u64_kernel(unsigned long long *x, size_t n)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        x[i] = 0;
+}
+
+/* counts[n*256 + t] += image n's pixels labelled t (t < K, not ignored): a shared
+ * histogram per block, then integer atomics (exact in any order). */
+static __global__ void cw_count_kernel(const uint8_t *labels, int n, int k, size_t hw, int ignore, int parts,
+                                       unsigned long long *counts, int32_t *bad)
+{
+    __shared__ unsigned long long hist[TB_LABELS];
+    for (int img = blockIdx.y; img < n; img += gridDim.y)
+        for (int b = blockIdx.x; b < parts; b += gridDim.x) {
+            for (int j = threadIdx.x; j < TB_LABELS; j += blockDim.x)
+                hist[j] = 0;
+            __syncthreads();
+            const uint8_t *lab = labels + (size_t)img * hw;
+            for (size_t p = (size_t)b * blockDim.x + threadIdx.x; p < hw; p += (size_t)parts * blockDim.x) {
+                const int t = lab[p];
+                if (t == ignore)
+                    continue;
+                if (t >= k) {
+                    record_bad(bad, img, p, t);
+                    continue;
+                }
+                atomicAdd(&hist[t], 1ull);
+            }
+            __syncthreads();
+            for (int j = threadIdx.x; j < TB_LABELS; j += blockDim.x)
+                if (hist[j])
+                    atomicAdd(&counts[(size_t)img * TB_LABELS + (size_t)j], hist[j]);
+            __syncthreads(); /* before the next image's zeroing */
+        }
+}
+
+static __global__ void cw_weights_kernel(const unsigned long long *counts, float *weights, size_t count, int k)
+{
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        const size_t img = i / (size_t)k, j = i - img * (size_t)k;
+        const unsigned long long *c = counts + img * TB_LABELS;
+        unsigned long long total = 0;
+        for (int v = 0; v < TB_LABELS; v++)
+            total += c[v];
+        weights[i] = cw_weight(j < TB_LABELS ? c[j] : 0, total); /* classes >= 256 never occur */
+    }
+}
+
+cudaError_t tb_cuk_class_weights(cudaStream_t s, const uint8_t *labels, float *weights, int n, int k, size_t hw,
+                                 int ignore_label, void *scratch, int32_t *bad)
+{
+    struct loss_scratch ls;
+    loss_layout(n, hw, scratch, &ls);
+    const int parts = loss_parts(n, hw);
+    const size_t nn = (size_t)(n > 0 ? n : 0), ncounts = nn * TB_LABELS, nweights = nn * (size_t)(k > 0 ? k : 0);
+    zero_u64_kernel<<<grid_for(ncounts), TB_BLOCK, 0, s>>>(ls.counts, ncounts);
+    cw_count_kernel<<<loss_grid(n, parts), TB_BLOCK, 0, s>>>(labels, n, k, hw, ignore_label, parts, ls.counts, bad);
+    cw_weights_kernel<<<grid_for(nweights), TB_BLOCK, 0, s>>>(ls.counts, weights, nweights, k);
+    return cudaGetLastError();
+}
+
+static __global__ void mask_labels_kernel(const uint8_t *labels, const float *x, uint8_t *out, size_t n,
+                                          float threshold, uint8_t ignore)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        out[i] = x[i] > threshold ? labels[i] : ignore;
+}
+
+cudaError_t tb_cuk_mask_labels(cudaStream_t s, const uint8_t *labels, const float *x, uint8_t *out, size_t count,
+                               float threshold, int ignore_label)
+{
+    mask_labels_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(labels, x, out, count, threshold, (uint8_t)ignore_label);
+    return cudaGetLastError();
+}

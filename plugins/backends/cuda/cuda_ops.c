@@ -1,0 +1,591 @@
+/* backends/cuda/cuda_ops.c: routes each op kind to its row, wraps every op in an NVTX
+ * range, and drives the kernels of cuda_kernels.cu for the ops cuDNN does not compute:
+ * pooling, resize, concat, add, mul, dropout, the losses and the label ops.
+ *
+ * Max pooling is ours rather than cuDNN's because the contract says which of tied maxima
+ * takes the gradient (the first, in row-major window order) and cuDNN does not; after a
+ * ReLU, ties at 0 are the rule. Concat is one strided 2-d copy per input (each image's
+ * channels are contiguous in NCHW). */
+#include <stdlib.h>
+
+#include "cuda_internal.h"
+#include "cuda_kernels.h"
+
+#define COMPUTE(cuda) ((cuda)->stream[TB_STREAM_COMPUTE])
+
+static size_t hw_of(struct tb_shape s)
+{
+    return (size_t)s.h * (size_t)s.w;
+}
+
+/* ------------------------------------------------------------------ pooling, resize */
+
+static int maxpool_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
+    const struct tb_pool_params *p = &op->p.pool;
+    if (op->nin != 1 || op->nout != 1 || p->k < 1 || p->stride < 1 || p->pad < 0 || 2 * p->pad >= p->k + 1 ||
+        y.n != x.n || y.c != x.c || y.h != (x.h + 2 * p->pad - p->k) / p->stride + 1 ||
+        y.w != (x.w + 2 * p->pad - p->k) / p->stride + 1)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (maxpool): kernel %d, stride %d, pad %d do not take (%d,%d,%d,%d) "
+                          "to (%d,%d,%d,%d)",
+                          op->id, p->k, p->stride, p->pad, x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w);
+    return TB_OK;
+}
+
+static int maxpool_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
+    const struct tb_pool_params *p = &op->p.pool;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_maxpool_forward(COMPUTE(cuda), in[0].data, out[0].data, x.n, x.c, x.h, x.w, y.h, y.w, p->k,
+                                       p->stride, p->pad));
+    return TB_OK;
+}
+
+static int maxpool_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                            struct tb_err *err)
+{
+    (void)state;
+    if (!din[0].data)
+        return TB_OK;
+    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
+    const struct tb_pool_params *p = &op->p.pool;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_maxpool_backward(COMPUTE(cuda), in[0].data, out[0].data, dout[0].data, din[0].data, x.n, x.c,
+                                        x.h, x.w, y.h, y.w, p->k, p->stride, p->pad));
+    return TB_OK;
+}
+
+static int avgpool_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape x = op->in[0].shape;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_avgpool_forward(COMPUTE(cuda), in[0].data, out[0].data, (size_t)x.n * (size_t)x.c, hw_of(x)));
+    return TB_OK;
+}
+
+static int avgpool_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                            struct tb_err *err)
+{
+    (void)state;
+    (void)in;
+    (void)out;
+    if (!din[0].data)
+        return TB_OK;
+    const struct tb_shape x = op->in[0].shape;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_avgpool_backward(COMPUTE(cuda), dout[0].data, din[0].data, (size_t)x.n * (size_t)x.c, hw_of(x)));
+    return TB_OK;
+}
+
+static int resize_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                          const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_resize_forward(COMPUTE(cuda), in[0].data, out[0].data, (size_t)x.n * (size_t)x.c, x.h, x.w, y.h,
+                                      y.w, op->p.resize.align_corners));
+    return TB_OK;
+}
+
+static int resize_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                           const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                           struct tb_err *err)
+{
+    (void)state;
+    (void)in;
+    (void)out;
+    if (!din[0].data)
+        return TB_OK;
+    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_resize_backward(COMPUTE(cuda), dout[0].data, din[0].data, (size_t)x.n * (size_t)x.c, x.h, x.w,
+                                       y.h, y.w, op->p.resize.align_corners));
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ concat, add, mul */
+
+static int concat_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_shape y = op->out[0].shape;
+    int32_t c = 0;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        const struct tb_shape x = op->in[i].shape;
+        if (op->in[i].dtype != op->out[0].dtype || x.n != y.n || x.h != y.h || x.w != y.w)
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "op %u (concat): input %u differs from the output in type, N, H "
+                              "or W",
+                              op->id, i);
+        c += x.c;
+    }
+    if (op->nin < 2 || op->nout != 1 || c != y.c)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (concat): %u inputs of %d channels in all, output of %d", op->id,
+                          op->nin, c, y.c);
+    return TB_OK;
+}
+
+/* Input i's channels sit at channel offset `off` of every image of the output. */
+static int concat_copy(struct tb_cuda *cuda, const struct tb_op *op, uint32_t i, size_t off, void *y, void *x,
+                       bool to_y, struct tb_err *err)
+{
+    const struct tb_shape ys = op->out[0].shape, xs = op->in[i].shape;
+    const size_t es = tb_dtype_size(op->out[0].dtype), plane = hw_of(ys) * es;
+    const size_t ypitch = (size_t)ys.c * plane, xpitch = (size_t)xs.c * plane;
+    char *yp = (char *)y + off * plane;
+    if (to_y)
+        TB_CUDA_TRY(
+            err, op,
+            cudaMemcpy2DAsync(yp, ypitch, x, xpitch, xpitch, (size_t)ys.n, cudaMemcpyDeviceToDevice, COMPUTE(cuda)));
+    else
+        TB_CUDA_TRY(
+            err, op,
+            cudaMemcpy2DAsync(x, xpitch, yp, ypitch, xpitch, (size_t)ys.n, cudaMemcpyDeviceToDevice, COMPUTE(cuda)));
+    return TB_OK;
+}
+
+static int concat_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                          const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    size_t off = 0;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        int rc = concat_copy(cuda, op, i, off, out[0].data, in[i].data, true, err);
+        if (rc)
+            return rc;
+        off += (size_t)op->in[i].shape.c;
+    }
+    return TB_OK;
+}
+
+static int concat_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                           const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                           struct tb_err *err)
+{
+    (void)state;
+    (void)in;
+    (void)out;
+    size_t off = 0;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        if (din[i].data) {
+            int rc = concat_copy(cuda, op, i, off, dout[0].data, din[i].data, false, err);
+            if (rc)
+                return rc;
+        }
+        off += (size_t)op->in[i].shape.c;
+    }
+    return TB_OK;
+}
+
+static int add_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    if (!tb_shape_eq(op->in[0].shape, op->in[1].shape) || !tb_shape_eq(op->in[0].shape, op->out[0].shape))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (add): inputs and output differ in shape", op->id);
+    TB_CUDA_TRY(err, op,
+                tb_cuk_add(COMPUTE(cuda), in[0].data, in[1].data, out[0].data, tb_shape_elems(op->out[0].shape)));
+    return TB_OK;
+}
+
+static int add_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    (void)state;
+    (void)in;
+    (void)out;
+    const size_t bytes = tb_shape_elems(op->out[0].shape) * sizeof(float);
+    for (int i = 0; i < 2; i++)
+        if (din[i].data)
+            TB_CUDA_TRY(err, op,
+                        cudaMemcpyAsync(din[i].data, dout[0].data, bytes, cudaMemcpyDeviceToDevice, COMPUTE(cuda)));
+    return TB_OK;
+}
+
+static int mul_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_shape x = op->in[0].shape, g = op->in[1].shape;
+    if (op->nin != 2 || op->nout != 1 || g.n != x.n || g.h != x.h || g.w != x.w || (g.c != x.c && g.c != 1) ||
+        !tb_shape_eq(x, op->out[0].shape))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (mul): g must be (N,C,H,W) or (N,1,H,W) of x's (%d,%d,%d,%d)",
+                          op->id, x.n, x.c, x.h, x.w);
+    return TB_OK;
+}
+
+static int mul_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape x = op->in[0].shape;
+    TB_CUDA_TRY(
+        err, op,
+        tb_cuk_mul_forward(COMPUTE(cuda), in[0].data, in[1].data, out[0].data, x.n, x.c, op->in[1].shape.c, hw_of(x)));
+    return TB_OK;
+}
+
+static int mul_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    (void)state;
+    (void)out;
+    if (!din[0].data && !din[1].data)
+        return TB_OK;
+    const struct tb_shape x = op->in[0].shape;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_mul_backward(COMPUTE(cuda), in[0].data, in[1].data, dout[0].data, din[0].data, din[1].data, x.n,
+                                    x.c, op->in[1].shape.c, hw_of(x)));
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ dropout */
+
+static int dropout_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_dropout_params *p = &op->p.dropout;
+    if (op->nin != 1 || op->nout != 2 || !(p->p >= 0.0f && p->p < 1.0f) || op->out[1].dtype != TB_U8)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (dropout): p %g must be in [0, 1), with a u8 mask", op->id,
+                          (double)p->p);
+    return TB_OK;
+}
+
+static int dropout_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_dropout_params *p = &op->p.dropout;
+    if (!p->training) {
+        TB_CUDA_TRY(err, op,
+                    cudaMemcpyAsync(out[0].data, in[0].data, tb_shape_elems(x) * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, COMPUTE(cuda)));
+        return TB_OK;
+    }
+    TB_CUDA_TRY(err, op,
+                tb_cuk_dropout_forward(COMPUTE(cuda), in[0].data, out[0].data, out[1].data, x.n, x.c, hw_of(x), p->p,
+                                       p->channelwise, p->seed, step, op->id));
+    return TB_OK;
+}
+
+static int dropout_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                            struct tb_err *err)
+{
+    (void)state;
+    (void)in;
+    if (!din[0].data)
+        return TB_OK;
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_dropout_params *p = &op->p.dropout;
+    if (!p->training) {
+        TB_CUDA_TRY(err, op,
+                    cudaMemcpyAsync(din[0].data, dout[0].data, tb_shape_elems(x) * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, COMPUTE(cuda)));
+        return TB_OK;
+    }
+    TB_CUDA_TRY(err, op,
+                tb_cuk_dropout_backward(COMPUTE(cuda), dout[0].data, out[1].data, din[0].data, x.n, x.c, hw_of(x), p->p,
+                                        p->channelwise));
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ losses, labels */
+
+static int loss_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_shape x = op->in[0].shape, l = op->in[1].shape;
+    const bool ce = op->kind == TB_OP_SOFTMAX_CE;
+    const char *name = ce ? "softmax_ce" : "bce_logits";
+    const uint32_t nin = ce && op->p.ce.weighted ? 3 : 2;
+    if (op->nin != nin || op->nout != 1 || op->in[0].dtype != TB_F32 || op->in[1].dtype != TB_U8 || x.c < 1 ||
+        (!ce && x.c != 1) || !tb_shape_eq(l, (struct tb_shape){ x.n, 1, x.h, x.w }))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): logits f32 (N,%s,H,W) and labels u8 (N,1,H,W)%s", op->id,
+                          name, ce ? "K" : "1", ce && op->p.ce.weighted ? " and weights (N,K,1,1)" : "");
+    if (nin == 3 && !tb_shape_eq(op->in[2].shape, (struct tb_shape){ x.n, x.c, 1, 1 }))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): weights must be f32 (N,K,1,1)", op->id, name);
+    if (op->out[0].dtype != TB_F32 || tb_shape_elems(op->out[0].shape) != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): the loss must be f32 (1,1,1,1)", op->id, name);
+    return TB_OK;
+}
+
+static void *loss_scratch(struct tb_cuda *cuda, const struct tb_op *op, struct tb_err *err)
+{
+    const struct tb_shape x = op->in[0].shape;
+    return tb_cuda_scratch(cuda, tb_cuk_loss_scratch_bytes(x.n, x.c, hw_of(x)), err);
+}
+
+static int ce_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                      const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_ce_params *p = &op->p.ce;
+    void *scratch = loss_scratch(cuda, op, err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    int rc = tb_cuda_label_check_begin(cuda, op, x.c, x.w, p->ignore_label, err);
+    if (rc)
+        return rc;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_softmax_ce_forward(COMPUTE(cuda), in[0].data, in[1].data, p->weighted ? in[2].data : NULL,
+                                          out[0].data, x.n, x.c, hw_of(x), p->ignore_label, p->per_image, scratch,
+                                          cuda->bad_dev));
+    return tb_cuda_label_check_end(cuda, op, err);
+}
+
+static int ce_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                       const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                       struct tb_err *err)
+{
+    (void)state;
+    (void)out;
+    /* A bad label found in forward fails the step here, before its gradients are used. */
+    int rc = tb_cuda_label_check(cuda, true, err);
+    if (rc || !din[0].data)
+        return rc;
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_ce_params *p = &op->p.ce;
+    void *scratch = loss_scratch(cuda, op, err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_softmax_ce_backward(COMPUTE(cuda), in[0].data, in[1].data, p->weighted ? in[2].data : NULL,
+                                           dout[0].data, din[0].data, x.n, x.c, hw_of(x), p->ignore_label, p->per_image,
+                                           scratch));
+    return TB_OK;
+}
+
+static int bce_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape x = op->in[0].shape;
+    void *scratch = loss_scratch(cuda, op, err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_bce_forward(COMPUTE(cuda), in[0].data, in[1].data, out[0].data, x.n, hw_of(x), scratch));
+    return TB_OK;
+}
+
+static int bce_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    (void)state;
+    (void)out;
+    if (!din[0].data)
+        return TB_OK;
+    const struct tb_shape x = op->in[0].shape;
+    void *scratch = loss_scratch(cuda, op, err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    TB_CUDA_TRY(
+        err, op,
+        tb_cuk_bce_backward(COMPUTE(cuda), in[0].data, in[1].data, dout[0].data, din[0].data, x.n, hw_of(x), scratch));
+    return TB_OK;
+}
+
+static int class_weights_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_shape l = op->in[0].shape, w = op->out[0].shape;
+    if (op->nin != 1 || op->nout != 1 || op->in[0].dtype != TB_U8 || l.c != 1 || op->out[0].dtype != TB_F32 ||
+        w.n != l.n || w.c < 1 || w.h != 1 || w.w != 1)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (class_weights): labels u8 (N,1,H,W) to weights f32 (N,K,1,1)",
+                          op->id);
+    return TB_OK;
+}
+
+static int class_weights_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                                 const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    const struct tb_shape l = op->in[0].shape;
+    const int K = op->out[0].shape.c;
+    void *scratch = tb_cuda_scratch(cuda, tb_cuk_loss_scratch_bytes(l.n, K, hw_of(l)), err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    int rc = tb_cuda_label_check_begin(cuda, op, K, l.w, op->p.label.ignore_label, err);
+    if (rc)
+        return rc;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_class_weights(COMPUTE(cuda), in[0].data, out[0].data, l.n, K, hw_of(l), op->p.label.ignore_label,
+                                     scratch, cuda->bad_dev));
+    return tb_cuda_label_check_end(cuda, op, err);
+}
+
+static int mask_labels_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    (void)cuda;
+    (void)state;
+    const struct tb_shape l = op->in[0].shape;
+    if (op->nin != 2 || op->nout != 1 || op->in[0].dtype != TB_U8 || op->in[1].dtype != TB_F32 ||
+        op->out[0].dtype != TB_U8 || l.c != 1 || !tb_shape_eq(l, op->in[1].shape) || !tb_shape_eq(l, op->out[0].shape))
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "op %u (mask_labels): labels u8, x f32 and the result u8 must all be (N,1,H,W) alike",
+                          op->id);
+    return TB_OK;
+}
+
+static int mask_labels_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                               const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    (void)step;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_mask_labels(COMPUTE(cuda), in[0].data, in[1].data, out[0].data, tb_shape_elems(op->in[0].shape),
+                                   op->p.label.threshold, op->p.label.ignore_label));
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ routing */
+
+static const struct tb_cuda_kernel maxpool_kernel = { maxpool_prepare, NULL, maxpool_forward, maxpool_backward };
+static const struct tb_cuda_kernel avgpool_kernel = { NULL, NULL, avgpool_forward, avgpool_backward };
+static const struct tb_cuda_kernel resize_kernel = { NULL, NULL, resize_forward, resize_backward };
+static const struct tb_cuda_kernel concat_kernel = { concat_prepare, NULL, concat_forward, concat_backward };
+static const struct tb_cuda_kernel add_kernel = { NULL, NULL, add_forward, add_backward };
+static const struct tb_cuda_kernel mul_kernel = { mul_prepare, NULL, mul_forward, mul_backward };
+static const struct tb_cuda_kernel dropout_kernel = { dropout_prepare, NULL, dropout_forward, dropout_backward };
+static const struct tb_cuda_kernel softmax_ce_kernel = { loss_prepare, NULL, ce_forward, ce_backward };
+static const struct tb_cuda_kernel bce_kernel = { loss_prepare, NULL, bce_forward, bce_backward };
+static const struct tb_cuda_kernel class_weights_kernel = { class_weights_prepare, NULL, class_weights_forward, NULL };
+static const struct tb_cuda_kernel mask_labels_kernel = { mask_labels_prepare, NULL, mask_labels_forward, NULL };
+
+static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
+{
+    switch (kind) {
+    case TB_OP_CONV2D:
+        return &tb_cuda_conv2d_kernel;
+    case TB_OP_BATCHNORM:
+        return &tb_cuda_batchnorm_kernel;
+    case TB_OP_RELU:
+        return &tb_cuda_relu_kernel;
+    case TB_OP_SIGMOID:
+        return &tb_cuda_sigmoid_kernel;
+    case TB_OP_MAXPOOL:
+        return &maxpool_kernel;
+    case TB_OP_GLOBAL_AVGPOOL:
+        return &avgpool_kernel;
+    case TB_OP_RESIZE:
+        return &resize_kernel;
+    case TB_OP_CONCAT:
+        return &concat_kernel;
+    case TB_OP_ADD:
+        return &add_kernel;
+    case TB_OP_MUL:
+        return &mul_kernel;
+    case TB_OP_DROPOUT:
+        return &dropout_kernel;
+    case TB_OP_SOFTMAX_CE:
+        return &softmax_ce_kernel;
+    case TB_OP_BCE_LOGITS:
+        return &bce_kernel;
+    case TB_OP_CLASS_WEIGHTS:
+        return &class_weights_kernel;
+    case TB_OP_MASK_LABELS:
+        return &mask_labels_kernel;
+    case TB_OP_KIND_COUNT:
+        break;
+    }
+    return NULL;
+}
+
+/* The state the core holds: which row made it, and the row's own. */
+struct op_state {
+    const struct tb_cuda_kernel *k;
+    void *inner;
+};
+
+int tb_cuda_op_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
+{
+    *state = NULL;
+    const struct tb_cuda_kernel *k = kernel_of(op->kind);
+    if (!k)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cuda backend has no %s kernel", op->id,
+                          tb_op_kind_name(op->kind) ? tb_op_kind_name(op->kind) : "such");
+    struct op_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    s->k = k;
+    if (k->prepare) {
+        int rc = k->prepare(cuda, op, &s->inner, err);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+    }
+    *state = s;
+    return TB_OK;
+}
+
+void tb_cuda_op_release(void *state)
+{
+    struct op_state *s = state;
+    if (!s)
+        return;
+    if (s->k->release)
+        s->k->release(s->inner);
+    free(s);
+}
+
+int tb_cuda_op_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    struct op_state *s = state;
+    /* A bad label of an earlier op surfaces at the first op after its check completed. */
+    int rc = tb_cuda_label_check(cuda, false, err);
+    if (rc)
+        return rc;
+    tb_cuda_range_push("%s %u forward", tb_op_kind_name(op->kind), op->id);
+    rc = s->k->forward(cuda, op, s->inner, step, in, out, err);
+    tb_cuda_range_pop();
+    return rc;
+}
+
+int tb_cuda_op_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                        struct tb_err *err)
+{
+    struct op_state *s = state;
+    if (!s->k->backward)
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u: %s has no backward", op->id, tb_op_kind_name(op->kind));
+    int rc = tb_cuda_label_check(cuda, false, err);
+    if (rc)
+        return rc;
+    tb_cuda_range_push("%s %u backward", tb_op_kind_name(op->kind), op->id);
+    rc = s->k->backward(cuda, op, s->inner, in, out, dout, din, err);
+    tb_cuda_range_pop();
+    return rc;
+}
