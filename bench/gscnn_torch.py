@@ -15,11 +15,12 @@ import argparse
 import math
 import sys
 import time
-import warnings
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from step_torch import setup_device  # bench/ is the script's directory, so on sys.path
 
 IGNORE = 255
 # [model] keys other than width, shape_width and blocks, at gscnn.c's defaults.
@@ -302,24 +303,6 @@ def random_inputs(n, h, w, classes):
     edges = (torch.rand(n, 1, h, w) < 0.1).to(torch.uint8)
     edges[(labels == IGNORE).unsqueeze(1)] = IGNORE
     return image, canny, labels, edges
-
-
-def setup_device(device, tf32):
-    """The device's settings, described; exits (4) when torch has no CUDA device. Only the
-    legacy TF32 flags are set: torch 2.9+ refuses to read them back once both they and the
-    fp32_precision ones have been set."""
-    if device == "cpu":
-        return "cpu"
-    if not torch.cuda.is_available():
-        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: not timed")
-        sys.exit(4)
-    torch.backends.cudnn.benchmark = True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the legacy flags' deprecation notice
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-    return (f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
-            f"TF32 {'on' if tf32 else 'off'}, cudnn.benchmark")
 
 
 def main():

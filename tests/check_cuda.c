@@ -132,32 +132,6 @@ static struct test_backend g_cpu, g_gpu;
 
 /* ------------------------------------------------------------------ helpers */
 
-static struct tb_op new_op(enum tb_op_kind kind, uint32_t id, uint32_t nin, uint32_t nout)
-{
-    struct tb_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.id = id;
-    op.nin = nin;
-    op.nout = nout;
-    return op;
-}
-
-static struct tb_tensor_desc f32(int n, int c, int h, int w)
-{
-    return test_desc(TB_F32, n, c, h, w);
-}
-
-static struct tb_tensor_desc u8(int n, int c, int h, int w)
-{
-    return test_desc(TB_U8, n, c, h, w);
-}
-
-static size_t elems(struct tb_tensor_desc d)
-{
-    return tb_shape_elems(d.shape);
-}
-
 static void *host_buf(struct tb_tensor_desc d)
 {
     void *p = malloc(opcheck_bytes(d) + 1);

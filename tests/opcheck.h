@@ -94,6 +94,34 @@ static inline struct tb_tensor_desc test_desc(enum tb_dtype t, int n, int c, int
     return d;
 }
 
+/* Short forms for the op suites: an op of a kind with its counts, the rest zero; f32 and
+ * u8 descriptions; a description's element count. */
+static inline struct tb_op new_op(enum tb_op_kind kind, uint32_t id, uint32_t nin, uint32_t nout)
+{
+    struct tb_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.id = id;
+    op.nin = nin;
+    op.nout = nout;
+    return op;
+}
+
+static inline struct tb_tensor_desc f32(int n, int c, int h, int w)
+{
+    return test_desc(TB_F32, n, c, h, w);
+}
+
+static inline struct tb_tensor_desc u8(int n, int c, int h, int w)
+{
+    return test_desc(TB_U8, n, c, h, w);
+}
+
+static inline size_t elems(struct tb_tensor_desc d)
+{
+    return tb_shape_elems(d.shape);
+}
+
 /* ------------------------------------------------------------------ one op */
 
 struct opcheck {

@@ -183,7 +183,7 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
                 (double)cap / (1u << 30), cuda->ordinal, (double)free_bytes / (1u << 30));
     if (!cap)
         cap = (uint64_t)((double)free_bytes * tb_section_float(cfg, "memory_fraction"));
-    if (tb_cuda_memory_init(&cuda->memory, cuda->ordinal, cap)) {
+    if (tb_cuda_memory_init(&cuda->memory, cap)) {
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -520,8 +520,6 @@ static void cuda_host_free(void *ctx, void *ptr)
 
 struct tb_event {
     cudaEvent_t ev;
-    cudaStream_t stream; /* where it was last recorded; NULL = never */
-    struct tb_cuda *cuda;
 };
 
 static struct tb_event *cuda_event_create(void *ctx, int device)
@@ -537,7 +535,6 @@ static struct tb_event *cuda_event_create(void *ctx, int device)
         free(e);
         return NULL;
     }
-    e->cuda = cuda;
     return e;
 }
 
@@ -555,10 +552,7 @@ static int cuda_event_record(void *ctx, struct tb_event *ev, enum tb_stream stre
     struct tb_cuda *cuda = ctx;
     if (stream < 0 || stream >= TB_STREAMS)
         return TB_ERR_RUNTIME;
-    if (cudaEventRecord(ev->ev, cuda->stream[stream]) != cudaSuccess)
-        return TB_ERR_RUNTIME;
-    ev->stream = cuda->stream[stream];
-    return TB_OK;
+    return cudaEventRecord(ev->ev, cuda->stream[stream]) == cudaSuccess ? TB_OK : TB_ERR_RUNTIME;
 }
 
 static int cuda_stream_wait(void *ctx, int device, enum tb_stream stream, struct tb_event *ev)

@@ -33,7 +33,6 @@ struct tb_cuda_block;
 
 struct tb_cuda_memory {
     pthread_mutex_t lock;
-    int ordinal;       /* the CUDA device */
     uint64_t capacity; /* bytes trainbig may hold on the device */
     uint64_t in_use, peak, reserved, allocs, fails;
     uint64_t cached;                /* bytes in free cached blocks (part of reserved) */
@@ -42,7 +41,7 @@ struct tb_cuda_memory {
     size_t nbuckets;
 };
 
-int tb_cuda_memory_init(struct tb_cuda_memory *m, int ordinal, uint64_t capacity);
+int tb_cuda_memory_init(struct tb_cuda_memory *m, uint64_t capacity);
 /* Frees every block, cached or handed out (the owner has stopped using them). */
 void tb_cuda_memory_fini(struct tb_cuda_memory *m);
 /* NULL when the request does not fit under the capacity or the device is out of memory. */

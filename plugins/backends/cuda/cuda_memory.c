@@ -36,9 +36,9 @@ static size_t bucket_of(const struct tb_cuda_memory *m, const void *ptr)
     return (size_t)(p >> 20) & (m->nbuckets - 1);
 }
 
-int tb_cuda_memory_init(struct tb_cuda_memory *m, int ordinal, uint64_t capacity)
+int tb_cuda_memory_init(struct tb_cuda_memory *m, uint64_t capacity)
 {
-    *m = (struct tb_cuda_memory){ .ordinal = ordinal, .capacity = capacity, .nbuckets = 4096 };
+    *m = (struct tb_cuda_memory){ .capacity = capacity, .nbuckets = 4096 };
     m->buckets = calloc(m->nbuckets, sizeof *m->buckets);
     if (!m->buckets)
         return TB_ERR_NOMEM;
