@@ -29,6 +29,10 @@ const struct tb_key tb_train_keys[] = {
     { "val_at_start", TB_KEY_BOOL, "no", NULL, "validate once before the first step: the untrained baseline" },
     { "checkpoint_every", TB_KEY_INT, "1", "0..", "write a checkpoint every N epochs; 0 = only at the end" },
     { "keep", TB_KEY_INT, "3", "1..", "checkpoints kept in the run directory: the last N, older ones deleted" },
+    { "allreduce_bucket", TB_KEY_SIZE, "25M", "1K..4G",
+      "data parallel: gradients per all-reduce bucket; a bucket is reduced while backward goes on" },
+    { "replica_check", TB_KEY_INT, "0", "0..",
+      "data parallel: every N steps, check that every rank holds the same weights (a hash per parameter); 0 = never" },
     TB_KEYS_END,
 };
 
@@ -63,5 +67,13 @@ const struct tb_key tb_data_keys[] = {
     { "blur_sigma_max", TB_KEY_FLOAT, "1.3", "0..20", "Gaussian blur sigma, upper bound (pixels)" },
     { "val_size", TB_KEY_STRING, "", NULL,
       "validation images resized to WxH (e.g. 1024x512); empty = as decoded, all of one size" },
+    TB_KEYS_END,
+};
+
+/* The core's keys in [model], beside the model plugin's. */
+const struct tb_key tb_model_core_keys[] = {
+    { "sync_bn", TB_KEY_BOOL, "yes", NULL,
+      "data parallel: batch norm statistics over every rank's images (synchronised), as one process over the global "
+      "batch would compute them; no = each rank's own" },
     TB_KEYS_END,
 };

@@ -177,3 +177,25 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
     *out = p;
     return TB_OK;
 }
+
+int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, int abi_minor, const struct tb_comm *comm,
+                          size_t bucket_bytes, struct tb_err *err)
+{
+    if (!comm || comm->size <= 1)
+        return TB_OK;
+    const struct tb_backend_ops *o = e->ops;
+    if (abi_minor < 6 || !o->comm_attach || !o->allreduce_start || !o->allreduce_wait)
+        return tb_err_set(err, TB_ERR_PLUGIN,
+                          "backend '%s' cannot all-reduce gradients across ranks (it lacks comm_attach, "
+                          "allreduce_start and allreduce_wait of trainbig/backend.h, ABI 1.6): run it as one process, "
+                          "not under mpirun -np %d",
+                          backend_name, comm->size);
+    int rc = o->comm_attach(e->ctx, e->device, comm, err);
+    if (rc)
+        return tb_err_prefix(err, "backend '%s', joining %d ranks", backend_name, comm->size);
+    e->comm = comm;
+    e->allreduce_start = o->allreduce_start;
+    e->allreduce_wait = o->allreduce_wait;
+    e->bucket_bytes = bucket_bytes;
+    return TB_OK;
+}

@@ -34,7 +34,21 @@ struct tb_engine {
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
     size_t nparams, params_cap;
+    /* Data parallelism (tb_engine_attach_comm): the ranks training graphs average their
+     * gradients over; NULL for one process. */
+    const struct tb_comm *comm;
+    int (*allreduce_start)(void *ctx, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
+    int (*allreduce_wait)(void *ctx, double *busy_s, double *waited_s, struct tb_err *err);
+    size_t bucket_bytes;     /* gradients per all-reduce bucket (gradsync.c) */
+    double allreduce_busy_s; /* seconds the all-reduces ran, accumulated; readers reset it */
+    double allreduce_wait_s; /* of which the training thread waited for, after backward */
 };
+
+/* Joins the engine's backend to the ranks of comm (size > 1): its comm_attach, and the
+ * all-reduce members training graphs then use. A backend without them (ABI < 1.6, or
+ * NULL members) is refused by name: it can train single-process only. */
+int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, int abi_minor, const struct tb_comm *comm,
+                          size_t bucket_bytes, struct tb_err *err);
 
 /* An engine over a created backend instance (which it does not own). The backend must
  * have the compute members of ABI 1.1; an older one is refused with the plugin named. */

@@ -15,6 +15,7 @@
 #include "lib/engine_internal.h"
 #include "lib/clock_internal.h"
 
+#include "lib/gradsync_internal.h"
 #include "lib/swapmem_internal.h"
 
 #include <errno.h>
@@ -38,6 +39,7 @@ struct tb_exec {
     double *starts;          /* [nsteps] when each step's op began (CLOCK_MONOTONIC), for traces */
     struct tb_swap_mem mem;  /* residency and swapping of t[] */
     bool mem_ready;
+    struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
 };
 
 static size_t bytes_of(void *arg, const struct tb_tensor_desc *d)
@@ -202,6 +204,7 @@ void tb_exec_free(struct tb_exec *x)
                 free_tensor(x, i);
         if (x->mem_ready)
             tb_swapmem_fini(&x->mem);
+        tb_grad_sync_free(&x->sync);
         for (size_t k = 0; x->state && k < x->g->nops; k++)
             if (x->state[k])
                 x->e->ops->op_release(x->e->ctx, x->state[k]);
@@ -280,6 +283,9 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
         goto fail;
     x->mem.release_scratch = e->release_scratch;
     x->mem_ready = true;
+    rc = tb_grad_sync_plan(&x->sync, e, g, x->s, x->param, err);
+    if (rc)
+        goto fail;
     *out = x;
     return TB_OK;
 fail:
@@ -365,6 +371,10 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
     /* The backend draws dropout masks from (step, op, element): mixing the run seed in
      * makes two seeds drop differently at the same step. */
     step ^= x->e->seed * 0x9E3779B97F4A7C15ull;
+    /* Data parallel: each rank's images are other images, so they get other masks (the
+     * element indices of every rank's share start at 0). Rank 0 keeps one process's. */
+    if (x->e->comm)
+        step ^= (uint64_t)x->e->comm->rank * 0xD1B54A32D192ED03ull;
     for (size_t k = 0; k < x->s->nforward; k++) {
         const struct tb_gop *o = &x->g->ops[k];
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
@@ -452,6 +462,11 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
         for (size_t m = l; m < x->g->nlosses; m++)
             if (x->g->losses[m].x == n)
                 w += x->g->losses[m].weight;
+        /* Data parallel: the all-reduce averages gradients, which is the global batch's
+         * gradient for a loss that is a mean over the batch. A loss that sums over images
+         * is the sum of the ranks' losses: seed it with the rank count. */
+        if (tb_grad_sync_active(&x->sync) && tb_graph_loss_sums_images(x->g, n))
+            w *= (float)x->e->comm->size;
         int rc = alloc_tensor(x, x->s->nforward, gi, err);
         if (rc == TB_OK)
             rc = x->e->ops->tensor_fill(x->e->ctx, &x->t[gi], w, err);
@@ -459,6 +474,7 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
             return rc;
         x->written[gi] = true;
     }
+    tb_grad_sync_begin(&x->sync);
     for (size_t step = x->s->nforward; step < x->s->nsteps; step++) {
         const struct tb_sched_step *st = &x->s->steps[step];
         const struct tb_gop *o = &x->g->ops[st->op];
@@ -518,6 +534,8 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
             return rc;
         retire(x, step);
         rc = tb_swapmem_after_step(&x->mem, step, err);
+        if (rc == TB_OK)
+            rc = tb_grad_sync_after_step(&x->sync, step, err);
         if (rc)
             return rc;
     }
@@ -531,7 +549,7 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
             p->grad_written = true;
         }
     }
-    return TB_OK;
+    return tb_grad_sync_finish(&x->sync, err);
 }
 
 /* ------------------------------------------------------------------ traces */

@@ -436,6 +436,7 @@ struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_nod
     o->op.p.bn.eps = 1e-5f;
     o->op.p.bn.momentum = 0.1f;
     o->op.p.bn.training = g->training;
+    o->op.p.bn.sync = g->training && g->sync_bn;
     struct tb_tensor_desc outs[3] = { x->desc, { TB_F32, v }, { TB_F32, v } };
     return commit(g, o, 3, outs);
 }
@@ -701,4 +702,12 @@ double tb_graph_conv_flops(const struct tb_graph *g)
         flops += g->ops[k].in[0]->requires_grad ? 3 * f : 2 * f;
     }
     return flops;
+}
+
+bool tb_graph_loss_sums_images(const struct tb_graph *g, const struct tb_node *n)
+{
+    if (n->producer < 0 || (size_t)n->producer >= g->nops)
+        return false;
+    const struct tb_op *op = &g->ops[n->producer].op;
+    return op->kind == TB_OP_SOFTMAX_CE && op->p.ce.per_image;
 }

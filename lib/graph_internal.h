@@ -51,6 +51,7 @@ struct tb_graph {
     size_t scope_len[64]; /* scope length before each push */
     int depth;
     char error[1024]; /* empty while fine */
+    bool sync_bn;     /* training batch norms synchronise over ranks ([model] sync_bn) */
 };
 
 /* A new, empty graph; NULL when out of memory. */
@@ -59,6 +60,11 @@ void tb_graph_free(struct tb_graph *g);
 
 /* Finds a leaf (input, parameter or buffer) by its full name; NULL when absent. */
 struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name);
+
+/* Whether loss node n sums over the batch's images (per-image softmax cross-entropy) rather
+ * than averaging over it: how a data-parallel step combines it over ranks (the global
+ * batch's value is the ranks' sum, not their mean). */
+bool tb_graph_loss_sums_images(const struct tb_graph *g, const struct tb_node *n);
 
 /* Which inputs of an op get a gradient, and which outputs carry one (bit i = index i). */
 uint32_t tb_op_grad_inputs(const struct tb_op *op);

@@ -16,6 +16,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_level = -1; /* -1: not decided yet (TRAINBIG_LOG or info) */
 static bool log_level_from_env;
 static FILE *log_stream;
+static int log_rank, log_ranks = 1;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
@@ -91,9 +92,17 @@ bool tb_log_enabled(enum tb_log_level level)
     return on;
 }
 
+void tb_log_set_rank(int rank, int size)
+{
+    pthread_mutex_lock(&log_lock);
+    log_rank = rank;
+    log_ranks = size;
+    pthread_mutex_unlock(&log_lock);
+}
+
 void tb_vlog_tagged(const char *tag, enum tb_log_level level, const char *fmt, va_list ap)
 {
-    if (!tb_log_enabled(level))
+    if (!tb_log_enabled(level) || (log_rank != 0 && level > TB_LOG_WARN))
         return;
     char msg[2048];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -108,7 +117,12 @@ void tb_vlog_tagged(const char *tag, enum tb_log_level level, const char *fmt, v
     unsigned l = (unsigned)level < 4 ? (unsigned)level : 3;
     pthread_mutex_lock(&log_lock);
     FILE *out = log_stream ? log_stream : stderr;
-    fprintf(out, "%s.%03ld %-5s [%s] %s\n", stamp, (long)(tv.tv_usec / 1000), level_names[l], tag ? tag : "core", msg);
+    if (log_ranks > 1)
+        fprintf(out, "%s.%03ld %-5s [rank %d] [%s] %s\n", stamp, (long)(tv.tv_usec / 1000), level_names[l], log_rank,
+                tag ? tag : "core", msg);
+    else
+        fprintf(out, "%s.%03ld %-5s [%s] %s\n", stamp, (long)(tv.tv_usec / 1000), level_names[l], tag ? tag : "core",
+                msg);
     fflush(out);
     pthread_mutex_unlock(&log_lock);
 }

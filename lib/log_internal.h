@@ -15,6 +15,10 @@ void tb_log_set_level(enum tb_log_level level, bool override_env);
 /* True when TRAINBIG_LOG decided the level. */
 bool tb_log_level_set_by_env(void);
 
+/* A data-parallel run: every line names its rank, and ranks other than 0 write only
+ * warnings and errors (rank 0 speaks for the job). */
+void tb_log_set_rank(int rank, int size);
+
 /* Forgets the level so TRAINBIG_LOG is read again (tests). */
 void tb_log_reset(void);
 

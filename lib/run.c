@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/comm_internal.h"
 #include "lib/graph_internal.h"
 #include "lib/log_internal.h"
 #include "lib/platform_internal.h"
@@ -28,6 +29,16 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
                           "model plugin '%s' has no build() (trainbig/model.h): it cannot describe a network, so "
                           "nothing can be trained with it",
                           r->model->name);
+    const struct tb_comm *world = tb_comm_world();
+    if (world->size > 1) {
+        /* One process per device: a rank takes the device of its local rank unless
+         * [backend] device says otherwise. */
+        char value[16], why[256];
+        snprintf(value, sizeof value, "%d", world->local_rank);
+        if (tb_section_default(s->slot[TB_SEC_BACKEND].section, "device", value, "local rank (mpirun)", why,
+                               sizeof why) < 0)
+            return tb_err_set(err, TB_ERR_CONFIG, "[backend] device = %s (this rank's local rank): %s", value, why);
+    }
     int rc = r->backend->ops.backend->create(s->slot[TB_SEC_BACKEND].section, &r->backend_ctx, err);
     if (rc) {
         r->backend_ctx = NULL;
@@ -43,6 +54,16 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     if (rc) {
         r->platform_ctx = NULL;
         return tb_err_prefix(err, "platform '%s'", r->platform->name);
+    }
+    if (world->size > 1) {
+        /* The platform's NCCL settings, where the user set none, before a backend starts NCCL. */
+        char env_note[2048];
+        size_t nset = 0;
+        rc = tb_platform_apply_env(r->platform, r->platform_ctx, env_note, sizeof env_note, &nset, err);
+        if (rc)
+            return rc;
+        if (strcmp(env_note, "none") != 0)
+            tb_log(TB_LOG_INFO, "environment from platform '%s': %s", r->platform->name, env_note);
     }
     tb_platform_link(r->platform, r->platform_ctx, &r->link);
     r->platform_link = r->link;
@@ -73,6 +94,9 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     const uint64_t seed = (uint64_t)tb_section_int(s->slot[TB_SEC_RUN].section, "seed");
     rc = tb_engine_init(&r->engine, r->backend, r->backend_ctx, 0, seed, err);
     r->engine_ready = rc == TB_OK;
+    if (rc == TB_OK && world->size > 1)
+        rc = tb_engine_attach_comm(&r->engine, r->backend->name, (int)r->backend->abi_minor, world,
+                                   (size_t)tb_section_size(s->slot[TB_SEC_TRAIN].section, "allreduce_bucket"), err);
     /* A policy built before the hooks (ABI < 1.4) has a shorter vtable: it never swaps. */
     if (r->engine_ready)
         r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->abi_minor >= 4 ? r->swap->ops.swap : NULL,
@@ -102,6 +126,7 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
     *g = tb_graph_new(training);
     if (!*g)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    (*g)->sync_bn = training && r->engine.comm && tb_section_bool(r->s->slot[TB_SEC_MODEL].section, "sync_bn");
     int rc = r->model->ops.model->build(r->model_ctx, *g, in, err);
     if (rc == TB_OK && tb_graph_error(*g))
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s", tb_graph_error(*g));
@@ -140,7 +165,9 @@ char *tb_run_model_text(const struct tb_setup *s, int classes)
     if (!f)
         return NULL;
     fprintf(f, "model.plugin = %s\n", s->slot[TB_SEC_MODEL].plugin->p->name);
-    put_section(f, "model.", s->slot[TB_SEC_MODEL].section, NULL, NULL);
+    /* sync_bn changes how training computes, not the network. */
+    static const char *const training_only[] = { "sync_bn", NULL };
+    put_section(f, "model.", s->slot[TB_SEC_MODEL].section, NULL, training_only);
     fprintf(f, "classes = %d\n", classes);
     if (fclose(f) != 0) {
         free(buf);
@@ -161,6 +188,7 @@ char *tb_run_training_text(const struct tb_setup *s)
     static const char *const train_keys[] = { "batch", "lr", "lr_policy", "lr_power", "momentum", "weight_decay" };
     for (size_t i = 0; i < sizeof train_keys / sizeof *train_keys; i++)
         put_section(f, "train.", s->slot[TB_SEC_TRAIN].section, train_keys[i], NULL);
+    put_section(f, "model.", s->slot[TB_SEC_MODEL].section, "sync_bn", NULL);
     fprintf(f, "dataset.plugin = %s\n", s->slot[TB_SEC_DATASET].plugin->p->name);
     /* The loader's threads and queue depth change when batches are ready, never what they
      * hold: a resume with other values is the same training. */

@@ -90,20 +90,23 @@ static bool is_path(const char *v)
 static int section_keys(int kind, const struct tb_plugin *p, struct tb_key **out, struct tb_err *err)
 {
     *out = NULL;
-    if (kind != TB_KIND_DATASET)
+    const struct tb_key *core = kind == TB_KIND_DATASET ? tb_data_keys
+                                : kind == TB_KIND_MODEL ? tb_model_core_keys
+                                                        : NULL;
+    const char *owner = kind == TB_KIND_DATASET ? "the data loader's" : "the core's";
+    if (!core)
         return TB_OK;
-    const size_t nc = tb_keys_count(tb_data_keys), np = tb_keys_count(p->keys);
+    const size_t nc = tb_keys_count(core), np = tb_keys_count(p->keys);
     for (size_t i = 0; i < np; i++)
         for (size_t j = 0; j < nc; j++)
-            if (strcmp(p->keys[i].name, tb_data_keys[j].name) == 0)
-                return tb_err_add(err, TB_ERR_PLUGIN,
-                                  "dataset plugin '%s' declares key '%s', which is the data loader's: rename it",
-                                  p->name, p->keys[i].name);
+            if (strcmp(p->keys[i].name, core[j].name) == 0)
+                return tb_err_add(err, TB_ERR_PLUGIN, "%s plugin '%s' declares key '%s', which is %s: rename it",
+                                  tb_kind_name(kind), p->name, p->keys[i].name, owner);
     struct tb_key *k = malloc((nc + np + 1) * sizeof *k);
     if (!k)
         return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
     memcpy(k, p->keys, np * sizeof *k);
-    memcpy(k + np, tb_data_keys, (nc + 1) * sizeof *k);
+    memcpy(k + np, core, (nc + 1) * sizeof *k);
     *out = k;
     return TB_OK;
 }

@@ -15,6 +15,8 @@ extern const struct tb_key tb_train_keys[];
 extern const struct tb_key tb_report_keys[];
 /* The data loader's keys, which [dataset] has besides its plugin's (core_keys.c). */
 extern const struct tb_key tb_data_keys[];
+/* The core's keys in [model] (sync_bn), besides its plugin's (core_keys.c). */
+extern const struct tb_key tb_model_core_keys[];
 
 /* The sections, in the order they are validated and printed. */
 enum tb_section_id {

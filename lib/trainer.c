@@ -25,10 +25,12 @@
 
 #include "lib/batch_internal.h"
 #include "lib/checkpoint_internal.h"
+#include "lib/comm_internal.h"
 #include "lib/dataloader_internal.h"
 #include "lib/graph_internal.h"
 #include "lib/log_internal.h"
 #include "lib/metrics_internal.h"
+#include "lib/replicas_internal.h"
 #include "lib/run_internal.h"
 
 enum { IGNORE_LABEL = 255, MAX_TERMS = 8 };
@@ -37,8 +39,9 @@ enum { IGNORE_LABEL = 255, MAX_TERMS = 8 };
  * objective) or a (1,1,1,1) output the model only reports. */
 struct term {
     const char *name; /* owned by the graph */
-    float weight;     /* 0: reported only */
-    double sum;       /* over this epoch's steps */
+    const struct tb_node *x;
+    float weight; /* 0: reported only */
+    double sum;   /* over this epoch's steps */
 };
 
 struct split {
@@ -60,6 +63,16 @@ struct trainer {
 
     /* [run], [train] */
     int batch, val_batch, epochs, val_every, checkpoint_every, keep;
+    int replica_check;
+
+    /* Data parallelism: the ranks, and each one's share of a batch. Rank 0 alone writes
+     * the run directory, reports, checkpoints and logs. */
+    const struct tb_comm *world;
+    bool lead;    /* rank 0 */
+    bool sync_bn; /* [model] sync_bn, with more than one rank */
+    int rank_batch, rank_val_batch;
+    bool stop_agreed;        /* a stop request seen by any rank, agreed at the last step */
+    uint64_t replica_checks; /* checks passed */
     double lr, lr_power, momentum, weight_decay;
     bool poly, val_at_start;
 
@@ -171,8 +184,8 @@ static int open_loader(struct trainer *t, struct split *sp, bool train, int batc
         .what = what,
         .train = train,
         .batch = batch,
-        .rank = 0,
-        .world = 1,
+        .rank = t->world->rank,
+        .world = t->world->size,
         .seed = t->run.engine.seed,
         .width = (uint32_t)sp->width,
         .height = (uint32_t)sp->height,
@@ -208,12 +221,28 @@ static int read_settings(struct trainer *t, struct tb_err *err)
     t->val_at_start = tb_section_bool(tr, "val_at_start");
     t->checkpoint_every = (int)tb_section_int(tr, "checkpoint_every");
     t->keep = (int)tb_section_int(tr, "keep");
+    t->replica_check = (int)tb_section_int(tr, "replica_check");
     int rc = tb_data_settings_read(t->s->slot[TB_SEC_DATASET].section, &t->data, err);
     if (rc)
         return rc;
     if (t->batch > 1 << 16)
         return tb_err_set(err, TB_ERR_CONFIG, "%s: [train] batch = %d is more than this trainer handles (65536)",
                           tb_section_origin(tr, "batch"), t->batch);
+    /* The batch is the global one: each rank takes an equal share. */
+    const int ranks = t->world->size;
+    if (t->batch % ranks)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "%s: [train] batch = %d cannot be shared equally by %d ranks: make it a multiple of %d (it "
+                          "is the batch of all ranks together)",
+                          tb_section_origin(tr, "batch"), t->batch, ranks, ranks);
+    if (t->val_batch % ranks)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "%s: [train] val_batch = %d cannot be shared equally by %d ranks: make it a multiple of %d",
+                          tb_section_origin(tr, t->val_batch == t->batch ? "batch" : "val_batch"), t->val_batch, ranks,
+                          ranks);
+    t->rank_batch = t->batch / ranks;
+    t->rank_val_batch = t->val_batch / ranks;
+    t->sync_bn = ranks > 1 && tb_section_bool(t->s->slot[TB_SEC_MODEL].section, "sync_bn");
     return TB_OK;
 }
 
@@ -221,6 +250,8 @@ static int read_settings(struct trainer *t, struct tb_err *err)
 static int make_rundir(struct trainer *t, struct tb_err *err)
 {
     const struct tb_section *run = t->s->slot[TB_SEC_RUN].section;
+    if (!t->lead)
+        return TB_OK; /* rank 0 writes the run directory */
     if (t->req->resume) {
         const char *slash = strrchr(t->req->resume, '/');
         if (!slash)
@@ -283,11 +314,11 @@ static void find_terms(struct trainer *t)
 {
     const struct tb_graph *g = t->tg;
     for (size_t i = 0; i < g->nlosses && t->nterms < MAX_TERMS; i++)
-        t->terms[t->nterms++] = (struct term){ g->losses[i].name, g->losses[i].weight, 0 };
+        t->terms[t->nterms++] = (struct term){ g->losses[i].name, g->losses[i].x, g->losses[i].weight, 0 };
     for (size_t i = 0; i < g->noutputs && t->nterms < MAX_TERMS; i++) {
         struct tb_shape sh = g->outputs[i].x->desc.shape;
         if (sh.n == 1 && sh.c == 1 && sh.h == 1 && sh.w == 1 && g->outputs[i].x->desc.dtype == TB_F32)
-            t->terms[t->nterms++] = (struct term){ g->outputs[i].name, 0.0f, 0 };
+            t->terms[t->nterms++] = (struct term){ g->outputs[i].name, g->outputs[i].x, 0.0f, 0 };
     }
 }
 
@@ -315,18 +346,20 @@ static int setup(struct trainer *t, struct tb_err *err)
     if (validate && (rc = open_split(t, "val", &t->val, err)))
         return rc;
 
-    const struct tb_model_input tin = { t->batch, 3, t->train.height, t->train.width, t->nclasses, IGNORE_LABEL };
+    const struct tb_model_input tin = { t->rank_batch, 3, t->train.height, t->train.width, t->nclasses, IGNORE_LABEL };
     rc = tb_run_graph(&t->run, true, &tin, &t->tg, &t->tx, err);
     if (!rc)
-        rc = open_loader(t, &t->train, true, t->batch, err);
+        rc = open_loader(t, &t->train, true, t->rank_batch, err);
     if (!rc && validate) {
-        const struct tb_model_input vin = { t->val_batch, 3, t->val.height, t->val.width, t->nclasses, IGNORE_LABEL };
+        const struct tb_model_input vin = {
+            t->rank_val_batch, 3, t->val.height, t->val.width, t->nclasses, IGNORE_LABEL
+        };
         rc = tb_run_graph(&t->run, false, &vin, &t->vg, &t->vx, err);
         if (!rc)
-            rc = open_loader(t, &t->val, false, t->val_batch, err);
+            rc = open_loader(t, &t->val, false, t->rank_val_batch, err);
         if (!rc && tb_confusion_init(&t->confusion, t->nclasses) != 0)
             rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-        size_t n = (size_t)t->val_batch * (size_t)t->nclasses * (size_t)t->val.height * (size_t)t->val.width;
+        size_t n = (size_t)t->rank_val_batch * (size_t)t->nclasses * (size_t)t->val.height * (size_t)t->val.width;
         if (!rc && !(t->val_logits = malloc(n * sizeof *t->val_logits)))
             rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory for validation logits (%zu bytes)", n * sizeof(float));
     }
@@ -427,6 +460,8 @@ static int save_checkpoint(struct trainer *t, bool interrupted, char *path, size
         snprintf(path, size, "%s/epoch-%04" PRIu64 "-step-%06" PRIu64 ".safetensors", t->rundir, epoch + 1, step);
     else
         snprintf(path, size, "%s/epoch-%04" PRIu64 ".safetensors", t->rundir, epoch);
+    if (!t->lead)
+        return TB_OK; /* rank 0 writes; every rank holds the same weights */
     const struct tb_ckpt_info info = {
         .epoch = epoch,
         .iteration = t->iteration,
@@ -506,6 +541,28 @@ static int set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct 
     return TB_OK;
 }
 
+/* Data parallel: the step's loss terms become the global batch's (a term that sums over
+ * images is the ranks' sum, one that averages is their mean), and a stop request seen by
+ * any rank becomes every rank's, so that all stop after the same step. One collective. */
+static int reduce_step(struct trainer *t, double *values, struct tb_err *err)
+{
+    if (t->world->size == 1) {
+        t->stop_agreed = t->req->stop && *t->req->stop;
+        return TB_OK;
+    }
+    double v[MAX_TERMS + 1];
+    memcpy(v, values, (size_t)t->nterms * sizeof *v);
+    v[t->nterms] = t->req->stop && *t->req->stop ? 1.0 : 0.0;
+    int rc = tb_comm_allreduce(v, (size_t)t->nterms + 1, TB_COMM_F64, TB_COMM_SUM, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < t->nterms; i++) {
+        values[i] = tb_graph_loss_sums_images(t->tg, t->terms[i].x) ? v[i] : v[i] / t->world->size;
+    }
+    t->stop_agreed = v[t->nterms] > 0;
+    return TB_OK;
+}
+
 /* One SGD step on the batch of step `it`; *loss receives the objective. */
 static int train_step(struct trainer *t, double *loss, struct tb_err *err)
 {
@@ -521,8 +578,11 @@ static int train_step(struct trainer *t, double *loss, struct tb_err *err)
         float v;
         rc = tb_exec_read(t->tx, t->terms[i].name, &v, err);
         values[i] = v;
-        objective += t->terms[i].weight * values[i];
     }
+    if (!rc)
+        rc = reduce_step(t, values, err);
+    for (int i = 0; !rc && i < t->nterms; i++)
+        objective += t->terms[i].weight * values[i];
     if (!rc && !isfinite(objective)) {
         char parts[512];
         size_t o = 0;
@@ -587,7 +647,8 @@ static int validate(struct trainer *t, double *miou, double *acc, double *loss, 
     const uint64_t batches = tb_data_loader_batches(t->val.loader);
     tb_data_loader_start(t->val.loader, 0, batches);
     for (uint64_t k = 0; k < batches; k++) {
-        if (t->req->stop && *t->req->stop) {
+        /* With several ranks a stop waits for the end of validation: they must agree. */
+        if (t->world->size == 1 && t->req->stop && *t->req->stop) {
             *stopped = true;
             return TB_OK;
         }
@@ -605,6 +666,22 @@ static int validate(struct trainer *t, double *miou, double *acc, double *loss, 
         bad +=
             tb_confusion_add(&t->confusion, t->val_logits, lb.b->labels, n, t->val.height, t->val.width, IGNORE_LABEL);
         ce += val_ce(t->val_logits, lb.b->labels, n, t->nclasses, hw, &pixels);
+    }
+    if (t->world->size > 1) {
+        /* Each rank saw its shard: the job's counts are the sums. */
+        double sums[2] = { ce, (double)pixels };
+        uint64_t more[2] = { bad, 0 };
+        int rc = tb_comm_allreduce(t->confusion.counts, (size_t)t->nclasses * (size_t)t->nclasses, TB_COMM_U64,
+                                   TB_COMM_SUM, err);
+        if (!rc)
+            rc = tb_comm_allreduce(sums, 2, TB_COMM_F64, TB_COMM_SUM, err);
+        if (!rc)
+            rc = tb_comm_allreduce(more, 2, TB_COMM_U64, TB_COMM_SUM, err);
+        if (rc)
+            return tb_err_prefix(err, "validation");
+        ce = sums[0];
+        pixels = (uint64_t)sums[1];
+        bad = more[0];
     }
     if (bad)
         tb_log(TB_LOG_WARN, "validation: %" PRIu64 " pixels had labels outside 0..%d and 255; they were not counted",
@@ -668,8 +745,31 @@ static void csv_number(FILE *f, double v)
         fprintf(f, "%.6g", v);
 }
 
+/* A statistic over the ranks of a data-parallel run. */
+struct spread {
+    double min, mean, max;
+};
+
+enum {
+    RS_PEAK,
+    RS_DATA_WAIT,
+    RS_SWAP_OUT,
+    RS_SWAP_IN,
+    RS_STALL,
+    RS_ALLREDUCE,
+    RS_ALLREDUCE_WAIT,
+    RS_SECONDS,
+    RS_COUNT
+};
+static const char *const rank_stat_names[RS_COUNT] = {
+    "peak_device_bytes", "data_wait_seconds", "swap_out_bytes",         "swap_in_bytes",
+    "stall_seconds",     "allreduce_seconds", "allreduce_wait_seconds", "seconds",
+};
+
 struct epoch_row {
     uint64_t epoch, steps;
+    double allreduce, allreduce_wait; /* seconds: the gradient all-reduces ran, and steps waited for them */
+    struct spread ranks[RS_COUNT];    /* more than one rank: each statistic's spread */
     double seconds, images_per_s, loss, lr, miou, acc, val_loss;
     double data_wait; /* seconds the steps waited for batches */
     uint64_t peak_bytes, skipped;
@@ -706,6 +806,10 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         fprintf(t->csv, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->skipped, r->swap.bytes_out,
                 r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in);
         csv_number(t->csv, r->swap.stall_seconds);
+        fprintf(t->csv, ",%d,", t->world->size);
+        csv_number(t->csv, r->steps ? r->allreduce : NAN);
+        fputc(',', t->csv);
+        csv_number(t->csv, r->steps ? r->allreduce_wait : NAN);
         fputc('\n', t->csv);
         fflush(t->csv);
     }
@@ -740,7 +844,23 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
                 r->swap.bytes_out, r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in, r->swap.demand_ins,
                 r->swap.evicting_allocs);
         json_number(f, r->swap.stall_seconds);
-        fputc('}', f);
+        fprintf(f, "},\"ranks\":%d,\"allreduce_seconds\":", t->world->size);
+        json_number(f, r->steps ? r->allreduce : NAN);
+        fputs(",\"allreduce_wait_seconds\":", f);
+        json_number(f, r->steps ? r->allreduce_wait : NAN);
+        if (t->world->size > 1) {
+            fputs(",\"per_rank\":{", f);
+            for (int k = 0; k < RS_COUNT; k++) {
+                fprintf(f, "%s\"%s\":{\"min\":", k ? "," : "", rank_stat_names[k]);
+                json_number(f, r->ranks[k].min);
+                fputs(",\"mean\":", f);
+                json_number(f, r->ranks[k].mean);
+                fputs(",\"max\":", f);
+                json_number(f, r->ranks[k].max);
+                fputc('}', f);
+            }
+            fputc('}', f);
+        }
         if (r->validated) {
             fputs(",\"class_iou\":{", f);
             for (int c = 0; c < t->nclasses; c++) {
@@ -759,6 +879,8 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
 
 static int open_reports(struct trainer *t, struct tb_err *err)
 {
+    if (!t->lead)
+        return TB_OK;
     bool fresh;
     int rc = open_report(t, "csv", "epochs.csv", &t->csv, &fresh, err);
     if (rc)
@@ -769,7 +891,7 @@ static int open_reports(struct trainer *t, struct tb_err *err)
             fprintf(t->csv, ",loss_%s", t->terms[i].name);
         fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
               "swap_in_bytes,"
-              "swaps_out,swaps_in,stall_seconds\n",
+              "swaps_out,swaps_in,stall_seconds,ranks,allreduce_seconds,allreduce_wait_seconds\n",
               t->csv);
     }
     return open_report(t, "jsonl", "epochs.jsonl", &t->jsonl, &fresh, err);
@@ -850,10 +972,76 @@ static int run_validation(struct trainer *t, struct epoch_row *r, struct tb_err 
     if (rc)
         return rc;
     r->validated = true;
+    if (!t->lead)
+        return TB_OK;
     progress_clear(t);
     printf("validation after epoch %" PRIu64 " (%zu images):\n", r->epoch, t->val.count);
     tb_confusion_print(&t->confusion, t->classes, stdout);
     fflush(stdout);
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ ranks */
+
+/* Whether to stop after this step: a request on any rank, agreed by all (one rank), or
+ * this process's own request (one rank). */
+static bool stopping(const struct trainer *t)
+{
+    return t->world->size > 1 ? t->stop_agreed : t->req->stop && *t->req->stop;
+}
+
+/* Without synchronised batch norm each rank's running statistics follow its own images:
+ * before they are used (validation) or kept (checkpoints) they become rank 0's, as
+ * PyTorch's DistributedDataParallel does with broadcast_buffers. */
+static int align_buffers(struct trainer *t, struct tb_err *err)
+{
+    if (t->world->size == 1 || t->sync_bn)
+        return TB_OK;
+    return tb_replicas_broadcast_buffers(&t->run.engine, t->world, 0, err);
+}
+
+/* Every [train] replica_check steps: the weights must be the same on every rank. */
+static int check_replicas(struct trainer *t, struct tb_err *err)
+{
+    if (t->world->size == 1 || t->replica_check <= 0 || t->iteration % (uint64_t)t->replica_check != 0)
+        return TB_OK;
+    int rc = tb_replicas_check(&t->run.engine, t->world, t->sync_bn, err);
+    if (rc)
+        return tb_err_prefix(err, "after step %" PRIu64 " ([train] replica_check = %d)", t->iteration,
+                             t->replica_check);
+    t->replica_checks++;
+    return TB_OK;
+}
+
+/* The epoch's statistics of every rank: min, mean and max of each, and the skipped
+ * samples of all. Every rank calls it. */
+static int gather_ranks(struct trainer *t, struct epoch_row *r, struct tb_err *err)
+{
+    double lo[RS_COUNT + 1] = {
+        [RS_PEAK] = (double)r->peak_bytes,         [RS_DATA_WAIT] = r->data_wait,
+        [RS_SWAP_OUT] = (double)r->swap.bytes_out, [RS_SWAP_IN] = (double)r->swap.bytes_in,
+        [RS_STALL] = r->swap.stall_seconds,        [RS_ALLREDUCE] = r->allreduce,
+        [RS_ALLREDUCE_WAIT] = r->allreduce_wait,   [RS_SECONDS] = r->seconds,
+        [RS_COUNT] = (double)r->skipped,
+    };
+    double hi[RS_COUNT + 1], sum[RS_COUNT + 1];
+    memcpy(hi, lo, sizeof hi);
+    memcpy(sum, lo, sizeof sum);
+    if (t->world->size > 1) {
+        int rc = tb_comm_allreduce(lo, RS_COUNT, TB_COMM_F64, TB_COMM_MIN, err);
+        if (!rc)
+            rc = tb_comm_allreduce(hi, RS_COUNT, TB_COMM_F64, TB_COMM_MAX, err);
+        if (!rc)
+            rc = tb_comm_allreduce(sum, RS_COUNT + 1, TB_COMM_F64, TB_COMM_SUM, err);
+        if (rc)
+            return tb_err_prefix(err, "gathering the ranks' epoch statistics");
+    }
+    for (int k = 0; k < RS_COUNT; k++)
+        r->ranks[k] = (struct spread){ lo[k], sum[k] / t->world->size, hi[k] };
+    r->skipped = (uint64_t)sum[RS_COUNT];
+    /* The job's all-reduce figures are the ranks' mean. */
+    r->allreduce = r->ranks[RS_ALLREDUCE].mean;
+    r->allreduce_wait = r->ranks[RS_ALLREDUCE_WAIT].mean;
     return TB_OK;
 }
 
@@ -880,11 +1068,15 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         struct epoch_row r = { 0 };
         t->skipped = 0;
         t->swap_mark = swap_total(t);
-        rc = run_validation(t, &r, err);
+        rc = align_buffers(t, err);
+        if (!rc)
+            rc = run_validation(t, &r, err);
         if (rc)
             return rc;
         r.skipped = t->skipped;
         r.swap = swap_since_mark(t);
+        if ((rc = gather_ranks(t, &r, err)))
+            return rc;
         log_epoch(t, &r);
         write_rows(t, &r);
     }
@@ -892,6 +1084,9 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         tb_log(TB_LOG_INFO, "nothing to do: the checkpoint has done all %d epochs ([run] epochs)", t->epochs);
         return TB_OK;
     }
+    /* Every rank starts from the same weights (one seed, or one checkpoint): check it. */
+    if ((rc = check_replicas(t, err)))
+        return rc;
     tb_data_loader_start(t->train.loader, t->iteration, t->total_iters);
     while (t->iteration < t->total_iters) {
         const uint64_t epoch = t->iteration / t->iters_per_epoch;
@@ -901,6 +1096,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         t->wait_seconds = 0;
         t->skipped = 0;
         t->swap_mark = swap_total(t);
+        t->run.engine.allreduce_busy_s = t->run.engine.allreduce_wait_s = 0;
         bops->mem_reset_peak(bctx, t->run.engine.device);
         const double t0 = tb_now();
         uint64_t steps = 0;
@@ -923,12 +1119,16 @@ static int train_loop(struct trainer *t, struct tb_err *err)
                 return rc;
             t->iteration++;
             steps++;
+            if ((rc = check_replicas(t, err)))
+                return rc;
             loss_sum += loss;
             t->step_seconds_sum += tb_now() - s0;
             t->steps_timed++;
             progress(t, epoch, t->iteration - epoch * t->iters_per_epoch, loss, steps == 1);
-            if (t->req->stop && *t->req->stop) {
-                rc = save_checkpoint(t, true, path, sizeof path, err);
+            if (stopping(t)) {
+                rc = align_buffers(t, err);
+                if (!rc)
+                    rc = save_checkpoint(t, true, path, sizeof path, err);
                 if (!rc)
                     resume_hint(t, path);
                 return rc;
@@ -949,8 +1149,12 @@ static int train_loop(struct trainer *t, struct tb_err *err)
             .lr = t->last_lr,
             .peak_bytes = ms.peak,
             .data_wait = t->wait_seconds,
+            .allreduce = t->run.engine.allreduce_busy_s,
+            .allreduce_wait = t->run.engine.allreduce_wait_s,
         };
         const bool last = t->iteration == t->total_iters;
+        if ((rc = align_buffers(t, err)))
+            return rc;
         if (t->val_every > 0 && ((epoch + 1) % (uint64_t)t->val_every == 0 || last)) {
             rc = run_validation(t, &r, err);
             if (rc)
@@ -958,6 +1162,8 @@ static int train_loop(struct trainer *t, struct tb_err *err)
         }
         r.skipped = t->skipped; /* training's and validation's */
         r.swap = swap_since_mark(t);
+        if ((rc = gather_ranks(t, &r, err)))
+            return rc;
         log_epoch(t, &r);
         write_rows(t, &r);
         if (last || (t->checkpoint_every > 0 && (epoch + 1) % (uint64_t)t->checkpoint_every == 0)) {
@@ -965,7 +1171,7 @@ static int train_loop(struct trainer *t, struct tb_err *err)
             if (rc)
                 return rc;
         }
-        if (!last && t->req->stop && *t->req->stop) {
+        if (!last && stopping(t)) {
             if (!(t->checkpoint_every > 0 && (epoch + 1) % (uint64_t)t->checkpoint_every == 0)) {
                 rc = save_checkpoint(t, true, path, sizeof path, err);
                 if (rc)
@@ -978,6 +1184,9 @@ static int train_loop(struct trainer *t, struct tb_err *err)
     char total[32];
     format_duration(tb_now() - t->run_start, total, sizeof total);
     tb_log(TB_LOG_INFO, "done: %d epochs in %s; final checkpoint %s", t->epochs, total, path);
+    if (t->replica_checks)
+        tb_log(TB_LOG_INFO, "replica check: the weights were the same on all %d ranks at all %" PRIu64 " checks",
+               t->world->size, t->replica_checks);
     return TB_OK;
 }
 
@@ -989,10 +1198,12 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     t->s = s;
     t->req = req;
+    t->world = tb_comm_world();
+    t->lead = t->world->rank == 0;
     t->run_start = tb_now();
     const int pmode = tb_section_enum(s->slot[TB_SEC_REPORT].section, "progress"); /* auto|yes|no */
-    t->live = pmode == 1 || (pmode == 0 && isatty(STDERR_FILENO));
-    t->quiet = pmode == 2;
+    t->live = t->lead && (pmode == 1 || (pmode == 0 && isatty(STDERR_FILENO)));
+    t->quiet = pmode == 2 || !t->lead;
     int rc = setup(t, err);
     if (!rc)
         rc = make_rundir(t, err);
@@ -1011,6 +1222,12 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
                " steps per epoch, %d epochs; writing to %s",
                t->run.model->name, params, t->run.backend->name, t->train.count, t->train.width, t->train.height,
                t->batch, t->iters_per_epoch, t->epochs, t->rundir);
+        if (t->world->size > 1)
+            tb_log(TB_LOG_INFO,
+                   "data parallel over %d ranks: %d images per rank and step, gradients averaged in buckets of "
+                   "%.1f MiB ([train] allreduce_bucket), batch norm %s ([model] sync_bn)",
+                   t->world->size, t->rank_batch, (double)t->run.engine.bucket_bytes / 1048576.0,
+                   t->sync_bn ? "synchronised over the ranks" : "per rank");
         rc = train_loop(t, err);
     }
     teardown(t);

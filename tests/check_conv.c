@@ -700,7 +700,7 @@ static struct tb_op bn_op(int n, int c, int h, int w, int training, uint32_t id)
         op.in[i] = test_desc(TB_F32, 1, c, 1, 1);
     op.out[0] = op.in[0];
     op.out[1] = op.out[2] = op.in[1];
-    op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, training };
+    op.p.bn = (struct tb_batchnorm_params){ .eps = 1e-5f, .momentum = 0.1f, .training = training };
     return op;
 }
 

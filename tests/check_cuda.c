@@ -6,9 +6,11 @@
  * updates in place) is read back (tensor_read) and compared with the tolerance stated for
  * it below. Then the backend's runtime: fill, accumulate and the SGD update, copies on its
  * three streams ordered by events, pinned host memory, memory statistics and the capacity
- * ([backend] device_memory), and its [backend] keys. Last, training steps of the
- * quickstart G-SCNN on cuda against cpu, and capped (swapping) runs against uncapped ones
- * on cuda.
+ * ([backend] device_memory), and its [backend] keys. Then data parallelism on a world of
+ * one rank (what one GPU can test: NCCL with one rank where the build has it):
+ * synchronised batch norm's own kernels against the cpu's plain batch norm, and the
+ * gradient all-reduce's ordering and scale. Last, training steps of the quickstart G-SCNN
+ * on cuda against cpu, and capped (swapping) runs against uncapped ones on cuda.
  *
  * Where this build has no cuda backend, or the plugin scores 0 here (no usable GPU), main
  * prints why and exits 77 (Automake's SKIP) before any test runs; with TB_REQUIRE_GPU=1 in
@@ -538,7 +540,7 @@ static void bn_case(struct pcase *pc, int n, int c, int h, int w, int training, 
     for (int i = 1; i < 5; i++)
         op.in[i] = f32(1, c, 1, 1);
     op.out[1] = op.out[2] = f32(1, c, 1, 1);
-    op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, training };
+    op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, training, 0 };
     char name[128];
     snprintf(name, sizeof name, "batchnorm %s %dx%dx%dx%d", training ? "training" : "inference", n, c, h, w);
     pc_init(pc, name, &op, seed);
@@ -1301,6 +1303,177 @@ START_TEST(backend_keys)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ data parallelism
+ *
+ * A comm of one rank, as the core's would be for `mpirun -np 1`: its collectives have
+ * nothing to combine. Attached, it makes the cuda backend take its data-parallel paths
+ * (one-rank NCCL communicators, synchronised batch norm's own kernels), which one GPU can
+ * then check. */
+
+static int one_rank_allreduce(const struct tb_comm *c, enum tb_comm_channel ch, void *data, size_t count,
+                              enum tb_comm_dtype dtype, enum tb_comm_reduce op, struct tb_err *err)
+{
+    (void)c, (void)ch, (void)data, (void)count, (void)dtype, (void)op, (void)err;
+    return TB_OK;
+}
+
+static int one_rank_broadcast(const struct tb_comm *c, enum tb_comm_channel ch, void *data, size_t bytes, int root,
+                              struct tb_err *err)
+{
+    (void)c, (void)ch, (void)data, (void)bytes, (void)root, (void)err;
+    return TB_OK;
+}
+
+static const struct tb_comm one_rank = { 0, 1, 0, 1, 0, one_rank_allreduce, one_rank_broadcast, NULL };
+
+/* A cuda instance of its own with the one-rank comm attached. */
+static void open_attached(struct test_backend *b)
+{
+    test_backend_open(b, "cuda", "device_memory = 1G\ntf32 = no\n");
+    ck_assert_ptr_nonnull(b->ops->comm_attach);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(b->ops->comm_attach(b->ctx, 0, &one_rank, &err) == TB_OK, "comm_attach: %s", err.msg);
+}
+
+/* Synchronised batch norm over one rank is batch norm: the cuda backend's own kernels
+ * (double sums, all-reduced through one-rank NCCL) against the cpu's, with the tolerances
+ * of the cuDNN path; twice, to the same bits (fixed partial sums, no atomics); without dx
+ * too (a network's first layer: no all-reduce in backward). */
+START_TEST(batchnorm_sync_one_rank)
+{
+    struct test_backend b;
+    open_attached(&b);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_ne(b.ops->comm_attach(b.ctx, 0, &one_rank, &err), TB_OK);
+    ck_assert_contains(err.msg, "twice");
+    /* 2x3x96x160: 15360 values a plane, four partial sums per image */
+    static const int shapes[][4] = { { 2, 16, 17, 19 }, { 4, 8, 9, 7 }, { 2, 3, 96, 160 } };
+    for (size_t k = 0; k < 3; k++)
+        for (int forwards = 1; forwards <= 2; forwards++) {
+            struct pcase pc;
+            bn_case(&pc, shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], 1, 460 + 10 * k);
+            pc.op.p.bn.sync = 1;
+            snprintf(pc.name, sizeof pc.name, "sync batchnorm %dx%dx%dx%d, %d forward%s", shapes[k][0], shapes[k][1],
+                     shapes[k][2], shapes[k][3], forwards, forwards > 1 ? "s" : "");
+            pc.forwards = forwards;
+            parity_on(&b, &pc);
+            struct result r1, r2;
+            run_on(&b, &pc, &r1);
+            run_on(&b, &pc, &r2);
+            for (uint32_t j = 0; j < pc.op.nout; j++)
+                ck_assert_msg(memcmp(r1.out[j], r2.out[j], opcheck_bytes(pc.op.out[j])) == 0,
+                              "%s: output %u differs between two runs", pc.name, j);
+            for (uint32_t i = 0; i < pc.op.nin; i++) {
+                ck_assert_msg(memcmp(r1.in_after[i], r2.in_after[i], opcheck_bytes(pc.op.in[i])) == 0,
+                              "%s: input %u after the run differs between two runs", pc.name, i);
+                if (r1.din[i])
+                    ck_assert_msg(memcmp(r1.din[i], r2.din[i], opcheck_bytes(pc.op.in[i])) == 0,
+                                  "%s: din %u differs between two runs", pc.name, i);
+            }
+            result_free(&r1);
+            result_free(&r2);
+            if (k == 0) {
+                pc.no_din = 1u << 0;
+                parity_on(&b, &pc);
+            }
+            pc_free(&pc);
+        }
+    /* inference ignores sync (cuDNN's, from the running statistics) */
+    struct pcase pc;
+    bn_case(&pc, 2, 16, 17, 19, 0, 490);
+    pc.op.p.bn.sync = 1;
+    pc.backward = false;
+    parity_on(&b, &pc);
+    /* one value a channel: enough over several ranks, so prepared, but not over one */
+    struct tb_op one = pc.op;
+    one.in[0] = one.out[0] = f32(1, 16, 1, 1);
+    one.p.bn.training = 1;
+    struct opcheck oc;
+    opcheck_init(&oc, &b, &one);
+    tb_err_clear(&err);
+    ck_assert_int_ne(b.ops->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err), TB_OK);
+    ck_assert_contains(err.msg, "more than 1 value per channel");
+    opcheck_fini(&oc);
+    pc_free(&pc);
+    test_backend_close(&b);
+}
+END_TEST
+
+/* The gradient all-reduce over one rank: each element becomes scale * itself; a bucket
+ * starts after the compute stream's earlier work (a fill queued just before), and the
+ * compute stream's later work (the read) waits for it; busy and waited times come back. */
+START_TEST(allreduce_one_rank)
+{
+    struct test_backend b;
+    open_attached(&b);
+    const struct tb_tensor_desc d[3] = { f32(3, 5, 17, 19), f32(1, 7, 1, 1), f32(64, 64, 3, 3) };
+    struct tb_tensor t[3];
+    float *host[3], *back[3];
+    for (int i = 0; i < 3; i++) {
+        t[i] = test_tensor(&b, d[i]);
+        host[i] = frand(elems(d[i]), 970 + (uint64_t)i, -1.0f, 1.0f);
+        back[i] = host_buf(d[i]);
+        test_upload(&b, &t[i], host[i]);
+    }
+    struct tb_err err;
+    tb_err_clear(&err);
+    static const float scales[] = { 1.0f, 0.5f, 0.25f };
+    for (int round = 0; round < 3; round++) {
+        const float sc = scales[round];
+        /* t[0] is filled on the compute stream and all-reduced at once */
+        ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &t[0], 3.0f, &err), TB_OK);
+        ck_assert_msg(b.ops->allreduce_start(b.ctx, &t[0], 2, sc, &err) == TB_OK, "%s", err.msg);
+        ck_assert_msg(b.ops->allreduce_start(b.ctx, &t[2], 1, sc, &err) == TB_OK, "%s", err.msg);
+        double busy = -1.0, waited = -1.0;
+        ck_assert_msg(b.ops->allreduce_wait(b.ctx, &busy, &waited, &err) == TB_OK, "%s", err.msg);
+        ck_assert_msg(busy >= 0.0 && busy < 10.0 && waited >= 0.0 && waited < 10.0, "busy %g s, waited %g s", busy,
+                      waited);
+        for (int i = 0; i < 3; i++) {
+            test_download(&b, &t[i], back[i]);
+            /* scales that are powers of two are exact, whichever way they are applied */
+            for (size_t e = 0; e < elems(d[i]); e++) {
+                if (i != 0)
+                    host[i][e] *= sc;
+                const float want = i == 0 ? 3.0f * sc : host[i][e];
+                ck_assert_msg(back[i][e] == want, "round %d (scale %g): tensor %d [%zu] = %.9g, want %.9g", round,
+                              (double)sc, i, e, (double)back[i][e], (double)want);
+            }
+        }
+    }
+    /* nothing queued: nothing to wait for */
+    double busy = -1.0, waited = -1.0;
+    ck_assert_int_eq(b.ops->allreduce_wait(b.ctx, &busy, &waited, &err), TB_OK);
+    ck_assert(busy == 0.0 && waited == 0.0);
+    ck_assert_int_eq(b.ops->allreduce_wait(b.ctx, NULL, NULL, &err), TB_OK);
+    for (int i = 0; i < 3; i++) {
+        test_tensor_free(&b, &t[i]);
+        free(host[i]);
+        free(back[i]);
+    }
+    test_backend_close(&b);
+}
+END_TEST
+
+#ifndef HAVE_NCCL
+/* Without NCCL only a world of one joins; more ranks are refused with what to install. */
+START_TEST(attach_without_nccl)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cuda", GPU_SMALL_KEYS);
+    struct tb_comm two = one_rank;
+    two.size = 2;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_ne(b.ops->comm_attach(b.ctx, 0, &two, &err), TB_OK);
+    ck_assert_contains(err.msg, "no NCCL");
+    ck_assert_contains(err.msg, "libnccl-dev");
+    test_backend_close(&b);
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------ training */
 
 /* The quickstart (etc/quickstart.ini: G-SCNN on synthetic scenes) with one batch per epoch,
@@ -1576,6 +1749,14 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, host_alloc_pinned);
     tcase_add_test(tc, memory_capacity_and_stats);
     tcase_add_test(tc, backend_keys);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("data parallelism");
+    tcase_add_test(tc, batchnorm_sync_one_rank);
+    tcase_add_test(tc, allreduce_one_rank);
+#ifndef HAVE_NCCL
+    tcase_add_test(tc, attach_without_nccl);
+#endif
     suite_add_tcase(s, tc);
 
     tc = tcase_create("training");

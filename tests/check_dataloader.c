@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,52 @@ START_TEST(ranks_take_disjoint_shares)
 }
 END_TEST
 
+/* Data parallelism's premise: the ranks' batches of a step, in rank order, are the one
+ * batch a single process with the global batch gets at that step: the same samples in
+ * the same places, augmented the same way (the images are compared byte for byte). */
+START_TEST(rank_shares_make_the_global_batch)
+{
+    struct fake f;
+    fake_init(&f, 24, 8, 8);
+    struct tb_data_settings s = settings(1, 2, true);
+    const int per_rank[] = { 3, 2 }, worlds[] = { 2, 4 };
+    for (int t = 0; t < 2; t++) {
+        const int W = worlds[t], B = per_rank[t], G = W * B;
+        const uint64_t steps = 24 / (uint64_t)G;
+        struct tb_data_loader *one = open_loader(&f, &s, true, G, 0, 1, 8, 8);
+        struct tb_data_loader *rank[4];
+        for (int r = 0; r < W; r++) {
+            rank[r] = open_loader(&f, &s, true, B, r, W, 8, 8);
+            ck_assert_uint_eq(tb_data_loader_batches(rank[r]), steps);
+            tb_data_loader_start(rank[r], 0, 2 * steps);
+        }
+        tb_data_loader_start(one, 0, 2 * steps);
+        const size_t plane = 8 * 8;
+        for (uint64_t k = 0; k < 2 * steps; k++) {
+            struct tb_loaded g;
+            struct tb_err err;
+            ck_assert_int_eq(tb_data_loader_next(one, &g, &err), TB_OK);
+            for (int r = 0; r < W; r++) {
+                struct tb_loaded lb;
+                ck_assert_int_eq(tb_data_loader_next(rank[r], &lb, &err), TB_OK);
+                for (int j = 0; j < B; j++) {
+                    const int gj = r * B + j;
+                    ck_assert_msg(lb.index[j] == g.index[gj],
+                                  "world %d, step %" PRIu64 ": rank %d place %d holds %zu, the global batch %zu", W, k,
+                                  r, j, lb.index[j], g.index[gj]);
+                    ck_assert(memcmp(lb.b->image + (size_t)j * 3 * plane, g.b->image + (size_t)gj * 3 * plane,
+                                     3 * plane * sizeof(float)) == 0);
+                    ck_assert(memcmp(lb.b->labels + (size_t)j * plane, g.b->labels + (size_t)gj * plane, plane) == 0);
+                }
+            }
+        }
+        for (int r = 0; r < W; r++)
+            tb_data_loader_close(rank[r]);
+        tb_data_loader_close(one);
+    }
+}
+END_TEST
+
 /* Batches k.. of a range started at k are those of a range started at 0: a resumed run
  * sees what an unbroken one would have. */
 START_TEST(a_resumed_range_matches)
@@ -568,6 +615,7 @@ static Suite *dataloader_suite(void)
     tcase_add_test(tc, same_batches_whatever_the_workers);
     tcase_add_test(tc, epochs_cover_the_split);
     tcase_add_test(tc, ranks_take_disjoint_shares);
+    tcase_add_test(tc, rank_shares_make_the_global_batch);
     tcase_add_test(tc, a_resumed_range_matches);
     tcase_add_test(tc, a_bad_sample_fails_by_name);
     tcase_add_test(tc, bad_samples_are_skipped_and_reported);

@@ -9,8 +9,10 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
+#include "lib/comm_internal.h"
 #include "lib/config_internal.h"
 #include "lib/keys_internal.h"
+#include "lib/log_internal.h"
 #include "lib/loader_internal.h"
 #include "lib/setup_internal.h"
 #include "lib/data_report_internal.h"
@@ -128,7 +130,11 @@ static void print_error(const struct tb_err *err)
     while (*p) {
         const char *nl = strchr(p, '\n');
         int n = nl ? (int)(nl - p) : (int)strlen(p);
-        fprintf(stderr, "trainbig: error: %.*s\n", n, p);
+        const struct tb_comm *w = tb_comm_world();
+        if (w->size > 1)
+            fprintf(stderr, "trainbig: rank %d of %d: error: %.*s\n", w->rank, w->size, n, p);
+        else
+            fprintf(stderr, "trainbig: error: %.*s\n", n, p);
         p += n + (nl ? 1 : 0);
     }
 }
@@ -287,12 +293,32 @@ static void on_stop_signal(int sig)
     stop_requested = 1;
 }
 
+/* The end of a run that may be one rank of several: a failing rank ends the whole job
+ * (MPI_Abort), so that no other rank waits for it in a collective; a finished one leaves
+ * MPI. */
+static int end_ranks(int code)
+{
+    if (code != 0)
+        tb_comm_abort(code);
+    tb_comm_fini();
+    return code;
+}
+
 static int cmd_train(int argc, char **argv)
 {
+    struct tb_err err;
+    tb_err_clear(&err);
+    /* Under mpirun: join the other ranks first, so that every message names its rank. */
+    if (tb_comm_init(&err) != TB_OK) {
+        print_error(&err);
+        return tb_exit_code(err.status);
+    }
+    const struct tb_comm *world = tb_comm_world();
+    tb_log_set_rank(world->rank, world->size);
     struct run_cmd c;
     int code = run_cmd_open(&c, "train", usage_train, argc, argv);
     if (code >= 0)
-        return code;
+        return end_ranks(code);
     tb_log(TB_LOG_INFO, "%s: configuration is valid", c.a.config);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -301,12 +327,11 @@ static int cmd_train(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     const struct tb_train_request req = { c.a.config, c.a.sets, c.a.nsets, c.a.resume, &stop_requested };
-    struct tb_err err;
     int rc = tb_train(c.setup, &req, &err);
     if (rc)
         print_error(&err);
     run_cmd_close(&c);
-    return tb_exit_code(rc);
+    return end_ranks(tb_exit_code(rc));
 }
 
 static int cmd_predict(int argc, char **argv)

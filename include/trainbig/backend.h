@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <trainbig/comm.h>
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
 #include <trainbig/ops.h>
@@ -178,6 +179,24 @@ struct tb_backend_ops {
     /* Optional. When event ev last completed, in seconds of CLOCK_MONOTONIC (0 = never): with
      * an event recorded before and one after a copy, where the copy ran, for traces. */
     double (*event_time)(void *ctx, struct tb_event *ev);
+
+    /* ---- ABI 1.6: data parallelism (trainbig/comm.h) ---- */
+    /* Optional; a backend without them trains single-process only. Joins the ranks of comm
+     * (comm->size > 1), once, after set_platform; comm outlives the instance. A backend
+     * whose device memory is not host memory bootstraps its own engine here (NCCL's unique
+     * id through comm->broadcast). */
+    int (*comm_attach)(void *ctx, int device, const struct tb_comm *comm, struct tb_err *err);
+    /* Queues the all-reduce of one bucket of f32 tensors (parameter gradients): each
+     * element becomes scale * the sum over ranks, in place. It starts after the work
+     * submitted to the compute stream so far, and runs concurrently with what is submitted
+     * after (the rest of backward); the tensors must not be written until
+     * allreduce_wait. t[] may be reused when this returns. Every rank queues the same
+     * buckets, with the same descriptions, in the same order. */
+    int (*allreduce_start)(void *ctx, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
+    /* Work submitted to the compute stream afterwards waits for every queued all-reduce.
+     * Reports the first failure of one. *busy_s (may be NULL) receives the seconds the
+     * all-reduces ran since the last call, and *waited_s the seconds this call blocked. */
+    int (*allreduce_wait)(void *ctx, double *busy_s, double *waited_s, struct tb_err *err);
 };
 
 #ifdef __cplusplus

@@ -112,6 +112,11 @@ struct tb_batchnorm_params {
     float eps;      /* PyTorch default 1e-5 */
     float momentum; /* PyTorch default 0.1 */
     int32_t training;
+    /* ABI 1.6. Training only: the batch statistics (and backward's sums) are over every
+     * rank's batch together (synchronised batch norm, through the backend's attached
+     * comm); gamma's and beta's gradients stay this rank's share. Without an attached comm
+     * of more than one rank it is plain batch norm. */
+    int32_t sync;
 };
 
 struct tb_pool_params {

@@ -38,9 +38,11 @@ extern "C" {
  *        env_defaults (platform.h); swap: the hooks and the memory manager's functions
  *        (swap.h); backend: alloc_failed_bytes, release_scratch, set_platform, event_time
  *        (backend.h)
- *   1.5  platform: tb_platform_ops swap_defaults (platform.h) */
+ *   1.5  platform: tb_platform_ops swap_defaults (platform.h)
+ *   1.6  backend: comm_attach, allreduce_start, allreduce_wait (backend.h, comm.h);
+ *        batch norm's sync (ops.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 5
+#define TB_ABI_MINOR 6
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

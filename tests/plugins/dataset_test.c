@@ -8,6 +8,7 @@
 struct testdata {
     size_t n;
     uint32_t size;
+    long bad; /* the train split's unreadable sample, or -1 */
     char names[8][32];
 };
 
@@ -15,6 +16,7 @@ static const struct tb_key testdata_keys[] = {
     { "root", TB_KEY_PATH, NULL, NULL, "where the data would be (required, to test required keys)" },
     { "samples", TB_KEY_INT, "4", "1..8", "number of samples" },
     { "size", TB_KEY_INT, "8", "1..64", "image side, pixels" },
+    { "bad", TB_KEY_INT, "-1", "-1..7", "a train sample that cannot be read (to test bad-sample handling); -1 = none" },
     TB_KEYS_END,
 };
 
@@ -30,6 +32,7 @@ static int testdata_open(const struct tb_section *cfg, const char *split, void *
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     d->n = (size_t)tb_section_int(cfg, "samples");
     d->size = (uint32_t)tb_section_int(cfg, "size");
+    d->bad = strcmp(split, "train") == 0 ? (long)tb_section_int(cfg, "bad") : -1;
     for (size_t i = 0; i < d->n; i++)
         snprintf(d->names[i], sizeof d->names[i], "%s/%zu", split, i);
     *ctx = d;
@@ -54,6 +57,9 @@ static const char *testdata_name(void *ctx, size_t i)
 static int testdata_load(void *ctx, size_t i, struct tb_sample *s, struct tb_err *err)
 {
     struct testdata *d = ctx;
+    if ((long)i == d->bad)
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: unreadable (the dataset's [dataset] bad = %ld)", d->names[i],
+                          d->bad);
     int rc = tb_sample_reserve(s, d->size, d->size, err);
     if (rc)
         return rc;

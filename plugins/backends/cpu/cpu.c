@@ -116,6 +116,7 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     int64_t threads = tb_section_int(cfg, "threads");
     cpu->threads = threads > 0 ? (int)threads : omp_get_num_procs();
+    cpu->threads_auto = threads == 0;
     uint64_t cap = tb_section_size(cfg, "device_memory");
     cpu->emulate_link = tb_section_bool(cfg, "emulate_link");
     cpu->compute_flops = tb_section_float(cfg, "compute_gflops") * 1e9;
@@ -154,6 +155,7 @@ static void cpu_destroy(void *ctx)
     struct tb_cpu *cpu = ctx;
     if (!cpu)
         return;
+    tb_cpu_comm_detach(cpu);
     tb_cpu_streams_fini(&cpu->streams);
     tb_cpu_dnnl_fini(cpu);
     tb_cpu_memory_fini(&cpu->memory);
@@ -510,6 +512,9 @@ static const struct tb_backend_ops cpu_ops = {
     .release_scratch = cpu_release_scratch,
     .set_platform = cpu_set_platform,
     .event_time = cpu_event_time,
+    .comm_attach = tb_cpu_comm_attach,
+    .allreduce_start = tb_cpu_allreduce_start,
+    .allreduce_wait = tb_cpu_allreduce_wait,
     .tensor_bytes = cpu_tensor_bytes,
     .tensor_write = cpu_tensor_write,
     .tensor_read = cpu_tensor_read,

@@ -16,7 +16,12 @@
  * deviations) for normalising and save_invstd = 1/sqrt(var + eps); running_var takes the
  * unbiased one (times P/(P-1), P = N*H*W). The sums are shifted by one sample per channel
  * (the first pixel's value), which keeps sum(x^2) - sum(x)^2/P from cancelling when the
- * mean is large against the spread. */
+ * mean is large against the spread.
+ *
+ * Synchronised (op->p.bn.sync, more than one rank): the statistics are over every rank's
+ * batch, reduced through the attached comm (cpu_comm.c) in double: first the sums of x
+ * (the global mean), then the sums of deviations from that mean; backward reduces its two
+ * sums the same way. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -51,9 +56,14 @@ static struct blocks split(size_t pixels, size_t channels)
     return b;
 }
 
+/* Synchronised batch norm: training, asked for, and more than one rank attached. */
+static bool synced(const struct tb_cpu *cpu, const struct tb_op *op)
+{
+    return op->p.bn.training && op->p.bn.sync && cpu->world && cpu->world->size > 1;
+}
+
 static int bn_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
-    (void)cpu;
     *state = NULL;
     if (op->nin != 5 || op->nout != 3)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): expected 5 inputs and 3 outputs, got %u and %u",
@@ -76,7 +86,8 @@ static int bn_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, 
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): eps %g must be > 0 and momentum %g in [0, 1]",
                           op->id, (double)op->p.bn.eps, (double)op->p.bn.momentum);
     /* As PyTorch: batch statistics of a single value per channel are meaningless. */
-    if (op->p.bn.training && (int64_t)x.n * x.h * x.w < 2)
+    const int64_t ranks = synced(cpu, op) ? cpu->world->size : 1; /* synchronised: over all ranks' values */
+    if (op->p.bn.training && (int64_t)x.n * x.h * x.w * ranks < 2)
         return tb_err_set(err, TB_ERR_RUNTIME,
                           "op %u (batchnorm): training needs more than 1 value per channel, input is (%d,%d,%d,%d)",
                           op->id, x.n, x.c, x.h, x.w);
@@ -190,16 +201,37 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         return TB_OK;
     }
 
-    /* Shift by the first pixel's values (see the top of the file). */
     double *k = w.d, *s1 = w.d + C, *s2 = w.d + 2 * C;
-    for (size_t c = 0; c < C; c++)
-        k[c] = x[c];
-    channel_sums(x, k, NULL, NULL, P, C, w.part, s1, s2);
+    double count = (double)P; /* pixels the statistics are over: every rank's when synchronised */
+    if (synced(cpu, op)) {
+        /* Over all ranks: the global mean first (sum of x, reduced), then the sums of
+         * deviations from it (reduced): two small collectives, and no shift that differs
+         * between ranks. */
+        double *zero = w.d + 3 * C;
+        for (size_t c = 0; c < C; c++)
+            zero[c] = 0;
+        count *= (double)cpu->world->size;
+        channel_sums(x, zero, NULL, NULL, P, C, w.part, s1, s2);
+        rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, s1, C, TB_COMM_F64, TB_COMM_SUM, err);
+        for (size_t c = 0; c < C && !rc; c++)
+            k[c] = s1[c] / count;
+        if (!rc)
+            channel_sums(x, k, NULL, NULL, P, C, w.part, s1, s2);
+        if (!rc) /* s1 and s2 are adjacent */
+            rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, s1, 2 * C, TB_COMM_F64, TB_COMM_SUM, err);
+        if (rc)
+            return tb_err_prefix(err, "op %u (batchnorm, synchronised)", op->id);
+    } else {
+        /* Shift by the first pixel's values (see the top of the file). */
+        for (size_t c = 0; c < C; c++)
+            k[c] = x[c];
+        channel_sums(x, k, NULL, NULL, P, C, w.part, s1, s2);
+    }
     float *save_mean = out[1].data, *save_invstd = out[2].data;
     for (size_t c = 0; c < C; c++) {
-        double d = s1[c] / (double)P;
+        double d = s1[c] / count;
         double mean = k[c] + d;
-        double var = s2[c] / (double)P - d * d; /* biased */
+        double var = s2[c] / count - d * d; /* biased */
         if (var < 0)
             var = 0;
         double inv = 1.0 / sqrt(var + eps);
@@ -207,7 +239,7 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         save_invstd[c] = (float)inv;
         scale[c] = (float)(gamma[c] * inv);
         rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * mean);
-        rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * var * (double)P / (double)(P - 1));
+        rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * var * count / (count - 1));
     }
     /* save_mean is the float mean: y is centred on exactly what backward will see. */
     affine(x, y, save_mean, scale, beta, P, C);
@@ -267,14 +299,23 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
             dgamma[c] = (float)(sdyx[c] * inv[c]);
     if (!dx)
         return TB_OK;
+    /* Synchronised: dx needs the sums over every rank's pixels (gamma's and beta's
+     * gradients above stay this rank's share, reduced with the other gradients). */
+    double count = (double)P;
+    if (op->p.bn.training && synced(cpu, op)) {
+        count *= (double)cpu->world->size;
+        rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, sdy, 2 * C, TB_COMM_F64, TB_COMM_SUM, err);
+        if (rc)
+            return tb_err_prefix(err, "op %u (batchnorm backward, synchronised)", op->id);
+    }
     /* Training: dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))),
      * as a1 * dy + a2 * (x - mean) + a3 per channel. Inference: dx = gamma * invstd * dy. */
     float *a1 = w.f, *a2 = w.f + C, *a3 = w.f + 2 * C;
     for (size_t c = 0; c < C; c++) {
         double g = (double)gamma[c] * inv[c];
         a1[c] = (float)g;
-        a2[c] = op->p.bn.training ? (float)(-g * inv[c] * inv[c] * sdyx[c] / (double)P) : 0.0f;
-        a3[c] = op->p.bn.training ? (float)(-g * sdy[c] / (double)P) : 0.0f;
+        a2[c] = op->p.bn.training ? (float)(-g * inv[c] * inv[c] * sdyx[c] / count) : 0.0f;
+        a3[c] = op->p.bn.training ? (float)(-g * sdy[c] / count) : 0.0f;
     }
 #pragma omp parallel for schedule(static)
     for (size_t px = 0; px < P; px++) {

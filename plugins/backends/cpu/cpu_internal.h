@@ -105,7 +105,17 @@ struct tb_cpu {
     double compute_flops;  /* [backend] compute_gflops in FLOP/s; 0 = measure */
     double link_scale;     /* [backend] link_scale: multiplies the emulated link's rates */
     int host_node;         /* NUMA node of pinned host memory; -1: the OS decides */
+    bool threads_auto;     /* [backend] threads = 0: one per core (this rank's share of them) */
+    /* Data parallelism (cpu_comm.c): NULL in a single-process run. */
+    struct tb_cpu_comm *comm;
+    const struct tb_comm *world; /* the core's; batch norm's sync reduces over it */
 };
+
+/* ------------------------------------------------------------------ ranks (cpu_comm.c) */
+int tb_cpu_comm_attach(void *ctx, int device, const struct tb_comm *comm, struct tb_err *err);
+void tb_cpu_comm_detach(struct tb_cpu *cpu);
+int tb_cpu_allreduce_start(void *ctx, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
+int tb_cpu_allreduce_wait(void *ctx, double *busy_s, double *waited_s, struct tb_err *err);
 
 int tb_cpu_dnnl_init(struct tb_cpu *cpu, struct tb_err *err);
 void tb_cpu_dnnl_fini(struct tb_cpu *cpu);

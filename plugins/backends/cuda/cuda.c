@@ -1,7 +1,7 @@
 /* backend/cuda: the CUDA backend. cuDNN for convolutions, batch norm and activations,
- * cuBLAS for axpy, and the kernels of cuda_kernels.cu for the rest; see cuda_internal.h
- * for how the backend contract maps onto the CUDA runtime. Tested op by op against the CPU
- * backend (tests/check_cuda.c). */
+ * cuBLAS for axpy, the kernels of cuda_kernels.cu for the rest, and NCCL for data
+ * parallelism (cuda_comm.c); see cuda_internal.h for how the backend contract maps onto
+ * the CUDA runtime. Tested op by op against the CPU backend (tests/check_cuda.c). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -253,6 +253,9 @@ static void cuda_destroy(void *ctx)
     if (!cuda)
         return;
     cudaSetDevice(cuda->ordinal);
+    /* NCCL first: it waits for its work, or aborts it when a peer failed, so that the
+     * synchronisations below cannot hang on a collective that will never complete. */
+    tb_cuda_comm_fini(cuda);
     for (int s = 0; s < TB_STREAMS; s++)
         if (cuda->stream[s])
             cudaStreamSynchronize(cuda->stream[s]);
@@ -723,6 +726,24 @@ static int cuda_op_backward(void *ctx, const struct tb_op *op, void *state, cons
     return tb_cuda_op_backward(ctx, op, state, in, out, dout, din, err);
 }
 
+/* ------------------------------------------------------------------ data parallelism */
+
+static int cuda_comm_attach(void *ctx, int device, const struct tb_comm *comm, struct tb_err *err)
+{
+    (void)device;
+    return tb_cuda_comm_attach(ctx, comm, err);
+}
+
+static int cuda_allreduce_start(void *ctx, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err)
+{
+    return tb_cuda_allreduce_start(ctx, t, n, scale, err);
+}
+
+static int cuda_allreduce_wait(void *ctx, double *busy_s, double *waited_s, struct tb_err *err)
+{
+    return tb_cuda_allreduce_wait(ctx, busy_s, waited_s, err);
+}
+
 static const struct tb_backend_ops cuda_ops = {
     .score = cuda_score,
     .create = cuda_create,
@@ -758,6 +779,9 @@ static const struct tb_backend_ops cuda_ops = {
     .op_forward = cuda_op_forward,
     .op_backward = cuda_op_backward,
     .sgd_update = cuda_sgd_update,
+    .comm_attach = cuda_comm_attach,
+    .allreduce_start = cuda_allreduce_start,
+    .allreduce_wait = cuda_allreduce_wait,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
@@ -766,7 +790,13 @@ TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
     .kind = TB_KIND_BACKEND,
     .name = "cuda",
     .version = TB_VERSION,
-    .description = "NVIDIA GPU: cuDNN, cuBLAS and own CUDA kernels; caching allocator over cudaMalloc",
+#ifdef HAVE_NCCL
+    .description = "NVIDIA GPU: cuDNN, cuBLAS and own CUDA kernels; caching allocator over cudaMalloc; NCCL for "
+                   "data parallelism",
+#else
+    .description = "NVIDIA GPU: cuDNN, cuBLAS and own CUDA kernels; caching allocator over cudaMalloc (built "
+                   "without NCCL: single process only)",
+#endif
     .keys = cuda_keys,
     .ops.backend = &cuda_ops,
 };

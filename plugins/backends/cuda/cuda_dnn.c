@@ -5,6 +5,8 @@
  * for normalising, unbiased for the running variance, save_invstd = 1/sqrt(var + eps),
  * running = (1 - momentum) * running + momentum * batch), as PyTorch relies on. Its
  * backward wants every gradient buffer; the ones the core does not want go to scratch.
+ * Synchronised batch norm (`sync`, training, an attached comm) is cuda_syncbn.c's: cuDNN
+ * cannot take the other ranks' sums.
  * Activations: the backward of both reads only y (the contract keeps y, not x), which
  * cuDNN's formulas allow: ReLU passes dy where y > 0, sigmoid multiplies by y (1 - y). */
 #include <stdlib.h>
@@ -47,13 +49,15 @@ static int bn_prepare_state(const struct tb_op *op, struct bn_state *st, struct 
         if (op->in[i].dtype != TB_F32 || (i > 0 && !tb_shape_eq(op->in[i].shape, (struct tb_shape){ 1, x.c, 1, 1 })))
             return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): input %u must be f32%s", op->id, i,
                               i ? " (1,C,1,1)" : "");
+    if (op->p.bn.sync && !(op->p.bn.eps > 0.0f))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): eps %g must be > 0", op->id, op->p.bn.eps);
     if (op->p.bn.eps < CUDNN_BN_MIN_EPSILON)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): eps %g is below cuDNN's smallest, %g", op->id,
                           op->p.bn.eps, CUDNN_BN_MIN_EPSILON);
-    if (op->p.bn.training && (int64_t)x.n * x.h * x.w < 2)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (batchnorm): training needs more than 1 value per channel, input is (%d,%d,%d,%d)",
-                          op->id, x.n, x.c, x.h, x.w);
+    /* Synchronised, one value a channel here may be one of several over the ranks: checked
+     * when it runs (tb_cuda_bn_check_values), once the comm is known. */
+    if (op->p.bn.training && (int64_t)x.n * x.h * x.w < (op->p.bn.sync ? 1 : 2))
+        return tb_cuda_bn_check_values(op, 1, err);
     TB_CUDNN_TRY(err, op, cudnnCreateTensorDescriptor(&st->x));
     TB_CUDNN_TRY(err, op, cudnnCreateTensorDescriptor(&st->stats));
     int rc = tb_cuda_set_desc(st->x, x, op, err);
@@ -61,6 +65,16 @@ static int bn_prepare_state(const struct tb_op *op, struct bn_state *st, struct 
         return rc;
     TB_CUDNN_TRY(err, op, cudnnDeriveBNTensorDescriptor(st->stats, st->x, CUDNN_BATCHNORM_SPATIAL));
     return TB_OK;
+}
+
+int tb_cuda_bn_check_values(const struct tb_op *op, int ranks, struct tb_err *err)
+{
+    const struct tb_shape x = op->in[0].shape;
+    if (!op->p.bn.training || (int64_t)x.n * x.h * x.w * ranks >= 2)
+        return TB_OK;
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "op %u (batchnorm): training needs more than 1 value per channel, input is (%d,%d,%d,%d)", op->id,
+                      x.n, x.c, x.h, x.w);
 }
 
 static int bn_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
@@ -84,6 +98,11 @@ static int bn_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state,
     struct bn_state *st = state;
     (void)step;
     const struct tb_batchnorm_params *p = &op->p.bn;
+    if (tb_cuda_syncbn_active(cuda, op))
+        return tb_cuda_syncbn_forward(cuda, op, in, out, err);
+    int rc = tb_cuda_bn_check_values(op, 1, err); /* a sync op let through by prepare, run unsynchronised */
+    if (rc)
+        return rc;
     if (p->training)
         TB_CUDNN_TRY(err, op,
                      cudnnBatchNormalizationForwardTraining(cuda->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, st->x,
@@ -108,6 +127,8 @@ static int bn_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state
                           "op %u (batchnorm): the cuda backend has no backward for batch norm in inference mode "
                           "(frozen statistics); train it in training mode or use the cpu backend",
                           op->id);
+    if (tb_cuda_syncbn_active(cuda, op))
+        return tb_cuda_syncbn_backward(cuda, op, in, out, dout, din, err);
     if (!dout[0].data)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): backward without an output gradient", op->id);
     const struct tb_shape x = op->in[0].shape;

@@ -61,6 +61,7 @@ enum tb_cuda_conv_algo {
 };
 
 struct tb_cuda_host_block; /* pinned host memory (host_alloc) */
+struct tb_cuda_comm;       /* the attached ranks: NCCL, the comm stream (cuda_comm.c) */
 
 struct tb_cuda {
     int ordinal; /* [backend] device: the CUDA device this instance drives */
@@ -91,7 +92,8 @@ struct tb_cuda {
     enum tb_op_kind bad_kind;
     int32_t bad_classes, bad_w; /* its K and image width, for the message */
     int32_t bad_ignore;
-    uint64_t nvtx_step; /* the training step of the open NVTX step range (+1; 0 = none) */
+    uint64_t nvtx_step;        /* the training step of the open NVTX step range (+1; 0 = none) */
+    struct tb_cuda_comm *comm; /* NULL until comm_attach; owned, freed by tb_cuda_comm_fini */
 };
 
 /* Error reports: the call, the status and its string; op may be NULL. They fill err and
@@ -139,6 +141,44 @@ void tb_cuda_range_push(const char *fmt, ...) TB_PRINTF(1, 2);
 void tb_cuda_range_pop(void);
 /* Opens the range "step N" when step changes (closing the previous one). */
 void tb_cuda_range_step(struct tb_cuda *cuda, uint64_t step);
+
+/* ------------------------------------------------------------------ data parallelism (cuda_comm.c)
+ *
+ * comm_attach joins the ranks of a struct tb_comm with two NCCL communicators, bootstrapped
+ * through comm->broadcast: one for the gradient all-reduce, on a comm stream of its own so
+ * that it overlaps the rest of backward, and one for synchronised batch norm, on the
+ * compute stream (NCCL must not run one communicator from two streams at once). A world
+ * of one attached runs one-rank NCCL where the build has it (what one GPU can test), and
+ * without NCCL, or with nothing attached, its all-reduce is the scale alone. */
+
+/* The backend members of ABI 1.6 (backend.h). */
+int tb_cuda_comm_attach(struct tb_cuda *cuda, const struct tb_comm *comm, struct tb_err *err);
+int tb_cuda_allreduce_start(struct tb_cuda *cuda, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
+int tb_cuda_allreduce_wait(struct tb_cuda *cuda, double *busy_s, double *waited_s, struct tb_err *err);
+/* Waits for what the comm stream still runs (aborting NCCL on an asynchronous error, so a
+ * dead peer cannot hang it) and frees cuda->comm; for destroy. */
+void tb_cuda_comm_fini(struct tb_cuda *cuda);
+/* Whether a comm is attached (of any size): synchronised batch norm uses its own kernels
+ * then; and its number of ranks (1 when none is). */
+bool tb_cuda_comm_attached(const struct tb_cuda *cuda);
+int tb_cuda_comm_size(const struct tb_cuda *cuda);
+/* On the compute stream: buf (count doubles of device memory) becomes the sum over the
+ * ranks, in place, through the batch-norm communicator; nothing in a world of one. op
+ * names the op in errors. */
+int tb_cuda_comm_sum_f64(struct tb_cuda *cuda, double *buf, size_t count, const struct tb_op *op, struct tb_err *err);
+
+/* Synchronised batch norm in training (cuda_syncbn.c): the batch statistics and backward's
+ * sums over every rank's batch; the batch-norm row (cuda_dnn.c) hands over to these when
+ * tb_cuda_syncbn_active. */
+bool tb_cuda_syncbn_active(const struct tb_cuda *cuda, const struct tb_op *op);
+/* Batch norm in training needs 2 values a channel or more, over `ranks` ranks of op's
+ * input (cuda_dnn.c): TB_OK, or the error naming the op. */
+int tb_cuda_bn_check_values(const struct tb_op *op, int ranks, struct tb_err *err);
+int tb_cuda_syncbn_forward(struct tb_cuda *cuda, const struct tb_op *op, const struct tb_tensor *in,
+                           const struct tb_tensor *out, struct tb_err *err);
+int tb_cuda_syncbn_backward(struct tb_cuda *cuda, const struct tb_op *op, const struct tb_tensor *in,
+                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                            struct tb_err *err);
 
 /* ------------------------------------------------------------------ ops (cuda_ops.c and kernels)
  *

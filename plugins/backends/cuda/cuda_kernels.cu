@@ -1,6 +1,7 @@
 /* backends/cuda/cuda_kernels.cu: the CUDA backend's own kernels (declared in cuda_kernels.h):
  * fill and SGD, add, mul, dropout, max and global average pooling, bilinear resize, the two
- * losses and the two label ops, on NCHW tensors in device memory.
+ * losses and the two label ops, on NCHW tensors in device memory; and for data parallelism
+ * the gradient scale and the statistics of synchronised batch norm.
  *
  * The CPU backend (plugins/backends/cpu, NHWC) is the reference these are tested against op
  * by op, so every per-element computation here is the CPU's, in the same float operations
@@ -12,9 +13,9 @@
  *
  * Determinism: no float atomics anywhere. Backward passes of pooling and resize are
  * gathers (each input element sums, in a fixed order, the outputs that read it), and the
- * losses reduce per-block partial sums in double, then sum those partials in a fixed order
- * in one block. Integer counts (class weights, BCE's class balance) use atomics, which are
- * exact in any order.
+ * losses and synchronised batch norm reduce per-block partial sums in double, then sum
+ * those partials in a fixed order. Integer counts (class weights, BCE's class balance) use
+ * atomics, which are exact in any order.
  *
  * No launcher synchronises or allocates: scratch comes from the caller, at least
  * tb_cuk_loss_scratch_bytes() bytes, 256-byte aligned. */
@@ -24,17 +25,26 @@
 
 #include "cuda_kernels.h"
 
-#define TB_BLOCK 256         /* threads per block, everywhere (block_sum needs a power of 2) */
-#define TB_GRID_MAX 32768    /* blocks of a grid-stride kernel: enough to fill any GPU */
-#define TB_LOSS_PARTS 4096   /* per-block partial sums of a loss, over all images (about) */
-#define TB_LABELS 256        /* the values of a u8 label */
-#define TB_AVG_BLOCK_HW 1024 /* global average pooling: a block per plane from this size, else a warp */
+#define TB_BLOCK 256          /* threads per block, everywhere (block_sum needs a power of 2) */
+#define TB_GRID_MAX 32768     /* blocks of a grid-stride kernel: enough to fill any GPU */
+#define TB_LOSS_PARTS 4096    /* per-block partial sums of a loss, over all images (about) */
+#define TB_LABELS 256         /* the values of a u8 label */
+#define TB_AVG_BLOCK_HW 1024  /* global average pooling: a block per plane from this size, else a warp */
+#define TB_BN_PART_ELEMS 4096 /* synchronised batch norm: values per partial sum (about) */
+#define TB_BN_MAX_PARTS 256   /* ... and at most this many partials per channel (beyond one per image) */
+#define TB_GRID_Y_MAX 65535   /* CUDA's limit on gridDim.y */
 
 /* A product the CPU rounds before it is added to something: unfused on the device too. */
 #ifdef __CUDA_ARCH__
 #define TB_MUL(a, b) __fmul_rn((a), (b))
 #else
 #define TB_MUL(a, b) ((a) * (b))
+#endif
+/* The same for a double product (batch norm's statistics are double on the CPU). */
+#ifdef __CUDA_ARCH__
+#define TB_DMUL(a, b) __dmul_rn((a), (b))
+#else
+#define TB_DMUL(a, b) ((a) * (b))
 #endif
 
 /* ==================================================================== per-element helpers
@@ -328,6 +338,91 @@ __host__ __device__ static inline float bce_grad(float z, int t, float cpos, flo
 __host__ __device__ static inline float cw_weight(unsigned long long count, unsigned long long total)
 {
     return count ? (float)(2.0 - (double)count / (double)total) : 1.0f;
+}
+
+/* ---- synchronised batch norm (cpu_batchnorm.c's arithmetic, per element and per channel) */
+
+/* The fixed split of one channel's N*H*W values into partial sums: each image's plane in
+ * `chunks` runs of `per` values, part b = img * chunks + j covering values
+ * [j * per, min(hw, (j + 1) * per)) of plane img. A function of the shape only, so the
+ * sums are the same bits run to run whatever the GPU. */
+struct tb_bn_split {
+    int chunks, parts;
+    size_t per;
+};
+
+__host__ __device__ static inline struct tb_bn_split bn_split(int n, size_t hw)
+{
+    size_t want = (hw + TB_BN_PART_ELEMS - 1) / TB_BN_PART_ELEMS;
+    const size_t cap = n > 0 ? TB_BN_MAX_PARTS / (size_t)n : 1;
+    if (want > cap)
+        want = cap;
+    if (want < 1)
+        want = 1;
+    struct tb_bn_split sp;
+    sp.per = (hw + want - 1) / want;
+    sp.chunks = sp.per ? (int)((hw + sp.per - 1) / sp.per) : 1;
+    sp.parts = (n > 0 ? n : 0) * sp.chunks;
+    return sp;
+}
+
+/* The values [*lo, *hi) of image *img's plane that part b sums. */
+__host__ __device__ static inline void bn_part_range(struct tb_bn_split sp, size_t hw, int b, int *img, size_t *lo,
+                                                     size_t *hi)
+{
+    *img = b / sp.chunks;
+    const size_t j = (size_t)(b - *img * sp.chunks);
+    *lo = j * sp.per;
+    *hi = *lo + sp.per < hw ? *lo + sp.per : hw;
+}
+
+/* y = (x - mean) * scale + beta: centred first, as the CPU (no cancellation for a large mean). */
+__host__ __device__ static inline float bn_affine_at(float x, float mean, float scale, float beta)
+{
+    return TB_MUL(x - mean, scale) + beta;
+}
+
+/* One channel's statistics from the global sums, as cpu_batchnorm.c's synchronised path:
+ * k = sum x / P (the first pass), then the sums of d = x - k and of d^2 (the second), P
+ * the count over every rank. mean = k + sum d / P refines k by what rounding left in it;
+ * the running statistics take momentum of the batch's (the unbiased variance, times
+ * P/(P-1)), in the CPU's double operations. */
+struct tb_bn_stats {
+    float save_mean, save_invstd, scale, running_mean, running_var;
+};
+
+__host__ __device__ static inline struct tb_bn_stats bn_stats_at(double k, double sdev, double sqdev, double count,
+                                                                 float gamma, float running_mean, float running_var,
+                                                                 double eps, double mom)
+{
+    const double d = sdev / count, mean = k + d;
+    double var = sqdev / count - TB_DMUL(d, d); /* biased */
+    if (var < 0.0)
+        var = 0.0;
+    const double inv = 1.0 / sqrt(var + eps);
+    struct tb_bn_stats st;
+    st.save_mean = (float)mean;
+    st.save_invstd = (float)inv;
+    st.scale = (float)((double)gamma * inv);
+    st.running_mean = (float)(TB_DMUL(1.0 - mom, (double)running_mean) + TB_DMUL(mom, mean));
+    st.running_var = (float)(TB_DMUL(1.0 - mom, (double)running_var) + TB_DMUL(mom, var) * count / (count - 1.0));
+    return st;
+}
+
+/* dx = a1 * dy + a2 * (x - mean) + a3 per channel, from the global sums of dy and of
+ * dy * (x - mean) and the global count (cpu_batchnorm.c's bn_backward). */
+__host__ __device__ static inline void bn_coef_at(double sdy, double sdyx, double count, float gamma, float invstd,
+                                                  float *a1, float *a2, float *a3)
+{
+    const double inv = (double)invstd, g = (double)gamma * inv;
+    *a1 = (float)g;
+    *a2 = (float)(-g * inv * inv * sdyx / count);
+    *a3 = (float)(-g * sdy / count);
+}
+
+__host__ __device__ static inline float bn_dx_at(float dy, float x, float mean, float a1, float a2, float a3)
+{
+    return TB_MUL(a1, dy) + TB_MUL(a2, x - mean) + a3;
 }
 
 /* ==================================================================== device-only pieces */
@@ -1088,5 +1183,232 @@ cudaError_t tb_cuk_mask_labels(cudaStream_t s, const uint8_t *labels, const floa
                                float threshold, int ignore_label)
 {
     mask_labels_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(labels, x, out, count, threshold, (uint8_t)ignore_label);
+    return cudaGetLastError();
+}
+
+/* ==================================================================== data parallelism */
+
+static __global__ void scale_kernel(float *x, size_t n, float alpha)
+{
+    for (size_t i = grid_first(); i < n; i += grid_stride())
+        x[i] *= alpha;
+}
+
+cudaError_t tb_cuk_scale(cudaStream_t s, float *x, size_t n, float alpha)
+{
+    if (!n)
+        return cudaSuccess;
+    scale_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(x, n, alpha);
+    return cudaGetLastError();
+}
+
+/* ---- synchronised batch norm */
+
+enum { BN_SUM_X, BN_SUM_DEV, BN_SUM_GRAD };
+
+/* Block (b, ch) sums part b (bn_split) of channel ch in double: x (BN_SUM_X); d = x - k
+ * and d^2 with k = red1[ch] / red1[c] (BN_SUM_DEV); or dy and dy * (x - mean) with mean =
+ * mean_f[ch] (BN_SUM_GRAD). The first sum goes to part[ch * parts + b], the second to
+ * part[(c + ch) * parts + b]. */
+template <int KIND>
+static __global__ void bn_partials_kernel(const float *x, const float *dy, const double *red1, const float *mean_f,
+                                          int c, size_t hw, struct tb_bn_split sp, double *part)
+{
+    __shared__ double sh[TB_BLOCK];
+    for (int ch = blockIdx.y; ch < c; ch += gridDim.y) {
+        double center = 0.0;
+        if constexpr (KIND == BN_SUM_DEV)
+            center = red1[ch] / red1[c];
+        if constexpr (KIND == BN_SUM_GRAD)
+            center = (double)mean_f[ch];
+        for (int b = blockIdx.x; b < sp.parts; b += gridDim.x) {
+            int img;
+            size_t lo, hi;
+            bn_part_range(sp, hw, b, &img, &lo, &hi);
+            const size_t base = ((size_t)img * (size_t)c + (size_t)ch) * hw;
+            double s1 = 0.0, s2 = 0.0;
+            for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+                const double v = (double)x[base + i];
+                if constexpr (KIND == BN_SUM_X) {
+                    s1 += v;
+                } else if constexpr (KIND == BN_SUM_DEV) {
+                    const double d = v - center;
+                    s1 += d;
+                    s2 += TB_DMUL(d, d);
+                } else {
+                    const double g = (double)dy[base + i];
+                    s1 += g;
+                    s2 += TB_DMUL(g, v - center);
+                }
+            }
+            s1 = block_sum(s1, sh);
+            if constexpr (KIND != BN_SUM_X)
+                s2 = block_sum(s2, sh);
+            if (threadIdx.x == 0) {
+                part[(size_t)ch * (size_t)sp.parts + (size_t)b] = s1;
+                if constexpr (KIND != BN_SUM_X)
+                    part[((size_t)c + (size_t)ch) * (size_t)sp.parts + (size_t)b] = s2;
+            }
+        }
+    }
+}
+
+/* out[r] = row r of the partials summed in part order (r < rows); out[rows] = count when
+ * count >= 0 (the values this rank counted, all-reduced with the sums). */
+static __global__ void bn_rows_kernel(const double *part, int parts, size_t rows, double count, double *out)
+{
+    for (size_t r = grid_first(); r < rows; r += grid_stride()) {
+        const double *p = part + r * (size_t)parts;
+        double acc = 0.0;
+        for (int b = 0; b < parts; b++)
+            acc += p[b];
+        out[r] = acc;
+    }
+    if (count >= 0.0 && grid_first() == 0)
+        out[rows] = count;
+}
+
+static __global__ void bn_stats_kernel(const double *red1, const double *red2, const float *gamma, float *rmean,
+                                       float *rvar, float *save_mean, float *save_invstd, float *scale, int c,
+                                       double eps, double mom)
+{
+    for (size_t ch = grid_first(); ch < (size_t)c; ch += grid_stride()) {
+        const double count = red1[c];
+        const struct tb_bn_stats st = bn_stats_at(red1[ch] / count, red2[ch], red2[(size_t)c + ch], count, gamma[ch],
+                                                  rmean[ch], rvar[ch], eps, mom);
+        save_mean[ch] = st.save_mean;
+        save_invstd[ch] = st.save_invstd;
+        scale[ch] = st.scale;
+        rmean[ch] = st.running_mean;
+        rvar[ch] = st.running_var;
+    }
+}
+
+static __global__ void bn_normalize_kernel(const float *x, float *y, const float *mean, const float *scale,
+                                           const float *beta, size_t planes, int c, size_t hw)
+{
+    for (size_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const int ch = (int)(pl % (size_t)c);
+        const float m = mean[ch], sc = scale[ch], b = beta[ch];
+        const float *xp = x + pl * hw;
+        float *yp = y + pl * hw;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < hw; i += (size_t)gridDim.x * blockDim.x)
+            yp[i] = bn_affine_at(xp[i], m, sc, b);
+    }
+}
+
+/* This rank's dgamma and dbeta from its own sums (before they are all-reduced). */
+static __global__ void bn_local_grads_kernel(const double *red, const float *invstd, int c, float *dgamma, float *dbeta)
+{
+    for (size_t ch = grid_first(); ch < (size_t)c; ch += grid_stride()) {
+        if (dbeta)
+            dbeta[ch] = (float)red[ch];
+        if (dgamma)
+            dgamma[ch] = (float)(red[(size_t)c + ch] * (double)invstd[ch]);
+    }
+}
+
+static __global__ void bn_coef_kernel(const double *red, const float *gamma, const float *invstd, int c, float *coef)
+{
+    const size_t cc = (size_t)c;
+    for (size_t ch = grid_first(); ch < cc; ch += grid_stride())
+        bn_coef_at(red[ch], red[cc + ch], red[2 * cc], gamma[ch], invstd[ch], &coef[ch], &coef[cc + ch],
+                   &coef[2 * cc + ch]);
+}
+
+static __global__ void bn_dx_kernel(const float *x, const float *dy, const float *mean, const float *coef, float *dx,
+                                    size_t planes, int c, size_t hw)
+{
+    for (size_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const int ch = (int)(pl % (size_t)c);
+        const float m = mean[ch], a1 = coef[ch], a2 = coef[c + ch], a3 = coef[2 * c + ch];
+        const size_t base = pl * hw;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < hw; i += (size_t)gridDim.x * blockDim.x)
+            dx[base + i] = bn_dx_at(dy[base + i], x[base + i], m, a1, a2, a3);
+    }
+}
+
+/* Blocks for the partials: (part, channel). */
+static dim3 bn_partials_grid(struct tb_bn_split sp, int c)
+{
+    const int x = sp.parts < TB_GRID_MAX ? sp.parts : TB_GRID_MAX, y = c < TB_GRID_Y_MAX ? c : TB_GRID_Y_MAX;
+    return dim3((unsigned)(x > 0 ? x : 1), (unsigned)(y > 0 ? y : 1));
+}
+
+/* Blocks for a per-plane elementwise kernel: (values of a plane, plane), about TB_GRID_MAX in all. */
+static dim3 bn_plane_grid(size_t planes, size_t hw)
+{
+    const size_t y = planes < TB_GRID_Y_MAX ? (planes ? planes : 1) : TB_GRID_Y_MAX;
+    size_t x = (hw + TB_BLOCK - 1) / TB_BLOCK, xmax = TB_GRID_MAX / y;
+    if (x > xmax)
+        x = xmax;
+    return dim3((unsigned)(x ? x : 1), (unsigned)y);
+}
+
+size_t tb_cuk_bn_part_doubles(int n, int c, size_t hw)
+{
+    return 2 * (size_t)bn_split(n, hw).parts * (size_t)(c > 0 ? c : 0);
+}
+
+cudaError_t tb_cuk_bn_sums(cudaStream_t s, const float *x, int n, int c, size_t hw, double *part, double *red1)
+{
+    const struct tb_bn_split sp = bn_split(n, hw);
+    if (c <= 0 || sp.parts <= 0 || !hw)
+        return cudaSuccess;
+    bn_partials_kernel<BN_SUM_X><<<bn_partials_grid(sp, c), TB_BLOCK, 0, s>>>(x, NULL, NULL, NULL, c, hw, sp, part);
+    bn_rows_kernel<<<grid_for((size_t)c), TB_BLOCK, 0, s>>>(part, sp.parts, (size_t)c, (double)n * (double)hw, red1);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_bn_devs(cudaStream_t s, const float *x, int n, int c, size_t hw, const double *red1, double *part,
+                           double *red2)
+{
+    const struct tb_bn_split sp = bn_split(n, hw);
+    if (c <= 0 || sp.parts <= 0 || !hw)
+        return cudaSuccess;
+    bn_partials_kernel<BN_SUM_DEV><<<bn_partials_grid(sp, c), TB_BLOCK, 0, s>>>(x, NULL, red1, NULL, c, hw, sp, part);
+    bn_rows_kernel<<<grid_for(2 * (size_t)c), TB_BLOCK, 0, s>>>(part, sp.parts, 2 * (size_t)c, -1.0, red2);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_bn_forward(cudaStream_t s, const float *x, float *y, int n, int c, size_t hw, const double *red1,
+                              const double *red2, const float *gamma, const float *beta, float *running_mean,
+                              float *running_var, float *save_mean, float *save_invstd, float *scale, double eps,
+                              double momentum)
+{
+    if (c <= 0 || n <= 0 || !hw)
+        return cudaSuccess;
+    bn_stats_kernel<<<grid_for((size_t)c), TB_BLOCK, 0, s>>>(red1, red2, gamma, running_mean, running_var, save_mean,
+                                                             save_invstd, scale, c, eps, momentum);
+    const size_t planes = (size_t)n * (size_t)c;
+    bn_normalize_kernel<<<bn_plane_grid(planes, hw), TB_BLOCK, 0, s>>>(x, y, save_mean, scale, beta, planes, c, hw);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_bn_grad_sums(cudaStream_t s, const float *x, const float *dy, const float *save_mean,
+                                const float *save_invstd, int n, int c, size_t hw, double *part, double *red,
+                                float *dgamma, float *dbeta)
+{
+    const struct tb_bn_split sp = bn_split(n, hw);
+    if (c <= 0 || sp.parts <= 0 || !hw)
+        return cudaSuccess;
+    bn_partials_kernel<BN_SUM_GRAD>
+        <<<bn_partials_grid(sp, c), TB_BLOCK, 0, s>>>(x, dy, NULL, save_mean, c, hw, sp, part);
+    bn_rows_kernel<<<grid_for(2 * (size_t)c), TB_BLOCK, 0, s>>>(part, sp.parts, 2 * (size_t)c, (double)n * (double)hw,
+                                                                red);
+    if (dgamma || dbeta)
+        bn_local_grads_kernel<<<grid_for((size_t)c), TB_BLOCK, 0, s>>>(red, save_invstd, c, dgamma, dbeta);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_bn_backward_dx(cudaStream_t s, const float *x, const float *dy, const float *save_mean,
+                                  const float *save_invstd, const float *gamma, const double *red, float *coef,
+                                  float *dx, int n, int c, size_t hw)
+{
+    if (c <= 0 || n <= 0 || !hw)
+        return cudaSuccess;
+    bn_coef_kernel<<<grid_for((size_t)c), TB_BLOCK, 0, s>>>(red, gamma, save_invstd, c, coef);
+    const size_t planes = (size_t)n * (size_t)c;
+    bn_dx_kernel<<<bn_plane_grid(planes, hw), TB_BLOCK, 0, s>>>(x, dy, save_mean, coef, dx, planes, c, hw);
     return cudaGetLastError();
 }

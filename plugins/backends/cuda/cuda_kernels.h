@@ -95,6 +95,44 @@ cudaError_t tb_cuk_class_weights(cudaStream_t s, const uint8_t *labels, float *w
 cudaError_t tb_cuk_mask_labels(cudaStream_t s, const uint8_t *labels, const float *x, uint8_t *out, size_t count,
                                float threshold, int ignore_label);
 
+/* ---- data parallelism (cuda_comm.c, cuda_syncbn.c) ------------------------------------ */
+
+/* x[i] *= alpha for i < n: the scale of a gradient all-reduce that NCCL's ncclAvg cannot do. */
+cudaError_t tb_cuk_scale(cudaStream_t s, float *x, size_t n, float alpha);
+
+/* Synchronised batch norm in training (semantics: trainbig/ops.h, cpu_batchnorm.c), x and
+ * dy (N,C,H,W), hw = H*W, per-channel vectors of C floats. The launchers compute this
+ * rank's per-channel sums in double into `red`, device memory the caller all-reduces
+ * (sum over ranks) between the steps; each sum is a fixed set of block partials added in a
+ * fixed order (no atomics), so it is the same bits run to run. `part` is scratch of at
+ * least tb_cuk_bn_part_doubles(n, c, hw) doubles. */
+size_t tb_cuk_bn_part_doubles(int n, int c, size_t hw);
+/* Forward, step 1: red1[0..C) = sum of x per channel, red1[C] = N*H*W (C + 1 doubles). */
+cudaError_t tb_cuk_bn_sums(cudaStream_t s, const float *x, int n, int c, size_t hw, double *part, double *red1);
+/* Step 2, red1 all-reduced: with k = red1[c] / red1[C] (the global mean), red2[0..C) =
+ * sum of x - k and red2[C..2C) = sum of (x - k)^2 per channel (2C doubles). */
+cudaError_t tb_cuk_bn_devs(cudaStream_t s, const float *x, int n, int c, size_t hw, const double *red1, double *part,
+                           double *red2);
+/* Step 3, red2 all-reduced: P = red1[C], d = red2[c] / P, mean = k + d, var = red2[C + c] /
+ * P - d^2 (biased); save_mean = mean, save_invstd = 1/sqrt(var + eps), the running
+ * statistics updated with momentum (running_var with the unbiased var * P/(P-1)); scale
+ * (C floats of scratch) = gamma * invstd. Then y = (x - save_mean) * scale + beta. */
+cudaError_t tb_cuk_bn_forward(cudaStream_t s, const float *x, float *y, int n, int c, size_t hw, const double *red1,
+                              const double *red2, const float *gamma, const float *beta, float *running_mean,
+                              float *running_var, float *save_mean, float *save_invstd, float *scale, double eps,
+                              double momentum);
+/* Backward, step 1: red[0..C) = sum dy, red[C..2C) = sum dy * (x - save_mean), red[2C] =
+ * N*H*W (2C + 1 doubles); dbeta and dgamma = sum dy * (x - mean) * invstd (each skipped
+ * when NULL) from these local sums, as the contract wants them (this rank's share). */
+cudaError_t tb_cuk_bn_grad_sums(cudaStream_t s, const float *x, const float *dy, const float *save_mean,
+                                const float *save_invstd, int n, int c, size_t hw, double *part, double *red,
+                                float *dgamma, float *dbeta);
+/* Step 2, red all-reduced: dx = gamma * invstd * (dy - sum_dy / P - (x - mean) * invstd^2 *
+ * sum_dy_xmu / P) with P = red[2C]; coef: 3C floats of scratch. */
+cudaError_t tb_cuk_bn_backward_dx(cudaStream_t s, const float *x, const float *dy, const float *save_mean,
+                                  const float *save_invstd, const float *gamma, const double *red, float *coef,
+                                  float *dx, int n, int c, size_t hw);
+
 #ifdef __cplusplus
 }
 #endif
