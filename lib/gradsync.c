@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { FIRST_BUCKET_BYTES = 1 << 20 };
+
 bool tb_grad_sync_active(const struct tb_grad_sync *gs)
 {
     return gs->nbuckets > 0;
@@ -59,7 +61,11 @@ int tb_grad_sync_plan(struct tb_grad_sync *gs, struct tb_engine *e, const struct
         struct tb_param *p = param_of[ti];
         const size_t bytes = tb_shape_elems(p->value.desc.shape) * sizeof(float);
         struct tb_grad_bucket *b = gs->nbuckets ? &gs->buckets[gs->nbuckets - 1] : NULL;
-        if (!b || b->bytes >= e->bucket_bytes) {
+        /* The first bucket, the gradients backward finishes first, is kept small (as
+         * PyTorch's DDP does) so that communication starts early. */
+        const size_t cap =
+            gs->nbuckets == 1 && e->bucket_bytes > FIRST_BUCKET_BYTES ? FIRST_BUCKET_BYTES : e->bucket_bytes;
+        if (!b || b->bytes >= cap) {
             b = &gs->buckets[gs->nbuckets++];
             *b = (struct tb_grad_bucket){ k, 0, 0, 0 };
         }
