@@ -39,9 +39,9 @@ enum { IGNORE_LABEL = 255, MAX_TERMS = 8 };
  * objective) or a (1,1,1,1) output the model only reports. */
 struct term {
     const char *name; /* owned by the graph */
-    const struct tb_node *x;
-    float weight; /* 0: reported only */
-    double sum;   /* over this epoch's steps */
+    float weight;     /* 0: reported only */
+    bool sums_images; /* over ranks its value is their sum, not their mean */
+    double sum;       /* over this epoch's steps */
 };
 
 struct split {
@@ -62,8 +62,9 @@ struct trainer {
     int nclasses;
 
     /* [run], [train] */
-    int batch, val_batch, epochs, val_every, checkpoint_every, keep;
-    int replica_check;
+    int batch, val_batch, epochs, val_every, checkpoint_every, keep, replica_check;
+    double lr, lr_power, momentum, weight_decay;
+    bool poly, val_at_start;
 
     /* Data parallelism: the ranks, and each one's share of a batch. Rank 0 alone writes
      * the run directory, reports, checkpoints and logs. */
@@ -71,10 +72,8 @@ struct trainer {
     bool lead;    /* rank 0 */
     bool sync_bn; /* [model] sync_bn, with more than one rank */
     int rank_batch, rank_val_batch;
-    bool stop_agreed;        /* a stop request seen by any rank, agreed at the last step */
+    bool stop_agreed;        /* several ranks: a stop request seen by any, agreed at the last step */
     uint64_t replica_checks; /* checks passed */
-    double lr, lr_power, momentum, weight_decay;
-    bool poly, val_at_start;
 
     struct tb_data_settings data; /* the loader's [dataset] keys */
     struct tb_graph *tg, *vg;
@@ -314,11 +313,13 @@ static void find_terms(struct trainer *t)
 {
     const struct tb_graph *g = t->tg;
     for (size_t i = 0; i < g->nlosses && t->nterms < MAX_TERMS; i++)
-        t->terms[t->nterms++] = (struct term){ g->losses[i].name, g->losses[i].x, g->losses[i].weight, 0 };
+        t->terms[t->nterms++] =
+            (struct term){ g->losses[i].name, g->losses[i].weight, tb_graph_loss_sums_images(g, g->losses[i].x), 0 };
     for (size_t i = 0; i < g->noutputs && t->nterms < MAX_TERMS; i++) {
         struct tb_shape sh = g->outputs[i].x->desc.shape;
         if (sh.n == 1 && sh.c == 1 && sh.h == 1 && sh.w == 1 && g->outputs[i].x->desc.dtype == TB_F32)
-            t->terms[t->nterms++] = (struct term){ g->outputs[i].name, g->outputs[i].x, 0.0f, 0 };
+            t->terms[t->nterms++] =
+                (struct term){ g->outputs[i].name, 0.0f, tb_graph_loss_sums_images(g, g->outputs[i].x), 0 };
     }
 }
 
@@ -546,19 +547,16 @@ static int set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct 
  * any rank becomes every rank's, so that all stop after the same step. One collective. */
 static int reduce_step(struct trainer *t, double *values, struct tb_err *err)
 {
-    if (t->world->size == 1) {
-        t->stop_agreed = t->req->stop && *t->req->stop;
+    if (t->world->size == 1)
         return TB_OK;
-    }
     double v[MAX_TERMS + 1];
     memcpy(v, values, (size_t)t->nterms * sizeof *v);
     v[t->nterms] = t->req->stop && *t->req->stop ? 1.0 : 0.0;
     int rc = tb_comm_allreduce(v, (size_t)t->nterms + 1, TB_COMM_F64, TB_COMM_SUM, err);
     if (rc)
         return rc;
-    for (int i = 0; i < t->nterms; i++) {
-        values[i] = tb_graph_loss_sums_images(t->tg, t->terms[i].x) ? v[i] : v[i] / t->world->size;
-    }
+    for (int i = 0; i < t->nterms; i++)
+        values[i] = t->terms[i].sums_images ? v[i] : v[i] / t->world->size;
     t->stop_agreed = v[t->nterms] > 0;
     return TB_OK;
 }
