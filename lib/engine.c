@@ -31,6 +31,8 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     e->alloc_failed_bytes = backend->abi_minor >= 4 ? o->alloc_failed_bytes : NULL;
     e->release_scratch = backend->abi_minor >= 4 ? o->release_scratch : NULL;
     e->event_time = backend->abi_minor >= 4 ? o->event_time : NULL;
+    e->op_describe = backend->abi_minor >= 7 ? o->op_describe : NULL;
+    e->reorder_stats = backend->abi_minor >= 7 ? o->reorder_stats : NULL;
     e->device = device;
     e->seed = seed;
     return TB_OK;

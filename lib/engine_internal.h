@@ -30,6 +30,9 @@ struct tb_engine {
     uint64_t (*alloc_failed_bytes)(void *ctx, int device);
     void (*release_scratch)(void *ctx, int device);
     double (*event_time)(void *ctx, struct tb_event *ev);
+    /* ABI 1.7 backend members (NULL for older backends). */
+    void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
+    void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */

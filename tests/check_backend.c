@@ -44,7 +44,11 @@ START_TEST(device_and_capacity)
     ck_assert_int_eq(b.ops->device_info(b.ctx, 0, &info), TB_OK);
     ck_assert_uint_eq(info.capacity, 1u << 20);
     ck_assert_contains(info.name, "cpu: ");
-    ck_assert_contains(info.name, "(2 threads)");
+    ck_assert_contains(info.name, "(2 threads, ");
+    /* the ISA our kernels run, oneDNN's, and the channel block of blocked tensors */
+    ck_assert_msg(strstr(info.name, "avx512") || strstr(info.name, "avx2") || strstr(info.name, "scalar"),
+                  "no ISA in \"%s\"", info.name);
+    ck_assert_msg(strstr(info.name, "nChw16c)") || strstr(info.name, "nChw8c)"), "no block in \"%s\"", info.name);
     ck_assert_int_ne(b.ops->device_info(b.ctx, 1, &info), TB_OK);
 }
 END_TEST
@@ -276,7 +280,7 @@ END_TEST
 
 /* ------------------------------------------------------------------ tensors */
 
-START_TEST(tensor_layout_is_nhwc)
+START_TEST(tensor_layout_nhwc_or_blocked)
 {
     struct tb_tensor_desc d = test_desc(TB_F32, 2, 3, 4, 5);
     struct tb_tensor t = test_tensor(&b, d);
@@ -295,6 +299,31 @@ START_TEST(tensor_layout_is_nhwc)
     test_download(&b, &t, back);
     ck_assert_int_eq(memcmp(nchw, back, n * sizeof *back), 0);
     test_tensor_free(&b, &t);
+
+    /* A channel count that is a multiple of the block: nChwBc, B as the device name says. */
+    struct tb_device_info info;
+    ck_assert_int_eq(b.ops->device_info(b.ctx, 0, &info), TB_OK);
+    const int B = strstr(info.name, "nChw16c") ? 16 : 8;
+    d = test_desc(TB_F32, 2, 32, 3, 2);
+    t = test_tensor(&b, d);
+    n = tb_shape_elems(d.shape);
+    float *nchw2 = malloc(n * sizeof *nchw2), *back2 = malloc(n * sizeof *back2);
+    for (size_t i = 0; i < n; i++)
+        nchw2[i] = (float)i;
+    test_upload(&b, &t, nchw2);
+    ck_assert_uint_eq(b.ops->tensor_bytes(b.ctx, &d), n * 4);
+    dev = t.data;
+    for (int in = 0; in < 2; in++)
+        for (int c = 0; c < 32; c++)
+            for (int y = 0; y < 3; y++)
+                for (int x = 0; x < 2; x++)
+                    ck_assert_float_eq(dev[(((in * (32 / B) + c / B) * 3 + y) * 2 + x) * B + c % B],
+                                       nchw2[((in * 32 + c) * 3 + y) * 2 + x]);
+    test_download(&b, &t, back2);
+    ck_assert_int_eq(memcmp(nchw2, back2, n * sizeof *back2), 0);
+    test_tensor_free(&b, &t);
+    free(nchw2);
+    free(back2);
 
     /* u8 labels convert the same way. */
     struct tb_tensor l = test_tensor(&b, test_desc(TB_U8, 1, 2, 1, 3));
@@ -539,7 +568,7 @@ int main(void)
 
     tc = tcase_create("tensors");
     tcase_add_checked_fixture(tc, open_uncapped, close_backend);
-    tcase_add_test(tc, tensor_layout_is_nhwc);
+    tcase_add_test(tc, tensor_layout_nhwc_or_blocked);
     tcase_add_test(tc, fill_and_accumulate);
     tcase_add_test(tc, sgd_matches_pytorch_semantics);
     tcase_add_test(tc, unknown_op_refused_at_prepare);

@@ -76,6 +76,14 @@ struct tb_link_throttle {
     double latency_s;
 };
 
+/* Layout conversions a backend's ops made (ABI 1.7, reorder_stats): tensors converted
+ * from the layout they are stored in to the one a kernel takes, or back, and their bytes.
+ * A backend whose kernels all take their tensors as stored reports zero activations. */
+struct tb_reorder_stats {
+    uint64_t activations, activation_bytes; /* activations and their gradients */
+    uint64_t weights, weight_bytes;         /* weights, and their gradients back */
+};
+
 struct tb_backend_ops {
     /* ---- ABI 1.0 ---- */
     tb_score_fn score; /* optional, see trainbig/plugin.h */
@@ -197,6 +205,14 @@ struct tb_backend_ops {
      * Reports the first failure of one. *busy_s (may be NULL) receives the seconds the
      * all-reduces ran since the last call, and *waited_s the seconds this call blocked. */
     int (*allreduce_wait)(void *ctx, double *busy_s, double *waited_s, struct tb_err *err);
+
+    /* ---- ABI 1.7: how ops run ---- */
+    /* Optional. One line saying how the backend runs a prepared op (its kernels' names,
+     * layouts, instruction set), for benchmarks and debug logs; "" when there is nothing to
+     * say. state is op_prepare's. */
+    void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
+    /* Optional. The layout conversions ops made since create (struct tb_reorder_stats). */
+    void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
 };
 
 #ifdef __cplusplus

@@ -42,7 +42,7 @@ extern "C" {
  *   1.6  backend: comm_attach, allreduce_start, allreduce_wait (backend.h, comm.h);
  *        batch norm's sync (ops.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 6
+#define TB_ABI_MINOR 7
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -9,6 +9,9 @@
 
 static const struct tb_key cpu_keys[] = {
     { "threads", TB_KEY_INT, "0", "0..4096", "OpenMP threads for ops; 0 = one per core" },
+    { "isa", TB_KEY_ENUM, "auto", "auto|avx512|avx2|scalar",
+      "instruction set of the backend's kernels and the cap on oneDNN's (unless DNNL_MAX_CPU_ISA is set); auto = the "
+      "best this CPU has" },
     { "device_memory", TB_KEY_SIZE, "0", NULL, "device memory capacity to emulate; 0 = no cap" },
     { "emulate_link", TB_KEY_BOOL, "no", NULL,
       "copies take the time the [platform] link would take, scaled by this CPU's compute rate over the platform's "
@@ -131,7 +134,10 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     }
     /* The ops run on the thread that drives this backend, with this many helpers. */
     omp_set_num_threads(cpu->threads);
-    rc = tb_cpu_dnnl_init(cpu, err);
+    /* Before oneDNN runs anything: a forced ISA caps it. */
+    rc = tb_cpu_isa_init(cpu, tb_section_string(cfg, "isa"), err);
+    if (!rc)
+        rc = tb_cpu_dnnl_init(cpu, err);
     if (rc) {
         tb_cpu_streams_fini(&cpu->streams);
         tb_cpu_memory_fini(&cpu->memory);
@@ -140,7 +146,8 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     }
     char model[96];
     cpu_model(model, sizeof model);
-    snprintf(cpu->name, sizeof cpu->name, "cpu: %s (%d threads)", model, cpu->threads);
+    snprintf(cpu->name, sizeof cpu->name, "cpu: %.56s (%d threads, %s%s, oneDNN %.20s, nChw%dc)", model, cpu->threads,
+             tb_cpu_isa_name(cpu->isa), cpu->isa < cpu->best ? " forced" : "", cpu->dnnl_isa, cpu->blk);
     if (cap) {
         char size[32];
         snprintf(size, sizeof size, "%.2f GiB", (double)cap / (1u << 30));
@@ -379,38 +386,45 @@ static size_t cpu_tensor_bytes(void *ctx, const struct tb_tensor_desc *d)
     return tb_shape_elems(d->shape) * tb_dtype_size(d->dtype);
 }
 
-/* NCHW (host) <-> NHWC (device), element size `es`. */
-static void transpose(const struct tb_shape s, size_t es, const void *src, void *dst, bool to_device)
+/* NCHW (host) <-> the device layout (NHWC, or nChwBc for b > 0), element size `es`. */
+static void convert(const struct tb_shape s, int b, size_t es, const void *src, void *dst, bool to_device)
 {
     const char *from = src;
     char *to = dst;
     size_t hw = (size_t)s.h * (size_t)s.w;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.n; n++)
-        for (int c = 0; c < s.c; c++)
-            for (size_t p = 0; p < hw; p++) {
-                size_t nchw = ((size_t)n * (size_t)s.c + (size_t)c) * hw + p;
-                size_t nhwc = ((size_t)n * hw + p) * (size_t)s.c + (size_t)c;
-                if (to_device)
-                    memcpy(to + nhwc * es, from + nchw * es, es);
-                else
-                    memcpy(to + nchw * es, from + nhwc * es, es);
+        for (int c = 0; c < s.c; c++) {
+            /* device offset of (n, c, pixel 0) and the step between pixels */
+            size_t dev0, step;
+            if (b) {
+                dev0 = (((size_t)n * (size_t)(s.c / b) + (size_t)(c / b)) * hw) * (size_t)b + (size_t)(c % b);
+                step = (size_t)b;
+            } else {
+                dev0 = (size_t)n * hw * (size_t)s.c + (size_t)c;
+                step = (size_t)s.c;
             }
+            const size_t nchw0 = ((size_t)n * (size_t)s.c + (size_t)c) * hw;
+            for (size_t p = 0; p < hw; p++) {
+                if (to_device)
+                    memcpy(to + (dev0 + p * step) * es, from + (nchw0 + p) * es, es);
+                else
+                    memcpy(to + (nchw0 + p) * es, from + (dev0 + p * step) * es, es);
+            }
+        }
 }
 
 static int cpu_tensor_write(void *ctx, const struct tb_tensor *t, const void *host, struct tb_err *err)
 {
-    (void)ctx;
     (void)err;
-    transpose(t->desc.shape, tb_dtype_size(t->desc.dtype), host, t->data, true);
+    convert(t->desc.shape, tb_cpu_blk(ctx, &t->desc), tb_dtype_size(t->desc.dtype), host, t->data, true);
     return TB_OK;
 }
 
 static int cpu_tensor_read(void *ctx, const struct tb_tensor *t, void *host, struct tb_err *err)
 {
-    (void)ctx;
     (void)err;
-    transpose(t->desc.shape, tb_dtype_size(t->desc.dtype), t->data, host, false);
+    convert(t->desc.shape, tb_cpu_blk(ctx, &t->desc), tb_dtype_size(t->desc.dtype), t->data, host, false);
     return TB_OK;
 }
 
@@ -461,6 +475,20 @@ static int cpu_sgd_update(void *ctx, const struct tb_tensor *param, const struct
 }
 
 /* ------------------------------------------------------------------ ops */
+
+static void cpu_op_describe(void *ctx, const void *state, char *buf, size_t size)
+{
+    const struct tb_cpu *cpu = ctx;
+    tb_cpu_op_describe(cpu, state, buf, size);
+}
+
+static void cpu_reorder_stats(void *ctx, int device, struct tb_reorder_stats *out)
+{
+    const struct tb_cpu *cpu = ctx;
+    (void)device;
+    *out = (struct tb_reorder_stats){ cpu->reorders.acts, cpu->reorders.act_bytes, cpu->reorders.weights,
+                                      cpu->reorders.weight_bytes };
+}
 
 static int cpu_op_prepare(void *ctx, int device, const struct tb_op *op, void **state, struct tb_err *err)
 {
@@ -525,6 +553,8 @@ static const struct tb_backend_ops cpu_ops = {
     .op_forward = cpu_op_forward,
     .op_backward = cpu_op_backward,
     .sgd_update = cpu_sgd_update,
+    .op_describe = cpu_op_describe,
+    .reorder_stats = cpu_reorder_stats,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -1,5 +1,7 @@
 /* backends/cpu/cpu_batchnorm.c: TB_OP_BATCHNORM, training and inference, forward and
- * backward, in plain C with OpenMP over NHWC tensors.
+ * backward, in plain C with OpenMP over NHWC or channel-blocked tensors: both are walked as
+ * their NHWC view (tb_cpu_view), pixels of Cv contiguous channels, where view image k
+ * holds channels (k % per) * Cv.. of image k / per (per = C / Cv: 1 for NHWC).
  *
  * Not oneDNN: its batch normalization outputs the variance (not 1/sqrt(var + eps)), leaves
  * the running statistics alone, and reduces in an order that depends on the thread count.
@@ -94,35 +96,58 @@ static int bn_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, 
     return TB_OK;
 }
 
-/* Per-channel sums of a and b over P pixels of C channels (NHWC):
+/* The walk over a tensor's view: P pixels of cv channels each, hw pixels per view image,
+ * per view images per image. Pixel q's channels start at channel base(q). */
+struct walk {
+    size_t P, cv, hw, per;
+};
+
+static struct walk walk_of(const struct tb_cpu *cpu, const struct tb_op *op)
+{
+    const struct tb_shape v = tb_cpu_view(cpu, &op->in[0]);
+    const size_t hw = (size_t)v.h * (size_t)v.w;
+    return (struct walk){ (size_t)v.n * hw, (size_t)v.c, hw, (size_t)op->in[0].shape.c / (size_t)v.c };
+}
+
+static inline size_t base_of(const struct walk *wk, size_t q)
+{
+    return q / wk->hw % wk->per * wk->cv;
+}
+
+/* Per-channel sums of a and b over the walk's pixels (C channels in all):
  *   s1[c] = sum_p (a[p,c] - ka[c]),  s2[c] = sum_p (a[p,c] - ka[c]) * (b[p,c] - kb[c])
  * with b == NULL meaning s2 = sum (a - ka)^2. Sums in double, in the fixed block order;
  * `part` holds blocks.count * 2 * C doubles of partial sums (scratch). */
-static void channel_sums(const float *a, const double *ka, const float *b, const double *kb, size_t P, size_t C,
-                         double *part, double *s1, double *s2)
+static void channel_sums(const float *a, const double *ka, const float *b, const double *kb, const struct walk *wk,
+                         size_t C, double *part, double *s1, double *s2)
 {
-    const struct blocks bl = split(P, C);
+    const size_t P = wk->P, cv = wk->cv;
+    const struct blocks bl = split(P, cv);
 #pragma omp parallel for schedule(static)
     for (size_t blk = 0; blk < bl.count; blk++) {
         double *p1 = part + blk * 2 * C, *p2 = p1 + C;
         memset(p1, 0, 2 * C * sizeof *p1);
         size_t end = (blk + 1) * bl.per < P ? (blk + 1) * bl.per : P;
         for (size_t px = blk * bl.per; px < end; px++) {
-            const float *ar = a + px * C;
+            const float *ar = a + px * cv;
+            const size_t c0 = base_of(wk, px);
+            const double *kac = ka + c0;
+            double *q1 = p1 + c0, *q2 = p2 + c0;
             if (b) {
-                const float *br = b + px * C;
+                const float *br = b + px * cv;
+                const double *kbc = kb + c0;
 #pragma omp simd
-                for (size_t c = 0; c < C; c++) {
-                    double da = (double)ar[c] - ka[c];
-                    p1[c] += da;
-                    p2[c] += da * ((double)br[c] - kb[c]);
+                for (size_t c = 0; c < cv; c++) {
+                    double da = (double)ar[c] - kac[c];
+                    q1[c] += da;
+                    q2[c] += da * ((double)br[c] - kbc[c]);
                 }
             } else {
 #pragma omp simd
-                for (size_t c = 0; c < C; c++) {
-                    double da = (double)ar[c] - ka[c];
-                    p1[c] += da;
-                    p2[c] += da * da;
+                for (size_t c = 0; c < cv; c++) {
+                    double da = (double)ar[c] - kac[c];
+                    q1[c] += da;
+                    q2[c] += da * da;
                 }
             }
         }
@@ -139,19 +164,22 @@ static void channel_sums(const float *a, const double *ka, const float *b, const
     }
 }
 
-/* y = (x - center[c]) * scale[c] + shift[c] over NHWC. Centering first (rather than
+/* y = (x - center[c]) * scale[c] + shift[c] over the walk. Centering first (rather than
  * folding the mean into the shift, x * scale + (beta - mean * scale)) avoids cancellation
  * when |mean| is large against the spread. */
-static void affine(const float *x, float *y, const float *center, const float *scale, const float *shift, size_t P,
-                   size_t C)
+static void affine(const float *x, float *y, const float *center, const float *scale, const float *shift,
+                   const struct walk *wk)
 {
+    const size_t cv = wk->cv;
 #pragma omp parallel for schedule(static)
-    for (size_t px = 0; px < P; px++) {
-        const float *xr = x + px * C;
-        float *yr = y + px * C;
+    for (size_t px = 0; px < wk->P; px++) {
+        const float *xr = x + px * cv;
+        float *yr = y + px * cv;
+        const size_t c0 = base_of(wk, px);
+        const float *ce = center + c0, *sc = scale + c0, *sh = shift + c0;
 #pragma omp simd
-        for (size_t c = 0; c < C; c++)
-            yr[c] = (xr[c] - center[c]) * scale[c] + shift[c];
+        for (size_t c = 0; c < cv; c++)
+            yr[c] = (xr[c] - ce[c]) * sc[c] + sh[c];
     }
 }
 
@@ -162,9 +190,10 @@ struct work {
     float *f;
 };
 
-static int get_work(struct tb_cpu *cpu, const struct tb_op *op, size_t P, size_t C, struct work *w, struct tb_err *err)
+static int get_work(struct tb_cpu *cpu, const struct tb_op *op, const struct walk *wk, size_t C, struct work *w,
+                    struct tb_err *err)
 {
-    const struct blocks bl = split(P, C);
+    const struct blocks bl = split(wk->P, wk->cv);
     size_t nd = bl.count * 2 * C + 5 * C;
     char *mem = tb_cpu_scratch(cpu, nd * sizeof(double) + 3 * C * sizeof(float), err);
     if (!mem)
@@ -188,8 +217,9 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     float *y = out[0].data;
     if (C == 0 || P == 0)
         return TB_OK;
+    const struct walk wk = walk_of(cpu, op);
     struct work w;
-    int rc = get_work(cpu, op, P, C, &w, err);
+    int rc = get_work(cpu, op, &wk, C, &w, err);
     if (rc)
         return rc;
     float *scale = w.f;
@@ -197,7 +227,7 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     if (!op->p.bn.training) {
         for (size_t c = 0; c < C; c++)
             scale[c] = (float)(gamma[c] / sqrt((double)rvar[c] + eps));
-        affine(x, y, rmean, scale, beta, P, C);
+        affine(x, y, rmean, scale, beta, &wk);
         return TB_OK;
     }
 
@@ -211,21 +241,22 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         for (size_t c = 0; c < C; c++)
             zero[c] = 0;
         count *= (double)cpu->world->size;
-        channel_sums(x, zero, NULL, NULL, P, C, w.part, s1, s2);
+        channel_sums(x, zero, NULL, NULL, &wk, C, w.part, s1, s2);
         rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, s1, C, TB_COMM_F64, TB_COMM_SUM, err);
         for (size_t c = 0; c < C && !rc; c++)
             k[c] = s1[c] / count;
         if (!rc)
-            channel_sums(x, k, NULL, NULL, P, C, w.part, s1, s2);
+            channel_sums(x, k, NULL, NULL, &wk, C, w.part, s1, s2);
         if (!rc) /* s1 and s2 are adjacent */
             rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, s1, 2 * C, TB_COMM_F64, TB_COMM_SUM, err);
         if (rc)
             return tb_err_prefix(err, "op %u (batchnorm, synchronised)", op->id);
     } else {
         /* Shift by the first pixel's values (see the top of the file). */
+        const int blk = tb_cpu_blk(cpu, &op->in[0]);
         for (size_t c = 0; c < C; c++)
-            k[c] = x[c];
-        channel_sums(x, k, NULL, NULL, P, C, w.part, s1, s2);
+            k[c] = x[tb_cpu_offset(s, blk, 0, (int)c, 0, 0)];
+        channel_sums(x, k, NULL, NULL, &wk, C, w.part, s1, s2);
     }
     float *save_mean = out[1].data, *save_invstd = out[2].data;
     for (size_t c = 0; c < C; c++) {
@@ -242,7 +273,7 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * var * count / (count - 1));
     }
     /* save_mean is the float mean: y is centred on exactly what backward will see. */
-    affine(x, y, save_mean, scale, beta, P, C);
+    affine(x, y, save_mean, scale, beta, &wk);
     return TB_OK;
 }
 
@@ -279,8 +310,9 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     if (!x || !gamma || !mean_f || (!invstd_f && !rvar))
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): backward needs x, gamma and the %s statistics",
                           op->id, op->p.bn.training ? "saved" : "running");
+    const struct walk wk = walk_of(cpu, op);
     struct work w;
-    int rc = get_work(cpu, op, P, C, &w, err);
+    int rc = get_work(cpu, op, &wk, C, &w, err);
     if (rc)
         return rc;
     double *mean = w.d, *inv = w.d + C, *sdy = w.d + 2 * C, *sdyx = w.d + 3 * C, *zero = w.d + 4 * C;
@@ -290,7 +322,7 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
         zero[c] = 0;
     }
     /* sdy = sum dy, sdyx = sum dy * (x - mean). */
-    channel_sums(dy, zero, x, mean, P, C, w.part, sdy, sdyx);
+    channel_sums(dy, zero, x, mean, &wk, C, w.part, sdy, sdyx);
     if (dbeta)
         for (size_t c = 0; c < C; c++)
             dbeta[c] = (float)sdy[c];
@@ -317,13 +349,16 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
         a2[c] = op->p.bn.training ? (float)(-g * inv[c] * inv[c] * sdyx[c] / count) : 0.0f;
         a3[c] = op->p.bn.training ? (float)(-g * sdy[c] / count) : 0.0f;
     }
+    const size_t cv = wk.cv;
 #pragma omp parallel for schedule(static)
-    for (size_t px = 0; px < P; px++) {
-        const float *dyr = dy + px * C, *xr = x + px * C;
-        float *dxr = dx + px * C;
+    for (size_t px = 0; px < wk.P; px++) {
+        const float *dyr = dy + px * cv, *xr = x + px * cv;
+        float *dxr = dx + px * cv;
+        const size_t c0 = base_of(&wk, px);
+        const float *b1 = a1 + c0, *b2 = a2 + c0, *b3 = a3 + c0, *mf = mean_f + c0;
 #pragma omp simd
-        for (size_t c = 0; c < C; c++)
-            dxr[c] = a1[c] * dyr[c] + a2[c] * (xr[c] - mean_f[c]) + a3[c];
+        for (size_t c = 0; c < cv; c++)
+            dxr[c] = b1[c] * dyr[c] + b2[c] * (xr[c] - mf[c]) + b3[c];
     }
     return TB_OK;
 }

@@ -1,7 +1,10 @@
 /* backends/cpu/cpu_concat.c: concatenation along channels of 2..8 inputs.
  *
- * NHWC makes this a copy per pixel: the output pixel is the inputs' pixels one after the
- * other (C0 values, then C1, ...). Backward copies the slices back out. */
+ * A copy per pixel: the output pixel's channels are the inputs' pixels' channels one after
+ * the other (C0 values, then C1, ...). The inputs and the output may each be NHWC or
+ * blocked (their C decides, cpu_internal.h), so a pixel's channels are copied in runs that
+ * are contiguous on both sides: all of them between NHWC tensors, up to a block otherwise.
+ * Backward copies the slices back out. */
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -33,25 +36,84 @@ static int concat_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **sta
     return TB_OK;
 }
 
+/* Where one pixel's channels live in a tensor: channel c at base + (c / e) * stride + c % e,
+ * with e the channel block (C itself for NHWC, whose one "block" is the whole pixel). */
+struct pixel_map {
+    size_t e, stride, cb;
+};
+
+static struct pixel_map pixel_map(const struct tb_cpu *cpu, const struct tb_tensor_desc *d)
+{
+    const int b = tb_cpu_blk(cpu, d);
+    const size_t hw = (size_t)d->shape.h * (size_t)d->shape.w;
+    const size_t e = b ? (size_t)b : (size_t)d->shape.c;
+    return (struct pixel_map){ e, hw * e, (size_t)d->shape.c / e };
+}
+
+/* Offset of channel 0 of pixel p (in image n) of a tensor mapped by m. */
+static inline size_t pixel_base(const struct pixel_map *m, size_t n, size_t p)
+{
+    return n * m->cb * m->stride + p * m->e;
+}
+
+/* Copies channels [0, len) of one pixel of `from` (map fm, base fb) to channels
+ * [c0, c0 + len) of one pixel of `to` (map tm, base tb), in contiguous runs. */
+static inline void copy_channels(float *to, const struct pixel_map *tm, size_t tb, size_t c0, const float *from,
+                                 const struct pixel_map *fm, size_t fb, size_t len)
+{
+    size_t c = 0;
+    while (c < len) {
+        const size_t tc = c0 + c;
+        size_t run = len - c;
+        if (fm->e - c % fm->e < run)
+            run = fm->e - c % fm->e;
+        if (tm->e - tc % tm->e < run)
+            run = tm->e - tc % tm->e;
+        memcpy(to + tb + tc / tm->e * tm->stride + tc % tm->e, from + fb + c / fm->e * fm->stride + c % fm->e,
+               run * sizeof *to);
+        c += run;
+    }
+}
+
+/* Backward copies y's slices into the inputs: the same runs with the sides swapped. */
+static inline void copy_back(float *to, const struct pixel_map *tm, size_t tb, const float *from,
+                             const struct pixel_map *fm, size_t fb, size_t c0, size_t len)
+{
+    size_t c = 0;
+    while (c < len) {
+        const size_t fc = c0 + c;
+        size_t run = len - c;
+        if (tm->e - c % tm->e < run)
+            run = tm->e - c % tm->e;
+        if (fm->e - fc % fm->e < run)
+            run = fm->e - fc % fm->e;
+        memcpy(to + tb + c / tm->e * tm->stride + c % tm->e, from + fb + fc / fm->e * fm->stride + fc % fm->e,
+               run * sizeof *to);
+        c += run;
+    }
+}
+
 static int concat_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)step;
     (void)err;
     struct tb_shape ys = op->out[0].shape;
     float *y = out[0].data; /* (N, sum Ci, H, W) */
-    const size_t pixels = (size_t)ys.n * (size_t)ys.h * (size_t)ys.w, C = (size_t)ys.c;
+    const size_t hw = (size_t)ys.h * (size_t)ys.w, pixels = (size_t)ys.n * hw;
     const uint32_t k = op->nin;
+    struct pixel_map ym = pixel_map(cpu, &op->out[0]), xm[TB_OP_MAX_IN];
+    for (uint32_t i = 0; i < k; i++)
+        xm[i] = pixel_map(cpu, &op->in[i]);
 #pragma omp parallel for schedule(static)
-    for (size_t p = 0; p < pixels; p++) {
-        float *yp = y + p * C;
+    for (size_t q = 0; q < pixels; q++) {
+        const size_t n = q / hw, p = q % hw;
+        size_t c0 = 0;
         for (uint32_t i = 0; i < k; i++) {
             const size_t ci = (size_t)op->in[i].shape.c;
-            const float *x = in[i].data; /* (N,Ci,H,W) */
-            memcpy(yp, x + p * ci, ci * sizeof(float));
-            yp += ci;
+            copy_channels(y, &ym, pixel_base(&ym, n, p), c0, in[i].data, &xm[i], pixel_base(&xm[i], n, p), ci);
+            c0 += ci;
         }
     }
     return TB_OK;
@@ -61,24 +123,27 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                            struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)in;
     (void)out;
     (void)err;
     struct tb_shape ys = op->out[0].shape;
     const float *dy = dout[0].data; /* (N, sum Ci, H, W) */
-    const size_t pixels = (size_t)ys.n * (size_t)ys.h * (size_t)ys.w, C = (size_t)ys.c;
+    const size_t hw = (size_t)ys.h * (size_t)ys.w, pixels = (size_t)ys.n * hw;
     const uint32_t k = op->nin;
+    struct pixel_map ym = pixel_map(cpu, &op->out[0]), xm[TB_OP_MAX_IN];
+    for (uint32_t i = 0; i < k; i++)
+        xm[i] = pixel_map(cpu, &op->in[i]);
 #pragma omp parallel for schedule(static)
-    for (size_t p = 0; p < pixels; p++) {
-        const float *dp = dy + p * C;
+    for (size_t q = 0; q < pixels; q++) {
+        const size_t n = q / hw, p = q % hw;
+        size_t c0 = 0;
         for (uint32_t i = 0; i < k; i++) {
             const size_t ci = (size_t)op->in[i].shape.c;
             float *dx = din[i].data; /* (N,Ci,H,W), or NULL when not wanted */
             if (dx)
-                memcpy(dx + p * ci, dp, ci * sizeof(float));
-            dp += ci;
+                copy_back(dx, &xm[i], pixel_base(&xm[i], n, p), dy, &ym, pixel_base(&ym, n, p), c0, ci);
+            c0 += ci;
         }
     }
     return TB_OK;

@@ -1,10 +1,10 @@
 /* backends/cpu/cpu_eltwise.c: elementwise ops: relu, sigmoid, add, mul (with g broadcast over
  * channels) and dropout.
  *
- * Every tensor here is NHWC (cpu_internal.h). Where two tensors have the same shape the op is
- * a flat loop over all elements, which is layout-independent; the broadcast mul and the
- * dropout mask need the pixel/channel structure and loop over pixels with the channels as
- * the contiguous inner loop. No op here reduces across threads: every output element is
+ * Tensors are NHWC or channel-blocked (cpu_internal.h); two tensors of one shape share a
+ * layout, so where they have the same shape the op is a flat loop over all elements. The
+ * broadcast mul and the dropout mask need the pixel/channel structure: they loop over the
+ * pixels of the tensor's NHWC view (tb_cpu_view), its channels the contiguous inner loop. No op here reduces across threads: every output element is
  * written by exactly one iteration, so the results do not depend on the thread count. */
 #include <math.h>
 #include <string.h>
@@ -244,7 +244,6 @@ static int mul_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state,
 static int mul_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)step;
     (void)err;
@@ -259,12 +258,14 @@ static int mul_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
             y[i] = x[i] * g[i];
         return TB_OK;
     }
-    /* Broadcast: in NHWC a (N,1,H,W) tensor holds one value per pixel, and the C values of
-     * that pixel in x are contiguous. */
-    size_t pixels = (size_t)s.n * (size_t)s.h * (size_t)s.w, C = (size_t)s.c;
+    /* Broadcast: g (N,1,H,W) holds one value per pixel; x's view has the channels of a
+     * pixel (all of them, or one block) contiguous, and C/B view images per image. */
+    const struct tb_shape v = tb_cpu_view(cpu, &op->in[0]);
+    const size_t hw = (size_t)s.h * (size_t)s.w, per = (size_t)(s.c / v.c);
+    size_t pixels = (size_t)v.n * hw, C = (size_t)v.c;
 #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < pixels; p++) {
-        float gp = g[p];
+        float gp = g[p / hw / per * hw + p % hw];
         const float *xp = x + p * C;
         float *yp = y + p * C;
 #pragma omp simd
@@ -278,7 +279,6 @@ static int mul_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
                         const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                         struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)out;
     (void)err;
@@ -302,25 +302,36 @@ static int mul_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
         }
         return TB_OK;
     }
-    size_t pixels = (size_t)s.n * (size_t)s.h * (size_t)s.w, C = (size_t)s.c;
-    /* dg of a pixel sums over its own C channels only, in channel order, inside one
-     * iteration: no sum crosses threads. */
+    const struct tb_shape v = tb_cpu_view(cpu, &op->in[0]);
+    const size_t hw = (size_t)s.h * (size_t)s.w, per = (size_t)(s.c / v.c), C = (size_t)v.c;
+    if (dx) {
+        const size_t pixels = (size_t)v.n * hw;
 #pragma omp parallel for schedule(static)
-    for (size_t p = 0; p < pixels; p++) {
-        const float *xp = x + p * C, *dyp = dy + p * C;
-        if (dx) {
-            float gp = g[p];
+        for (size_t p = 0; p < pixels; p++) {
+            const float gp = g[p / hw / per * hw + p % hw];
+            const float *dyp = dy + p * C;
             float *dxp = dx + p * C;
 #pragma omp simd
             for (size_t c = 0; c < C; c++)
                 dxp[c] = dyp[c] * gp;
         }
-        if (dg) {
-            float acc = 0.0f;
+    }
+    if (!dg)
+        return TB_OK;
+    /* dg of a pixel sums over its own channels only, in channel order (block by block when
+     * blocked), inside one iteration: no sum crosses threads. */
+    const size_t pixels = (size_t)s.n * hw;
+#pragma omp parallel for schedule(static)
+    for (size_t q = 0; q < pixels; q++) {
+        const size_t n = q / hw, at = q % hw;
+        float acc = 0.0f;
+        for (size_t k = 0; k < per; k++) {
+            const size_t p = (n * per + k) * hw + at;
+            const float *xp = x + p * C, *dyp = dy + p * C;
             for (size_t c = 0; c < C; c++)
                 acc += dyp[c] * xp[c];
-            dg[p] = acc;
         }
+        dg[q] = acc;
     }
     return TB_OK;
 }
@@ -334,9 +345,9 @@ const struct tb_cpu_kernel tb_cpu_mul_kernel = {
 /* ------------------------------------------------------------------ dropout
  *
  * The mask element with canonical (NCHW) index i is kept when
- * tb_cpu_uniform(seed, step, op id, i) >= p. The NCHW index, not the NHWC offset, so that the
- * mask is the same whatever the layout a backend stores it in; for a channelwise mask
- * (N,C,1,1) both are n * C + c. */
+ * tb_cpu_uniform(seed, step, op id, i) >= p. The NCHW index, not the device offset, so that
+ * the mask is the same whatever the layout a backend stores it in; for a channelwise mask
+ * (N,C,1,1) both are n * C + c. A full mask has x's shape and so x's layout. */
 
 static int dropout_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
@@ -368,7 +379,6 @@ static int dropout_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **st
 static int dropout_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)err;
     const struct tb_dropout_params *dp = &op->p.dropout;
@@ -386,14 +396,17 @@ static int dropout_forward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
     const float scale = 1.0f / (1.0f - p);
     const uint64_t seed = dp->seed;
     const uint32_t id = op->id;
-    const size_t C = (size_t)s.c, H = (size_t)s.h, W = (size_t)s.w, hw = H * W;
+    /* The view: C here is the channels of one view image (all, or one block). */
+    const struct tb_shape v = tb_cpu_view(cpu, &op->in[0]);
+    const size_t C = (size_t)v.c, H = (size_t)s.h, W = (size_t)s.w, hw = H * W;
     if (dp->channelwise) {
-        /* Draw the N*C mask first (small), then apply it per pixel, channels inner. */
-        size_t maps = (size_t)s.n * C;
+        /* Draw the N*C mask first (small), then apply it per pixel, channels inner. View
+         * image k's channels are mask entries k * C.. (n * C_all + block * B = k * B). */
+        size_t maps = (size_t)s.n * (size_t)s.c;
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < maps; i++)
             mask[i] = tb_cpu_uniform(seed, step, id, i) >= p;
-        size_t pixels = (size_t)s.n * hw;
+        size_t pixels = (size_t)v.n * hw;
 #pragma omp parallel for schedule(static)
         for (size_t q = 0; q < pixels; q++) {
             const uint8_t *m = mask + q / hw * C;
@@ -405,13 +418,16 @@ static int dropout_forward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
         }
         return TB_OK;
     }
+    const size_t per = (size_t)(s.c / v.c); /* view images per image */
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int n = 0; n < s.n; n++)
+    for (int k = 0; k < v.n; k++)
         for (int r = 0; r < s.h; r++)
             for (int col = 0; col < s.w; col++) {
-                size_t at = tb_cpu_at(s, n, 0, r, col);
-                /* canonical index of (n, c, r, col) = base + c * H * W */
-                uint64_t base = ((uint64_t)n * C * H + (uint64_t)r) * W + (uint64_t)col;
+                size_t at = tb_cpu_at(v, k, 0, r, col);
+                /* canonical index of (n, c0 + c, r, col) = base + c * H * W, with view image
+                 * k = image n's block c0 / C */
+                const uint64_t n = (uint64_t)k / per, c0 = (uint64_t)k % per * C;
+                uint64_t base = ((n * (uint64_t)s.c + c0) * H + (uint64_t)r) * W + (uint64_t)col;
                 for (size_t c = 0; c < C; c++) {
                     uint8_t keep = tb_cpu_uniform(seed, step, id, base + c * hw) >= p;
                     mask[at + c] = keep;
@@ -425,7 +441,6 @@ static int dropout_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
                             const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                             struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)in;
     (void)err;
@@ -444,7 +459,8 @@ static int dropout_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
     }
     const float scale = 1.0f / (1.0f - dp->p);
     if (dp->channelwise) {
-        const size_t C = (size_t)s.c, hw = (size_t)s.h * (size_t)s.w, pixels = (size_t)s.n * hw;
+        const struct tb_shape v = tb_cpu_view(cpu, &op->in[0]);
+        const size_t C = (size_t)v.c, hw = (size_t)s.h * (size_t)s.w, pixels = (size_t)v.n * hw;
 #pragma omp parallel for schedule(static)
         for (size_t q = 0; q < pixels; q++) {
             const uint8_t *m = mask + q / hw * C;
@@ -454,7 +470,7 @@ static int dropout_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
         }
         return TB_OK;
     }
-    /* The mask is stored in the same NHWC order as dy. */
+    /* The mask is stored in the same layout as dy. */
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         dx[i] = dy[i] * ((float)mask[i] * scale);

@@ -6,9 +6,20 @@
  * submitted (with OpenMP inside), which is one valid schedule of CUDA's asynchronous
  * semantics; the two copy streams each have a thread that runs their queue in order.
  *
- * Layout of device tensors: NHWC. Element (n, c, y, x) of an f32 or u8 tensor of shape
- * (N, C, H, W) is at ((n * H + y) * W + x) * C + c. A convolution weight (O, C, KH, KW) is
- * therefore stored O, KH, KW, C ("OHWI"); a (1, C, 1, 1) vector is C contiguous values. */
+ * Layout of device tensors, decided by the tensor's description alone (so every op, the
+ * conversions and the swap copies agree without being told): with B the channel block of
+ * the ISA oneDNN runs on (16 with AVX-512, 8 below: tb_cpu.blk), a tensor whose C is a
+ * multiple of B is channel-blocked, nChwBc: element (n, c, y, x) is at
+ * (((n * C/B + c/B) * H + y) * W + x) * B + c % B, the layout oneDNN's convolutions
+ * choose for themselves on that ISA, so activations go from one op to the next without
+ * reorders. Any other tensor is NHWC: ((n * H + y) * W + x) * C + c (the image, 1-channel
+ * maps, label maps, logits of 19 classes). A convolution weight (O, C, KH, KW) follows the
+ * same rule (aBcdBb or OHWI); a (1, C, 1, 1) vector is C contiguous values either way.
+ *
+ * Most kernels need not know which: a blocked tensor is byte for byte an NHWC tensor of
+ * shape (N * C/B, B, H, W) (tb_cpu_view), so spatial kernels (pooling, resizing) run on
+ * that view unchanged, per-channel kernels (batch norm) map the view's channel back
+ * (tb_cpu_view_chan), and equal-shape elementwise ops are flat loops. */
 #ifndef TB_CPU_INTERNAL_H
 #define TB_CPU_INTERNAL_H
 
@@ -88,8 +99,27 @@ void tb_cpu_set_duplex(struct tb_cpu_streams *s, double bytes_per_s);
 
 /* ------------------------------------------------------------------ the backend (cpu.c) */
 
+/* The instruction sets the backend's own kernels are built for (cpu_isa.c), best last. */
+enum tb_cpu_isa {
+    TB_CPU_ISA_SCALAR = 0, /* portable C (whatever the compiler's baseline vectorises) */
+    TB_CPU_ISA_AVX2 = 1,   /* AVX2 + FMA */
+    TB_CPU_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
+    TB_CPU_ISAS = 3
+};
+
+/* Reorders between layouts an op had to make (cpu_conv.c), counted per kind. */
+struct tb_cpu_reorders {
+    uint64_t acts, act_bytes;       /* activations and their gradients */
+    uint64_t weights, weight_bytes; /* weights into the primitives' layouts and gradients back */
+};
+
 struct tb_cpu {
-    int threads; /* OpenMP threads for ops */
+    int threads;          /* OpenMP threads for ops */
+    enum tb_cpu_isa isa;  /* the path our kernels run ([backend] isa, within what the CPU has) */
+    enum tb_cpu_isa best; /* the best this CPU has */
+    int blk;              /* channel block of blocked tensors (16 or 8), from oneDNN's ISA */
+    char dnnl_isa[32];    /* oneDNN's effective ISA, for messages ("avx512_core") */
+    struct tb_cpu_reorders reorders;
     struct tb_cpu_memory memory;
     struct tb_cpu_streams streams;
     char name[128];
@@ -160,22 +190,12 @@ extern const struct tb_cpu_kernel tb_cpu_bce_logits_kernel;    /* cpu_loss.c */
 extern const struct tb_cpu_kernel tb_cpu_class_weights_kernel; /* cpu_labels.c */
 extern const struct tb_cpu_kernel tb_cpu_mask_labels_kernel;   /* cpu_labels.c */
 
-/* Backward-weights of stride-1 convolutions straight from NHWC, in AVX2 register tiles
- * (cpu_conv_wgrad.c, used by cpu_conv.c where it beats oneDNN). */
-struct tb_cpu_wgrad {
-    struct tb_shape x, y; /* input and output shapes (NCHW order; data is NHWC) */
-    int kh, kw, pad_h, pad_w, dil_h, dil_w;
-    int win; /* input rows one output row reads: (kh - 1) * dil_h + 1 */
-    int ncb; /* input-channel blocks */
-};
-/* Fills wg and returns true when this convolution takes the direct path. */
-bool tb_cpu_wgrad_init(struct tb_cpu_wgrad *wg, struct tb_shape x, struct tb_shape y, const struct tb_conv2d_params *p);
-/* Scratch bytes tb_cpu_wgrad_run needs with this many threads. */
-size_t tb_cpu_wgrad_scratch(const struct tb_cpu_wgrad *wg, int threads);
-/* dw (OHWI, overwritten) and db (overwritten), either may be NULL, from x and dy. */
-void tb_cpu_wgrad_run(const struct tb_cpu_wgrad *wg, int threads, const float *x, const float *dy, float *dw, float *db,
-                      void *scratch);
+/* A line describing how an op runs (cpu_conv.c: each pass's oneDNN implementation and
+ * the reorders around it; other kernels: ""). */
+void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size);
 
+/* Which kernel runs the op, in what ISA and layouts (tb_backend_ops.op_describe). */
+void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size);
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err);
 void tb_cpu_op_release(void *state);
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
@@ -183,6 +203,42 @@ int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
 int tb_cpu_op_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                        struct tb_err *err);
+
+/* ------------------------------------------------------------------ layouts (cpu_isa.c) */
+
+/* The channel block of a tensor of this description: tb_cpu.blk when it is blocked, 0 when
+ * it is NHWC (see the top of this file). */
+static inline int tb_cpu_blk(const struct tb_cpu *cpu, const struct tb_tensor_desc *d)
+{
+    return cpu->blk > 1 && d->shape.c > 0 && d->shape.c % cpu->blk == 0 ? cpu->blk : 0;
+}
+
+/* The NHWC shape whose layout is this tensor's: (N * C/B, B, H, W) when blocked, else its
+ * own shape. */
+static inline struct tb_shape tb_cpu_view(const struct tb_cpu *cpu, const struct tb_tensor_desc *d)
+{
+    const int b = tb_cpu_blk(cpu, d);
+    struct tb_shape s = d->shape;
+    if (b)
+        s = (struct tb_shape){ s.n * (s.c / b), b, s.h, s.w };
+    return s;
+}
+
+/* Offset of element (n, c, y, x) of a tensor of shape s with channel block b (0 = NHWC). */
+static inline size_t tb_cpu_offset(struct tb_shape s, int b, int n, int c, int y, int x)
+{
+    if (!b)
+        return (((size_t)n * (size_t)s.h + (size_t)y) * (size_t)s.w + (size_t)x) * (size_t)s.c + (size_t)c;
+    const size_t cb = (size_t)(s.c / b);
+    return ((((size_t)n * cb + (size_t)(c / b)) * (size_t)s.h + (size_t)y) * (size_t)s.w + (size_t)x) * (size_t)b +
+           (size_t)(c % b);
+}
+
+/* Sets up cpu->isa, best, blk and dnnl_isa from the [backend] isa key ("auto", "avx512",
+ * "avx2", "scalar") before oneDNN runs anything; an ISA this CPU lacks is an error naming
+ * the key. */
+int tb_cpu_isa_init(struct tb_cpu *cpu, const char *want, struct tb_err *err);
+const char *tb_cpu_isa_name(enum tb_cpu_isa isa);
 
 /* Index of element (n, c, y, x) in an NHWC tensor of shape s. */
 static inline size_t tb_cpu_at(struct tb_shape s, int n, int c, int y, int x)

@@ -51,9 +51,15 @@ struct ce_row {
 };
 
 /* Fills rows[N*H]; with logits NULL only the weights (and the label check). */
-static void ce_rows(const struct tb_op *op, const float *logits, const uint8_t *labels, const float *weights,
+/* Logit k of a pixel, at ZK(k) from the pixel's first: the class logits are contiguous in
+ * NHWC (kb == 0), and in blocks of kb, hw * kb apart, when the logits are blocked (a class
+ * count that is a multiple of the block). */
+#define ZK(k) (kb ? (size_t)(k) / kb * kstride + (size_t)(k) % kb : (size_t)(k))
+
+static void ce_rows(const struct tb_op *op, int blk, const float *logits, const uint8_t *labels, const float *weights,
                     struct ce_row *rows)
 {
+    const size_t kb = (size_t)blk, kstride = (size_t)op->in[0].shape.h * (size_t)op->in[0].shape.w * kb;
     const struct tb_ce_params *cp = &op->p.ce;
     struct tb_shape s = op->in[0].shape;
     const int K = s.c;
@@ -78,14 +84,14 @@ static void ce_rows(const struct tb_op *op, const float *logits, const uint8_t *
                     continue;
                 /* -log softmax(z)[t] = log(sum exp(z - m)) - (z[t] - m), m = max z: no
                  * exp overflows, and the sum is at least 1. */
-                const float *z = logits + tb_cpu_at(s, n, 0, y, x);
+                const float *z = logits + tb_cpu_offset(s, blk, n, 0, y, x);
                 float m = z[0];
                 for (int k = 1; k < K; k++)
-                    m = z[k] > m ? z[k] : m;
+                    m = z[ZK(k)] > m ? z[ZK(k)] : m;
                 float sum = 0.0f;
                 for (int k = 0; k < K; k++)
-                    sum += expf(z[k] - m);
-                float nll = logf(sum) - (z[t] - m);
+                    sum += expf(z[ZK(k)] - m);
+                float nll = logf(sum) - (z[ZK(t)] - m);
                 r.loss += (double)(w * nll);
             }
             rows[(size_t)n * (size_t)s.h + (size_t)y] = r;
@@ -140,7 +146,7 @@ static int ce_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     if (!rows)
         return err->status;
     double *img_loss = (double *)(rows + nrows), *img_weight = img_loss + s.n;
-    ce_rows(op, logits, labels, weights, rows);
+    ce_rows(op, tb_cpu_blk(cpu, &op->in[0]), logits, labels, weights, rows);
     int rc = ce_check_labels(op, labels, rows, err);
     if (rc)
         return rc;
@@ -186,7 +192,7 @@ static int ce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     if (!rows)
         return err->status;
     double *img_weight = (double *)(rows + nrows), *scale = img_weight + s.n;
-    ce_rows(op, NULL, labels, weights, rows);
+    ce_rows(op, 0, NULL, labels, weights, rows);
     int rc = ce_check_labels(op, labels, rows, err);
     if (rc)
         return rc;
@@ -199,18 +205,19 @@ static int ce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
         scale[n] = denom > 0.0 ? (double)dl[0] / denom : 0.0;
     }
     /* d loss / d z[k] = scale * w * (softmax(z)[k] - [k == t]); 0 for ignored pixels. */
-    const int K = s.c;
+    const int K = s.c, blk = tb_cpu_blk(cpu, &op->in[0]);
+    const size_t kb = (size_t)blk, kstride = (size_t)s.h * (size_t)s.w * kb;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.n; n++)
         for (int y = 0; y < s.h; y++) {
             const uint8_t *lab = labels + ((size_t)n * (size_t)s.h + (size_t)y) * (size_t)s.w;
             for (int x = 0; x < s.w; x++) {
-                size_t at = tb_cpu_at(s, n, 0, y, x);
+                size_t at = tb_cpu_offset(s, blk, n, 0, y, x);
                 float *g = dz + at;
                 int t = lab[x];
                 if (t == cp->ignore_label || t >= K) {
                     for (int k = 0; k < K; k++)
-                        g[k] = 0.0f;
+                        g[ZK(k)] = 0.0f;
                     continue;
                 }
                 float w = weights ? weights[(size_t)n * (size_t)K + (size_t)t] : 1.0f;
@@ -218,14 +225,14 @@ static int ce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
                 const float *z = logits + at;
                 float m = z[0];
                 for (int k = 1; k < K; k++)
-                    m = z[k] > m ? z[k] : m;
+                    m = z[ZK(k)] > m ? z[ZK(k)] : m;
                 float sum = 0.0f;
                 for (int k = 0; k < K; k++) {
-                    g[k] = expf(z[k] - m);
-                    sum += g[k];
+                    g[ZK(k)] = expf(z[ZK(k)] - m);
+                    sum += g[ZK(k)];
                 }
                 for (int k = 0; k < K; k++)
-                    g[k] = c * (g[k] / sum - (k == t ? 1.0f : 0.0f));
+                    g[ZK(k)] = c * (g[ZK(k)] / sum - (k == t ? 1.0f : 0.0f));
             }
         }
     return TB_OK;

@@ -81,6 +81,18 @@ void tb_cpu_op_release(void *state)
     free(s);
 }
 
+void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size)
+{
+    const struct op_state *s = state;
+    if (!size)
+        return;
+    buf[0] = '\0';
+    if (s && s->k == &tb_cpu_conv2d_kernel)
+        tb_cpu_conv_describe(cpu, s->inner, buf, size);
+    else
+        snprintf(buf, size, "%s", tb_cpu_isa_name(cpu->isa));
+}
+
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {

@@ -1,6 +1,8 @@
 /* backends/cpu/cpu_pool.c: max pooling (k, stride, pad) and global average pooling.
  *
- * NHWC: a pixel's C channels are contiguous, so every window loop runs over pixels with a
+ * Each kernel runs on the tensors' NHWC views (tb_cpu_view: a blocked tensor is an NHWC
+ * one of C/B times the images with B channels each; x and y have the same C, so the same
+ * layout): a pixel's channels are contiguous, so every window loop runs over pixels with a
  * vectorisable channel loop inside. Backward passes are gathers (each input element sums the
  * contributions of the outputs that read it, in a fixed order) so that no two threads write
  * one element and the result does not depend on the thread count. */
@@ -91,12 +93,11 @@ static inline void window_max(const float *x, struct tb_shape s, int n, int ylo,
 static int maxpool_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)step;
     (void)err;
     const struct tb_pool_params *pp = &op->p.pool;
-    struct tb_shape xs = op->in[0].shape, ys = op->out[0].shape;
+    struct tb_shape xs = tb_cpu_view(cpu, &op->in[0]), ys = tb_cpu_view(cpu, &op->out[0]);
     const float *x = in[0].data; /* (N,C,H,W) */
     float *y = out[0].data;      /* (N,C,OH,OW) */
 #pragma omp parallel for collapse(2) schedule(static)
@@ -120,7 +121,7 @@ static int maxpool_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
     (void)state;
     (void)out;
     const struct tb_pool_params *pp = &op->p.pool;
-    struct tb_shape xs = op->in[0].shape, ys = op->out[0].shape;
+    struct tb_shape xs = tb_cpu_view(cpu, &op->in[0]), ys = tb_cpu_view(cpu, &op->out[0]);
     const float *x = in[0].data;    /* (N,C,H,W) */
     const float *dy = dout[0].data; /* (N,C,OH,OW) */
     float *dx = din[0].data;        /* (N,C,H,W) */
@@ -219,13 +220,12 @@ static int avgpool_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **st
 static int avgpool_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)step;
     (void)err;
-    struct tb_shape s = op->in[0].shape;
+    struct tb_shape s = tb_cpu_view(cpu, &op->in[0]);
     const float *x = in[0].data; /* (N,C,H,W) */
-    float *y = out[0].data;      /* (N,C,1,1): C values per image */
+    float *y = out[0].data;      /* (N,C,1,1): C values per (view) image */
     const int C = s.c, blocks = (C + AVGPOOL_CBLOCK - 1) / AVGPOOL_CBLOCK;
     const size_t hw = (size_t)s.h * (size_t)s.w;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -251,12 +251,11 @@ static int avgpool_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
                             const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                             struct tb_err *err)
 {
-    (void)cpu;
     (void)state;
     (void)in;
     (void)out;
     (void)err;
-    struct tb_shape s = op->in[0].shape;
+    struct tb_shape s = tb_cpu_view(cpu, &op->in[0]);
     const float *dy = dout[0].data; /* (N,C,1,1) */
     float *dx = din[0].data;        /* (N,C,H,W) */
     if (!dx)

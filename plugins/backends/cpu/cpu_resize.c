@@ -6,7 +6,8 @@
  * builds them once (in float, as PyTorch computes them for float tensors), together with
  * their transpose (which outputs read input i, with which weight) for the backward pass:
  * that pass is a gather, each input element summing its outputs in a fixed order, so it
- * needs no atomics and its result does not depend on the thread count. */
+ * needs no atomics and its result does not depend on the thread count. Both run on the
+ * tensors' NHWC views (tb_cpu_view): x and y have the same C and so the same layout. */
 #include <stdlib.h>
 
 #include "cpu_internal.h"
@@ -151,12 +152,11 @@ static int resize_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **sta
 static int resize_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                           const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)cpu;
     (void)step;
     (void)err;
     const struct resize_state *st = state;
     const struct axis *ah = &st->h, *aw = &st->w;
-    struct tb_shape xs = op->in[0].shape, ys = op->out[0].shape;
+    struct tb_shape xs = tb_cpu_view(cpu, &op->in[0]), ys = tb_cpu_view(cpu, &op->out[0]);
     const float *x = in[0].data; /* (N,C,H,W) */
     float *y = out[0].data;      /* (N,C,OH,OW) */
     const int C = xs.c;
@@ -183,13 +183,12 @@ static int resize_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                            struct tb_err *err)
 {
-    (void)cpu;
     (void)in;
     (void)out;
     (void)err;
     const struct resize_state *st = state;
     const struct axis *ah = &st->h, *aw = &st->w;
-    struct tb_shape xs = op->in[0].shape, ys = op->out[0].shape;
+    struct tb_shape xs = tb_cpu_view(cpu, &op->in[0]), ys = tb_cpu_view(cpu, &op->out[0]);
     const float *dy = dout[0].data; /* (N,C,OH,OW) */
     float *dx = din[0].data;        /* (N,C,H,W) */
     if (!dx)
