@@ -184,6 +184,61 @@ static int time_steps(struct tb_engine *e, struct tb_exec *x, bool sync, int ste
     return rc;
 }
 
+/* The backend's reorder counters now (zero without them). */
+static struct tb_reorder_stats reorders_now(const struct tb_engine *e)
+{
+    struct tb_reorder_stats r;
+    memset(&r, 0, sizeof r);
+    if (e->reorder_stats)
+        e->reorder_stats(e->ctx, e->device, &r);
+    return r;
+}
+
+/* Where the last step's time went, by op kind; the layout conversions per step since
+ * `before` over `runs` steps; and how the backend runs the convolutions (each distinct
+ * description once, with its count). */
+static void breakdown(const struct tb_engine *e, const struct tb_exec *x, const struct tb_reorder_stats *before,
+                      int runs)
+{
+    const struct tb_schedule *sch = tb_exec_schedule(x);
+    const double *sec = tb_exec_step_seconds(x);
+    double by_kind[TB_OP_KIND_COUNT] = { 0 }, total = 0;
+    enum { MAX_HOW = 16 };
+    char how[MAX_HOW][320];
+    int count[MAX_HOW] = { 0 }, nhow = 0;
+    for (size_t i = 0; i < tb_schedule_steps(sch); i++) {
+        bool backward;
+        char line[320];
+        const struct tb_op *op = tb_exec_step_op(x, i, &backward, line, sizeof line);
+        by_kind[op->kind] += sec[i];
+        total += sec[i];
+        if (op->kind != TB_OP_CONV2D || backward || !line[0])
+            continue;
+        int k = 0;
+        while (k < nhow && strcmp(how[k], line) != 0)
+            k++;
+        if (k == nhow && nhow < MAX_HOW)
+            snprintf(how[nhow++], sizeof how[0], "%s", line);
+        if (k < nhow)
+            count[k]++;
+    }
+    printf("trainbig: the last step by op kind (ms, forward + backward):");
+    for (int kind = 1; kind < TB_OP_KIND_COUNT; kind++)
+        if (by_kind[kind] > 0)
+            printf(" %s %.1f (%.0f%%)", tb_op_kind_name((enum tb_op_kind)kind), by_kind[kind] * 1e3,
+                   100.0 * by_kind[kind] / total);
+    printf("\n");
+    const struct tb_reorder_stats now = reorders_now(e);
+    if (e->reorder_stats && runs > 0)
+        printf("trainbig: layout reorders per step: activations %.1f (%.2f MiB), weights %.1f (%.2f MiB)\n",
+               (double)(now.activations - before->activations) / runs,
+               (double)(now.activation_bytes - before->activation_bytes) / runs / 1048576.0,
+               (double)(now.weights - before->weights) / runs,
+               (double)(now.weight_bytes - before->weight_bytes) / runs / 1048576.0);
+    for (int k = 0; k < nhow; k++)
+        printf("trainbig: %3d convolution%s %s\n", count[k], count[k] == 1 ? ": " : "s:", how[k]);
+}
+
 /* Trainable parameters (elements) of the engine. */
 static long long trainable_params(const struct tb_engine *e)
 {
@@ -348,6 +403,7 @@ static int bench_resnet18(struct bench_backend *b, const struct opts *o)
     float loss = 0;
     double ours = 0;
     int nonfinite = 0;
+    const struct tb_reorder_stats before = reorders_now(&e);
     if (!rc)
         rc = time_steps(&e, x, o->cuda, o->steps, 1, loss_name, &loss, &ours, &nonfinite, &err);
     if (rc) {
@@ -361,6 +417,7 @@ static int bench_resnet18(struct bench_backend *b, const struct opts *o)
         memory_line(o, b, memory, sizeof memory);
         double theirs = o->torch ? torch_ms(srcdir(), "step_torch.py", args, NULL) : -1;
         report(o, ours, theirs, NULL, tb_graph_conv_flops(g), what, nonfinite, memory);
+        breakdown(&e, x, &before, o->steps + 2);
     }
     free(image);
     free(labels);
@@ -479,6 +536,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
     float loss[3] = { 0 };
     double ours = 0;
     int nonfinite = 0;
+    const struct tb_reorder_stats before = reorders_now(&e);
     if (!rc)
         rc = time_steps(&e, x, o->cuda, o->steps, 3, loss_name, loss, &ours, &nonfinite, &err);
     if (rc) {
@@ -515,6 +573,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
             printf("trainable parameters: trainbig %lld\n", params);
         report(o, ours, theirs, differ ? "not timed, the parameter counts differ" : NULL, tb_graph_conv_flops(g), what,
                nonfinite, memory);
+        breakdown(&e, x, &before, o->steps + 2);
     }
     tb_batch_fini(&batch);
     tb_exec_free(x);

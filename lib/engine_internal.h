@@ -96,6 +96,9 @@ int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err 
 const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
 /* Seconds each schedule step took in the last run (forward and backward). */
 const double *tb_exec_step_seconds(const struct tb_exec *x);
+/* The op schedule step `step` runs (*backward: its backward pass), and in how (may be NULL)
+ * a line from the backend's op_describe saying how it runs it ("" without one). */
+const struct tb_op *tb_exec_step_op(const struct tb_exec *x, size_t step, bool *backward, char *how, size_t how_size);
 /* Traces the next forward and backward: each op (start and duration on the host) and each
  * swap copy (start and end on its stream, from the backend's event times). */
 void tb_exec_trace_begin(struct tb_exec *x);

@@ -53,6 +53,19 @@ const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x)
     return x->s;
 }
 
+const struct tb_op *tb_exec_step_op(const struct tb_exec *x, size_t step, bool *backward, char *how, size_t how_size)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    if (backward)
+        *backward = st->backward;
+    if (how && how_size) {
+        how[0] = '\0';
+        if (x->e->op_describe)
+            x->e->op_describe(x->e->ctx, x->state[st->op], how, how_size);
+    }
+    return &x->g->ops[st->op].op;
+}
+
 const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x)
 {
     return &x->mem.stats;

@@ -49,6 +49,13 @@ START_TEST(device_and_capacity)
     ck_assert_msg(strstr(info.name, "avx512") || strstr(info.name, "avx2") || strstr(info.name, "scalar"),
                   "no ISA in \"%s\"", info.name);
     ck_assert_msg(strstr(info.name, "nChw16c)") || strstr(info.name, "nChw8c)"), "no block in \"%s\"", info.name);
+    /* A path forced for the whole run (tests/isa.sh) is the one the backend runs. */
+    const char *forced = getenv("TRAINBIG_CPU_ISA");
+    if (forced && *forced && strcmp(forced, "auto") != 0) {
+        char want[64];
+        snprintf(want, sizeof want, "(2 threads, %s", forced);
+        ck_assert_contains(info.name, want);
+    }
     ck_assert_int_ne(b.ops->device_info(b.ctx, 1, &info), TB_OK);
 }
 END_TEST

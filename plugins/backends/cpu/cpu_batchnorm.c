@@ -363,7 +363,7 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_batchnorm_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(batchnorm) = {
     .prepare = bn_prepare,
     .release = NULL,
     .forward = bn_forward,

@@ -149,7 +149,7 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_concat_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(concat) = {
     .prepare = concat_prepare,
     .forward = concat_forward,
     .backward = concat_backward,

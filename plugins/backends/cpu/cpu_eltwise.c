@@ -98,7 +98,7 @@ static int relu_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_relu_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(relu) = {
     .prepare = relu_prepare,
     .forward = relu_forward,
     .backward = relu_backward,
@@ -150,7 +150,7 @@ static int sigmoid_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_sigmoid_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(sigmoid) = {
     .prepare = sigmoid_prepare,
     .forward = sigmoid_forward,
     .backward = sigmoid_backward,
@@ -210,7 +210,7 @@ static int add_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_add_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(add) = {
     .prepare = add_prepare,
     .forward = add_forward,
     .backward = add_backward,
@@ -336,7 +336,7 @@ static int mul_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_mul_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(mul) = {
     .prepare = mul_prepare,
     .forward = mul_forward,
     .backward = mul_backward,
@@ -477,7 +477,7 @@ static int dropout_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_dropout_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(dropout) = {
     .prepare = dropout_prepare,
     .forward = dropout_forward,
     .backward = dropout_backward,

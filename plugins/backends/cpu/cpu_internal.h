@@ -173,22 +173,28 @@ struct tb_cpu_kernel {
     tb_cpu_backward_fn backward;
 };
 
-/* The kernels, one row per op kind, defined in the kernel files. */
-extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;        /* cpu_conv.c (oneDNN) */
-extern const struct tb_cpu_kernel tb_cpu_batchnorm_kernel;     /* cpu_batchnorm.c */
-extern const struct tb_cpu_kernel tb_cpu_relu_kernel;          /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_sigmoid_kernel;       /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_add_kernel;           /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_mul_kernel;           /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_dropout_kernel;       /* cpu_eltwise.c */
-extern const struct tb_cpu_kernel tb_cpu_maxpool_kernel;       /* cpu_pool.c */
-extern const struct tb_cpu_kernel tb_cpu_avgpool_kernel;       /* cpu_pool.c (global average) */
-extern const struct tb_cpu_kernel tb_cpu_resize_kernel;        /* cpu_resize.c */
-extern const struct tb_cpu_kernel tb_cpu_concat_kernel;        /* cpu_concat.c */
-extern const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel;    /* cpu_loss.c */
-extern const struct tb_cpu_kernel tb_cpu_bce_logits_kernel;    /* cpu_loss.c */
-extern const struct tb_cpu_kernel tb_cpu_class_weights_kernel; /* cpu_labels.c */
-extern const struct tb_cpu_kernel tb_cpu_mask_labels_kernel;   /* cpu_labels.c */
+/* The kernels, one row per op kind. Convolutions are oneDNN's, whatever the ISA
+ * (cpu_conv.c). The others are built once per ISA from the same files (Makefile.am:
+ * CPU_KERNEL_SOURCES, compiled with TB_CPU_KERNEL_ISA = scalar, avx2, avx512 and that ISA's
+ * compiler flags), so each table's names end in its ISA: TB_CPU_KERNEL(relu) is
+ * tb_cpu_relu_kernel_avx2 in the AVX2 build. cpu_ops.c picks the table of cpu->isa. */
+extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;
+
+#define TB_CPU_CAT3_(a, b, c) a##b##c
+#define TB_CPU_CAT3(a, b, c) TB_CPU_CAT3_(a, b, c)
+#define TB_CPU_KERNEL_OF(name, isa) TB_CPU_CAT3(tb_cpu_##name, _kernel_, isa)
+#ifdef TB_CPU_KERNEL_ISA
+#define TB_CPU_KERNEL(name) TB_CPU_KERNEL_OF(name, TB_CPU_KERNEL_ISA)
+#endif
+/* X(name, isa) for every kernel of one ISA's build. */
+#define TB_CPU_KERNELS(X, isa)                                                                                       \
+    X(batchnorm, isa) X(relu, isa) X(sigmoid, isa) X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa)           \
+        X(avgpool, isa) X(resize, isa) X(concat, isa) X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) \
+            X(mask_labels, isa)
+#define TB_CPU_DECLARE_KERNEL(name, isa) extern const struct tb_cpu_kernel TB_CPU_KERNEL_OF(name, isa);
+TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, scalar)
+TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx2)
+TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx512)
 
 /* A line describing how an op runs (cpu_conv.c: each pass's oneDNN implementation and
  * the reorders around it; other kernels: ""). */

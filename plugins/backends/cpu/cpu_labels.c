@@ -79,7 +79,7 @@ static int cw_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     return rc;
 }
 
-const struct tb_cpu_kernel tb_cpu_class_weights_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(class_weights) = {
     .prepare = cw_prepare,
     .forward = cw_forward,
 };
@@ -118,7 +118,7 @@ static int mask_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_mask_labels_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(mask_labels) = {
     .prepare = mask_prepare,
     .forward = mask_forward,
 };

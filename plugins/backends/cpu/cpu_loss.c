@@ -238,7 +238,7 @@ static int ce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_softmax_ce_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(softmax_ce) = {
     .prepare = ce_prepare,
     .forward = ce_forward,
     .backward = ce_backward,
@@ -349,7 +349,7 @@ static int bce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_bce_logits_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(bce_logits) = {
     .prepare = bce_prepare,
     .forward = bce_forward,
     .backward = bce_backward,

@@ -1,46 +1,39 @@
 /* backends/cpu/cpu_ops.c: routes each op kind to its kernel row. */
+#include "config.h" /* HAVE_X86_ISAS */
+
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
 
-static const struct tb_cpu_kernel *kernel_of(enum tb_op_kind kind)
-{
-    switch (kind) {
-    case TB_OP_CONV2D:
-        return &tb_cpu_conv2d_kernel;
-    case TB_OP_BATCHNORM:
-        return &tb_cpu_batchnorm_kernel;
-    case TB_OP_RELU:
-        return &tb_cpu_relu_kernel;
-    case TB_OP_SIGMOID:
-        return &tb_cpu_sigmoid_kernel;
-    case TB_OP_MAXPOOL:
-        return &tb_cpu_maxpool_kernel;
-    case TB_OP_GLOBAL_AVGPOOL:
-        return &tb_cpu_avgpool_kernel;
-    case TB_OP_RESIZE:
-        return &tb_cpu_resize_kernel;
-    case TB_OP_CONCAT:
-        return &tb_cpu_concat_kernel;
-    case TB_OP_ADD:
-        return &tb_cpu_add_kernel;
-    case TB_OP_MUL:
-        return &tb_cpu_mul_kernel;
-    case TB_OP_DROPOUT:
-        return &tb_cpu_dropout_kernel;
-    case TB_OP_SOFTMAX_CE:
-        return &tb_cpu_softmax_ce_kernel;
-    case TB_OP_BCE_LOGITS:
-        return &tb_cpu_bce_logits_kernel;
-    case TB_OP_CLASS_WEIGHTS:
-        return &tb_cpu_class_weights_kernel;
-    case TB_OP_MASK_LABELS:
-        return &tb_cpu_mask_labels_kernel;
-    case TB_OP_KIND_COUNT:
-        break;
+/* One table of kernels per ISA; without the x86 builds every ISA takes the portable one. */
+#define ROW(isa)                                                                                                       \
+    {                                                                                                                  \
+        [TB_OP_CONV2D] = &tb_cpu_conv2d_kernel, [TB_OP_BATCHNORM] = &TB_CPU_KERNEL_OF(batchnorm, isa),             \
+        [TB_OP_RELU] = &TB_CPU_KERNEL_OF(relu, isa), [TB_OP_SIGMOID] = &TB_CPU_KERNEL_OF(sigmoid, isa),            \
+        [TB_OP_MAXPOOL] = &TB_CPU_KERNEL_OF(maxpool, isa), [TB_OP_GLOBAL_AVGPOOL] = &TB_CPU_KERNEL_OF(avgpool, isa), \
+        [TB_OP_RESIZE] = &TB_CPU_KERNEL_OF(resize, isa), [TB_OP_CONCAT] = &TB_CPU_KERNEL_OF(concat, isa),          \
+        [TB_OP_ADD] = &TB_CPU_KERNEL_OF(add, isa), [TB_OP_MUL] = &TB_CPU_KERNEL_OF(mul, isa),                      \
+        [TB_OP_DROPOUT] = &TB_CPU_KERNEL_OF(dropout, isa), [TB_OP_SOFTMAX_CE] = &TB_CPU_KERNEL_OF(softmax_ce, isa), \
+        [TB_OP_BCE_LOGITS] = &TB_CPU_KERNEL_OF(bce_logits, isa),                                                   \
+        [TB_OP_CLASS_WEIGHTS] = &TB_CPU_KERNEL_OF(class_weights, isa),                                             \
+        [TB_OP_MASK_LABELS] = &TB_CPU_KERNEL_OF(mask_labels, isa),                                                 \
     }
-    return NULL;
+
+static const struct tb_cpu_kernel *const kernels[TB_CPU_ISAS][TB_OP_KIND_COUNT] = {
+    [TB_CPU_ISA_SCALAR] = ROW(scalar),
+#ifdef HAVE_X86_ISAS
+    [TB_CPU_ISA_AVX2] = ROW(avx2),
+    [TB_CPU_ISA_AVX512] = ROW(avx512),
+#else
+    [TB_CPU_ISA_AVX2] = ROW(scalar),
+    [TB_CPU_ISA_AVX512] = ROW(scalar),
+#endif
+};
+
+static const struct tb_cpu_kernel *kernel_of(enum tb_cpu_isa isa, enum tb_op_kind kind)
+{
+    return (unsigned)kind < TB_OP_KIND_COUNT && (unsigned)isa < TB_CPU_ISAS ? kernels[isa][kind] : NULL;
 }
 
 /* The state the core holds: which kernel made it, and the kernel's own. */
@@ -52,7 +45,7 @@ struct op_state {
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
     *state = NULL;
-    const struct tb_cpu_kernel *k = kernel_of(op->kind);
+    const struct tb_cpu_kernel *k = kernel_of(cpu->isa, op->kind);
     if (!k || !k->forward)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cpu backend has no %s kernel", op->id,
                           tb_op_kind_name(op->kind) ? tb_op_kind_name(op->kind) : "such");

@@ -187,7 +187,7 @@ static int maxpool_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_maxpool_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(maxpool) = {
     .prepare = maxpool_prepare,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
@@ -274,7 +274,7 @@ static int avgpool_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_avgpool_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(avgpool) = {
     .prepare = avgpool_prepare,
     .forward = avgpool_forward,
     .backward = avgpool_backward,

@@ -219,7 +219,7 @@ static int resize_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
     return TB_OK;
 }
 
-const struct tb_cpu_kernel tb_cpu_resize_kernel = {
+const struct tb_cpu_kernel TB_CPU_KERNEL(resize) = {
     .prepare = resize_prepare,
     .release = resize_release,
     .forward = resize_forward,
