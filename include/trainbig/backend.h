@@ -58,10 +58,17 @@ struct tb_device_info {
 struct tb_mem_stats {
     uint64_t in_use;   /* bytes handed out by mem_alloc and not freed */
     uint64_t peak;     /* the largest in_use since create (or the last reset) */
-    uint64_t reserved; /* bytes the backend holds from the system, cache included */
+    uint64_t reserved; /* bytes the backend holds from the system (its arena), free blocks included */
     uint64_t capacity; /* as in tb_device_info */
     uint64_t allocs;   /* mem_alloc calls that succeeded */
     uint64_t fails;    /* mem_alloc calls that returned NULL */
+    /* ---- ABI 1.7 ---- */
+    /* The largest block one mem_alloc could get right now without the backend reserving
+     * more from the system: for a fixed arena, its largest free block. With free =
+     * (capacity, or reserved when there is no cap) - in_use, fragmentation is
+     * 1 - largest_free / free (0 when free is 0). The core zeroes the struct before it
+     * calls mem_stats and ignores this field from a backend of ABI < 1.7. */
+    uint64_t largest_free;
 };
 
 /* Opaque to the core; created and owned by the backend. */
