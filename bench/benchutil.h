@@ -121,11 +121,12 @@ __attribute__((target("avx2,fma"))) static inline double bench_fma_avx2(long ite
 }
 
 /* This machine's fp32 peak with `threads` threads, in FLOP/s: the best of a few runs of
- * the FMA loop on every thread at once. */
-static inline double bench_peak_flops(int threads)
+ * the FMA loop on every thread at once, on AVX-512 (where the CPU has it and `zmm`) or
+ * AVX2 (the peak of a path capped at AVX2). */
+static inline double bench_peak_flops_isa(int threads, int zmm)
 {
     __builtin_cpu_init();
-    int avx512 = __builtin_cpu_supports("avx512f");
+    int avx512 = zmm && __builtin_cpu_supports("avx512f");
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
         double flops = 0;
@@ -142,6 +143,12 @@ static inline double bench_peak_flops(int threads)
             best = rate;
     }
     return best;
+}
+
+/* The peak of the widest vectors this CPU has. */
+static inline double bench_peak_flops(int threads)
+{
+    return bench_peak_flops_isa(threads, 1);
 }
 #endif
 

@@ -2,9 +2,16 @@
  * and backward-weights, on the CPU backend, each as a fraction of this machine's fp32 peak
  * measured in the same run with an FMA loop. A benchmark, not a test.
  *
- *   ./bench/ops [THREADS]      (default: all cores) */
+ * Each convolution's line names oneDNN's implementation of each pass, marked where it runs
+ * an ISA below the best this CPU has; the header names the path the backend runs (its own
+ * kernels' ISA, oneDNN's, and the channel block of its tensors). --isa forces a path
+ * ([backend] isa; oneDNN is capped with it), and the peak is then that path's FMA loop
+ * (AVX2's on an AVX-512 CPU), so "of peak" is against what the path can reach.
+ *
+ *   ./bench/ops [--isa auto|avx512|avx2|scalar] [THREADS]      (default: auto, all cores) */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "benchutil.h"
@@ -92,21 +99,30 @@ static double time_pass(struct bench_backend *b, const struct tb_op *op, void *s
 
 int main(int argc, char **argv)
 {
-    int threads = argc > 1 ? atoi(argv[1]) : omp_get_num_procs();
-    if (threads < 1) {
-        fprintf(stderr, "usage: bench/ops [THREADS]\n");
+    const char *isa = "auto";
+    int arg = 1;
+    if (argc > 2 && strcmp(argv[1], "--isa") == 0) {
+        isa = argv[2];
+        arg = 3;
+    }
+    int threads = argc > arg ? atoi(argv[arg]) : omp_get_num_procs();
+    if (threads < 1 || argc > arg + 1) {
+        fprintf(stderr, "usage: bench/ops [--isa auto|avx512|avx2|scalar] [THREADS]\n");
         return 2;
     }
     setenv("TRAINBIG_LOG", "warn", 0);
-    char keys[64];
-    snprintf(keys, sizeof keys, "threads = %d\n", threads);
+    char keys[96];
+    snprintf(keys, sizeof keys, "threads = %d\nisa = %s\n", threads, isa);
     struct bench_backend b;
     bench_backend_open(&b, "cpu", keys);
     struct tb_device_info info;
     b.ops->device_info(b.ctx, 0, &info);
-    double peak = bench_peak_flops(threads);
+    /* The peak of the vectors oneDNN runs: its AVX-512 kernels on zmm, else ymm. */
+    const bool zmm = strstr(info.name, "oneDNN avx512") != NULL;
+    double peak = bench_peak_flops_isa(threads, zmm);
     printf("bench/ops: %s\n", info.name);
-    printf("measured fp32 peak (FMA loop, %d threads): %.1f GFLOP/s\n\n", threads, peak / 1e9);
+    printf("measured fp32 peak (FMA loop on %s, %d threads): %.1f GFLOP/s\n\n", zmm ? "AVX-512" : "AVX2", threads,
+           peak / 1e9);
     printf("%-26s %-12s %10s %10s %8s\n", "convolution (N=4)", "pass", "ms", "GFLOP/s", "of peak");
     double all_flops = 0, all_time = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -146,6 +162,11 @@ int main(int argc, char **argv)
         }
         printf("%-26s %-12s %10.2f %10.1f %7.0f%%\n", "", "fwd+bwd", sum * 1e3, 3 * flops / sum / 1e9,
                100.0 * 3 * flops / sum / peak);
+        char how[320] = "";
+        if (b.h->p->abi_minor >= 7 && b.ops->op_describe)
+            b.ops->op_describe(b.ctx, state, how, sizeof how);
+        if (how[0])
+            printf("%-26s %s\n", "", how);
         all_flops += 3 * flops;
         all_time += sum;
         b.ops->op_release(b.ctx, state);

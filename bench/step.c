@@ -30,9 +30,16 @@
  * shape_width 1, blocks 3,3,6,3,1,1) on crops of 800 (--crop), batch 2 (--batch): meant
  * for a GPU. --no-torch skips the twin; --torch-format contiguous runs it in NCHW.
  *
+ * --isa forces the cpu backend's path ([backend] isa, which caps oneDNN too) and runs the
+ * twin on the same one (DNNL_MAX_CPU_ISA for its oneDNN, ATEN_CPU_CAPABILITY for its own
+ * kernels, unless set already); the peak is then that path's (AVX2's FMA loop on an AVX-512
+ * CPU). Under the ratio: the last step's time by op kind, the layout reorders per step, and
+ * how each convolution runs (oneDNN's implementation per pass).
+ *
  *   ./bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]
  *                [--size quickstart|reference] [--batch B] [--crop N] [--no-torch]
- *                [--torch-format channels_last|contiguous] [THREADS [STEPS]]
+ *                [--torch-format channels_last|contiguous] [--isa auto|avx512|avx2|scalar]
+ *                [THREADS [STEPS]]
  *       (default: cpu, both networks, all cores, 10 timed steps) */
 #include "config.h"
 
@@ -588,6 +595,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]\n"
                     "                  [--size quickstart|reference] [--batch B] [--crop N] [--no-torch]\n"
+                    "                  [--isa auto|avx512|avx2|scalar]\n"
                     "                  [--torch-format channels_last|contiguous] [THREADS [STEPS]]\n");
     return 2;
 }
@@ -618,6 +626,7 @@ int main(int argc, char **argv)
     const char *model = NULL, *backend = "cpu", *size = "quickstart", *format = "channels_last"; /* model: both */
     int threads = omp_get_num_procs(), steps = 10, npos = 0, batch = 0, crop = 0;
     bool torch = true, tf32 = false;
+    const char *isa = NULL; /* --isa: the cpu backend's [backend] isa, and the twin's caps */
     char keys[2048] = "", shown[2048] = "";
     size_t nkeys = 0;
     for (int i = 1; i < argc; i++) {
@@ -642,6 +651,8 @@ int main(int argc, char **argv)
             format = argv[++i];
         else if (strcmp(a, "--no-torch") == 0)
             torch = false;
+        else if (strcmp(a, "--isa") == 0 && next)
+            isa = argv[++i];
         else if (strcmp(a, "--set") == 0 && next && strchr(next, '=')) {
             /* KEY=VALUE as a line of the [backend] section */
             const char *eq = strchr(next, '=');
@@ -667,7 +678,18 @@ int main(int argc, char **argv)
         return usage();
     if (crop && crop < 16)
         return usage();
+    if (isa && (cuda || (strcmp(isa, "auto") && strcmp(isa, "avx512") && strcmp(isa, "avx2") && strcmp(isa, "scalar"))))
+        return usage();
     setenv("TRAINBIG_LOG", "warn", 0);
+    /* A lower path for both sides: oneDNN's cap (PyTorch's bundled oneDNN reads it too) and
+     * PyTorch's own vectorised kernels (ATEN_CPU_CAPABILITY); a value the user set stays. */
+    if (isa && strcmp(isa, "avx2") == 0) {
+        setenv("DNNL_MAX_CPU_ISA", "AVX2", 0);
+        setenv("ATEN_CPU_CAPABILITY", "avx2", 0);
+    } else if (isa && strcmp(isa, "scalar") == 0) {
+        setenv("DNNL_MAX_CPU_ISA", "SSE41", 0);
+        setenv("ATEN_CPU_CAPABILITY", "default", 0);
+    }
 
     struct opts o = { .cuda = cuda, .threads = threads, .steps = steps, .torch = torch };
     o.size = reference ? gscnn_reference : gscnn_quickstart;
@@ -683,7 +705,7 @@ int main(int argc, char **argv)
     if (cuda)
         snprintf(all_keys, sizeof all_keys, "%s", keys);
     else
-        snprintf(all_keys, sizeof all_keys, "threads = %d\n%s", threads, keys);
+        snprintf(all_keys, sizeof all_keys, "threads = %d\nisa = %s\n%s", threads, isa ? isa : "auto", keys);
     /* Held open until the end: the cuda runtime is not unloaded and loaded again. */
     struct tb_plugin_handle *held = cuda ? bench_backend_require(backend) : NULL;
     struct bench_backend b;
@@ -705,8 +727,15 @@ int main(int argc, char **argv)
         else
             printf("GPU fp32 peak: not known for this device (bench/step.c gpu_peaks[]): TFLOP/s only\n");
     } else {
-        o.peak = bench_peak_flops(threads);
-        printf("bench/step: %s, %d threads; measured fp32 peak %.1f GFLOP/s\n", info.name, threads, o.peak / 1e9);
+        /* The peak of the vectors the path's convolutions run on. */
+        const bool zmm = strstr(info.name, "oneDNN avx512") != NULL;
+        o.peak = bench_peak_flops_isa(threads, zmm);
+        printf("bench/step: %s, %d threads; measured fp32 peak (%s) %.1f GFLOP/s\n", info.name, threads,
+               zmm ? "AVX-512" : "AVX2", o.peak / 1e9);
+        const char *cap = getenv("DNNL_MAX_CPU_ISA"), *aten = getenv("ATEN_CPU_CAPABILITY");
+        if ((cap && *cap) || (aten && *aten))
+            printf("bench/step: PyTorch runs with DNNL_MAX_CPU_ISA=%s ATEN_CPU_CAPABILITY=%s\n", cap ? cap : "",
+                   aten ? aten : "");
     }
     if (reference) {
         char crop_arg[32] = "";

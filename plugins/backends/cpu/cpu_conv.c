@@ -459,12 +459,13 @@ done:
     return TB_OK;
 }
 
-/* Whether a oneDNN implementation name says it runs an ISA below the best this CPU has. */
-static bool below_best(const struct tb_cpu *cpu, const char *impl)
+/* Whether a oneDNN implementation name says it runs an ISA below the backend's path (the
+ * best this CPU has, unless [backend] isa forced a lower one). */
+static bool below_path(const struct tb_cpu *cpu, const char *impl)
 {
     const bool sse = strstr(impl, "sse41") != NULL, avx2 = strstr(impl, "avx2") != NULL;
-    return (cpu->best == TB_CPU_ISA_AVX512 && !strstr(impl, "avx512") && (sse || avx2)) ||
-           (cpu->best == TB_CPU_ISA_AVX2 && sse);
+    return (cpu->isa == TB_CPU_ISA_AVX512 && !strstr(impl, "avx512") && (sse || avx2)) ||
+           (cpu->isa == TB_CPU_ISA_AVX2 && sse);
 }
 
 void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size)
@@ -473,13 +474,19 @@ void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf
     static const char *const short_names[PASSES] = { "fwd", "bwd-data", "bwd-weights" };
     size_t used = 0;
     buf[0] = '\0';
+    static const char *const operand_names[PASSES][2] = { { "x", "y" }, { "dy", "dx" }, { "x", "dy" } };
     for (int k = 0; k < PASSES && used < size; k++) {
         const struct pass *ps = &s->pass[k];
-        const char *how = ps->mode == PHASES                        ? " (phases)"
-                          : ps->mode == ANY && (ps->a.moved || ps->b.moved) ? " (reordered to oneDNN's layout)"
-                                                                            : "";
+        char how[96] = "";
+        if (ps->mode == PHASES)
+            snprintf(how, sizeof how, " (phases)");
+        else if (ps->a.moved || ps->b.moved)
+            snprintf(how, sizeof how, " (%s%s%s reordered, %.2f MiB)", ps->a.moved ? operand_names[k][0] : "",
+                     ps->a.moved && ps->b.moved ? " and " : "", ps->b.moved ? operand_names[k][1] : "",
+                     (double)((ps->a.moved ? md_bytes(&ps->a.md) : 0) + (ps->b.moved ? md_bytes(&ps->b.md) : 0)) /
+                         1048576.0);
         int n = snprintf(buf + used, size - used, "%s%s %s%s%s", k ? ", " : "", short_names[k], ps->impl, how,
-                         below_best(cpu, ps->impl) ? " [below this CPU's ISA]" : "");
+                         below_path(cpu, ps->impl) ? " [below the path's ISA]" : "");
         if (n < 0)
             break;
         used += (size_t)n;
