@@ -623,7 +623,6 @@ START_TEST(conv_deterministic)
 }
 END_TEST
 
-
 START_TEST(conv_refuses_bad_shapes)
 {
     struct test_backend b;
@@ -869,6 +868,16 @@ START_TEST(bn_training_many_blocks)
 {
     /* P * C large enough that the sums are split into several blocks, the last short. */
     check_bn_training(4, 24, 31, 29, 0.5f, FD_EPS, 51);
+}
+END_TEST
+
+START_TEST(bn_training_blocked)
+{
+    /* Channels in blocks: 32 on every vector path (nChw16c, nChw8c), 24 on AVX2's; and a
+     * large mean, whose shift (the first pixel of each channel) must be that channel's. */
+    check_bn_training(2, 32, 9, 7, 0.5f, FD_EPS, 54);
+    check_bn_training(2, 24, 5, 6, 0.0f, FD_EPS, 55);
+    check_bn_training(2, 48, 6, 5, 100.0f, FD_EPS, 56);
 }
 END_TEST
 
@@ -1170,6 +1179,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, bn_training_small);
     tcase_add_test(tc, bn_training_many_blocks);
+    tcase_add_test(tc, bn_training_blocked);
     tcase_add_test(tc, bn_training_large_mean);
     tcase_add_test(tc, bn_training_batch1_1x2);
     tcase_add_test(tc, bn_running_stats_two_steps);

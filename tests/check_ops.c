@@ -163,9 +163,11 @@ START_TEST(relu_forward_backward)
 {
     struct test_backend b;
     test_backend_open(&b, "cpu", THREADS);
-    for (int variant = 0; variant < 2; variant++) {
+    /* 32 channels are blocked on every vector path (nChw16c, nChw8c), 24 on AVX2 only */
+    static const int channels[4] = { 1, 3, 32, 24 };
+    for (int variant = 0; variant < 4; variant++) {
         struct tb_op op = new_op(TB_OP_RELU, 3, 1, 1);
-        op.in[0] = op.out[0] = f32(2, variant ? 3 : 1, 5, 7);
+        op.in[0] = op.out[0] = f32(2, channels[variant], 5, 7);
         size_t n = elems(op.in[0]);
         float *x = frand(n, 11 + (uint64_t)variant, -1.0f, 1.0f);
         /* keep away from the kink so that finite differences see one side only */
@@ -225,9 +227,10 @@ START_TEST(sigmoid_forward_backward)
 {
     struct test_backend b;
     test_backend_open(&b, "cpu", THREADS);
-    for (int variant = 0; variant < 2; variant++) {
+    static const int channels[4] = { 1, 3, 32, 24 }; /* blocked: see relu */
+    for (int variant = 0; variant < 4; variant++) {
         struct tb_op op = new_op(TB_OP_SIGMOID, 5, 1, 1);
-        op.in[0] = op.out[0] = f32(2, variant ? 3 : 1, 5, 7);
+        op.in[0] = op.out[0] = f32(2, channels[variant], 5, 7);
         size_t n = elems(op.in[0]);
         float *x = frand(n, 21 + (uint64_t)variant, -6.0f, 6.0f);
         /* saturated values: exp overflows on one side and must still give 0 or 1 */
@@ -317,7 +320,9 @@ START_TEST(mul_same_and_broadcast)
     struct test_backend b;
     test_backend_open(&b, "cpu", THREADS);
     /* x channels, g channels: same shape, broadcast over 3, and the 1-channel case */
-    static const int cases[][2] = { { 3, 3 }, { 3, 1 }, { 1, 1 }, { 5, 1 } };
+    static const int cases[][2] = {
+        { 3, 3 }, { 3, 1 }, { 1, 1 }, { 5, 1 }, { 32, 32 }, { 32, 1 }, { 48, 1 }, { 24, 1 }
+    };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         struct tb_op op = new_op(TB_OP_MUL, 7, 2, 1);
         op.in[0] = op.out[0] = f32(2, cases[k][0], 5, 7);
@@ -430,6 +435,25 @@ START_TEST(dropout_elementwise)
     fd_check(&oc, 1, 1e-2f, 2e-4, 1e-3, 6);
     opcheck_fini(&oc);
     free(x), free(m1), free(m2), free(m3), free(dy), free(dx), free(want);
+
+    /* blocked channels (see relu): the mask still follows the NCHW index, dx the mask */
+    for (int c = 24; c <= 32; c += 8) {
+        op = dropout_op(2, c, 5, 7, 0.3f, 0, 1);
+        n = elems(op.in[0]);
+        x = frand(n, 55, -1.0f, 1.0f);
+        opcheck_init(&oc, &b, &op);
+        opcheck_set_input(&oc, 0, x);
+        m1 = dropout_run(&oc, x, 9, &d1);
+        dy = frand(n, 56, -1.0f, 1.0f);
+        backward_dy(&oc, dy);
+        dx = get_din(&oc, 0);
+        want = dzeros(n);
+        for (size_t i = 0; i < n; i++)
+            want[i] = (double)dy[i] * m1[i] / 0.7;
+        assert_close("dropout dx (blocked)", dx, want, n, 0.0, 2e-7);
+        opcheck_fini(&oc);
+        free(x), free(m1), free(dy), free(dx), free(want);
+    }
 
     /* many elements, p = 0.5: the dropped fraction within 5 standard deviations */
     op = dropout_op(4, 8, 16, 16, 0.5f, 0, 1);
@@ -641,8 +665,8 @@ START_TEST(maxpool_forward_backward)
     /* {C, H, W, k, stride, pad}: ResNet's stem pool on odd sizes, 2x2/2 with and without a
      * dropped last row and column, and overlapping windows at stride 1 */
     static const int cases[][6] = {
-        { 1, 5, 7, 3, 2, 1 }, { 3, 5, 7, 3, 2, 1 }, { 3, 5, 7, 2, 2, 0 },
-        { 2, 6, 8, 2, 2, 0 }, { 2, 5, 7, 3, 1, 1 }, { 1, 4, 4, 1, 1, 0 },
+        { 1, 5, 7, 3, 2, 1 }, { 3, 5, 7, 3, 2, 1 },  { 3, 5, 7, 2, 2, 0 },  { 2, 6, 8, 2, 2, 0 }, { 2, 5, 7, 3, 1, 1 },
+        { 1, 4, 4, 1, 1, 0 }, { 32, 5, 7, 3, 2, 1 }, { 24, 6, 8, 2, 2, 0 }, /* blocked channels (see relu) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
@@ -694,8 +718,9 @@ START_TEST(avgpool_forward_backward)
 {
     struct test_backend b;
     test_backend_open(&b, "cpu", THREADS);
-    static const int channels[] = { 1, 3, 70 }; /* 70: more than one block of channels */
-    for (size_t k = 0; k < 3; k++) {
+    /* 70: more than one block of the sums' channels; 32, 48: blocked tensors (see relu) */
+    static const int channels[] = { 1, 3, 70, 32, 48 };
+    for (size_t k = 0; k < sizeof channels / sizeof channels[0]; k++) {
         struct tb_op op = new_op(TB_OP_GLOBAL_AVGPOOL, 29, 1, 1);
         op.in[0] = f32(2, channels[k], 5, 7);
         op.out[0] = f32(2, channels[k], 1, 1);
@@ -797,8 +822,9 @@ START_TEST(resize_forward_backward)
     test_backend_open(&b, "cpu", THREADS);
     /* {C, H, W, OH, OW}: up, down, mixed, to and from a single pixel, same size */
     static const int cases[][5] = {
-        { 3, 5, 7, 9, 12 }, { 3, 9, 12, 4, 5 }, { 1, 5, 7, 3, 11 }, { 2, 5, 7, 1, 1 },
-        { 2, 1, 1, 3, 4 },  { 2, 5, 7, 5, 7 },  { 1, 4, 6, 8, 12 }, { 2, 8, 12, 4, 6 },
+        { 3, 5, 7, 9, 12 },  { 3, 9, 12, 4, 5 },  { 1, 5, 7, 3, 11 }, { 2, 5, 7, 1, 1 },
+        { 2, 1, 1, 3, 4 },   { 2, 5, 7, 5, 7 },   { 1, 4, 6, 8, 12 }, { 2, 8, 12, 4, 6 },
+        { 32, 5, 7, 9, 12 }, { 24, 9, 12, 4, 5 }, /* blocked channels (see relu) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int ac = 0; ac < 2; ac++) {
@@ -893,58 +919,63 @@ START_TEST(concat_three)
 {
     struct test_backend b;
     test_backend_open(&b, "cpu", THREADS);
-    static const int ch[3] = { 1, 2, 3 };
-    struct tb_op op = new_op(TB_OP_CONCAT, 37, 3, 1);
-    for (int i = 0; i < 3; i++)
-        op.in[i] = f32(2, ch[i], 5, 7);
-    op.out[0] = f32(2, 6, 5, 7);
-    struct tb_shape ys = op.out[0].shape;
-    size_t no = elems(op.out[0]);
-    float *x[3];
-    struct opcheck oc;
-    opcheck_init(&oc, &b, &op);
-    for (int i = 0; i < 3; i++) {
-        x[i] = frand(elems(op.in[i]), 111 + (uint64_t)i, -1.0f, 1.0f);
-        opcheck_set_input(&oc, (uint32_t)i, x[i]);
+    /* NHWC throughout; blocked output from NHWC and blocked inputs; blocked on AVX2's
+     * block only; blocked inputs into an NHWC output (see relu for which are blocked) */
+    static const int configs[4][3] = { { 1, 2, 3 }, { 16, 1, 15 }, { 16, 8, 8 }, { 32, 16, 3 } };
+    for (int cfg = 0; cfg < 4; cfg++) {
+        const int *ch = configs[cfg];
+        struct tb_op op = new_op(TB_OP_CONCAT, 37, 3, 1);
+        for (int i = 0; i < 3; i++)
+            op.in[i] = f32(2, ch[i], 5, 7);
+        op.out[0] = f32(2, ch[0] + ch[1] + ch[2], 5, 7);
+        struct tb_shape ys = op.out[0].shape;
+        size_t no = elems(op.out[0]);
+        float *x[3];
+        struct opcheck oc;
+        opcheck_init(&oc, &b, &op);
+        for (int i = 0; i < 3; i++) {
+            x[i] = frand(elems(op.in[i]), 111 + (uint64_t)i, -1.0f, 1.0f);
+            opcheck_set_input(&oc, (uint32_t)i, x[i]);
+        }
+        opcheck_forward(&oc, 0);
+        float *y = get_output(&oc, 0);
+        float *dy = frand(no, 114, -1.0f, 1.0f);
+        double *want = dzeros(no);
+        /* y channel (c0 + c) of image n is channel c of input i, c0 = channels before it */
+        for (int n = 0, c0 = 0; n < 2; n++, c0 = 0)
+            for (int i = 0; i < 3; c0 += ch[i], i++)
+                for (int c = 0; c < ch[i]; c++)
+                    for (int p = 0; p < 35; p++)
+                        want[at(ys, n, c0 + c, 0, 0) + (size_t)p] = x[i][at(op.in[i].shape, n, c, 0, 0) + (size_t)p];
+        assert_close("concat y", y, want, no, 0.0, 0.0);
+        backward_dy(&oc, dy);
+        for (int i = 0, c0 = 0; i < 3; c0 += ch[i], i++) {
+            size_t ni = elems(op.in[i]);
+            float *dx = get_din(&oc, (uint32_t)i);
+            double *wdx = dzeros(ni);
+            for (int n = 0; n < 2; n++)
+                for (int c = 0; c < ch[i]; c++)
+                    for (int p = 0; p < 35; p++)
+                        wdx[at(op.in[i].shape, n, c, 0, 0) + (size_t)p] = dy[at(ys, n, c0 + c, 0, 0) + (size_t)p];
+            assert_close("concat dx", dx, wdx, ni, 0.0, 0.0);
+            free(dx), free(wdx);
+        }
+        /* an input whose gradient is not wanted (data NULL) is skipped, the others written */
+        void *keep = oc.din[1].data;
+        float *before = get_din(&oc, 0);
+        oc.din[1].data = NULL;
+        struct tb_err err;
+        tb_err_clear(&err);
+        ck_assert_int_eq(b.ops->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err), TB_OK);
+        oc.din[1].data = keep;
+        float *after = get_din(&oc, 0);
+        ck_assert_mem_eq(before, after, elems(op.in[0]) * sizeof(float));
+        fd_check(&oc, 7, 1e-2f, 1e-4, 1e-3, 0);
+        opcheck_fini(&oc);
+        for (int i = 0; i < 3; i++)
+            free(x[i]);
+        free(y), free(dy), free(want), free(before), free(after);
     }
-    opcheck_forward(&oc, 0);
-    float *y = get_output(&oc, 0);
-    float *dy = frand(no, 114, -1.0f, 1.0f);
-    double *want = dzeros(no);
-    /* y channel (c0 + c) of image n is channel c of input i, c0 = channels before it */
-    for (int n = 0, c0 = 0; n < 2; n++, c0 = 0)
-        for (int i = 0; i < 3; c0 += ch[i], i++)
-            for (int c = 0; c < ch[i]; c++)
-                for (int p = 0; p < 35; p++)
-                    want[at(ys, n, c0 + c, 0, 0) + (size_t)p] = x[i][at(op.in[i].shape, n, c, 0, 0) + (size_t)p];
-    assert_close("concat y", y, want, no, 0.0, 0.0);
-    backward_dy(&oc, dy);
-    for (int i = 0, c0 = 0; i < 3; c0 += ch[i], i++) {
-        size_t ni = elems(op.in[i]);
-        float *dx = get_din(&oc, (uint32_t)i);
-        double *wdx = dzeros(ni);
-        for (int n = 0; n < 2; n++)
-            for (int c = 0; c < ch[i]; c++)
-                for (int p = 0; p < 35; p++)
-                    wdx[at(op.in[i].shape, n, c, 0, 0) + (size_t)p] = dy[at(ys, n, c0 + c, 0, 0) + (size_t)p];
-        assert_close("concat dx", dx, wdx, ni, 0.0, 0.0);
-        free(dx), free(wdx);
-    }
-    /* an input whose gradient is not wanted (data NULL) is skipped, the others written */
-    void *keep = oc.din[1].data;
-    float *before = get_din(&oc, 0);
-    oc.din[1].data = NULL;
-    struct tb_err err;
-    tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err), TB_OK);
-    oc.din[1].data = keep;
-    float *after = get_din(&oc, 0);
-    ck_assert_mem_eq(before, after, elems(op.in[0]) * sizeof(float));
-    fd_check(&oc, 7, 1e-2f, 1e-4, 1e-3, 0);
-    opcheck_fini(&oc);
-    for (int i = 0; i < 3; i++)
-        free(x[i]);
-    free(y), free(dy), free(want), free(before), free(after);
     test_backend_close(&b);
 }
 END_TEST
@@ -1082,13 +1113,17 @@ START_TEST(softmax_ce_modes)
     test_backend_open(&b, "cpu", THREADS);
     for (int weighted = 0; weighted < 2; weighted++)
         for (int per_image = 0; per_image < 2; per_image++) {
-            struct ce_case cc = { 3, 4, 5, 7, weighted, per_image };
-            size_t n = (size_t)cc.n * (size_t)cc.k * (size_t)cc.h * (size_t)cc.w;
-            float *z = frand(n, 121, -3.0f, 3.0f);
-            float *wts = frand((size_t)cc.n * (size_t)cc.k, 122, 0.25f, 2.0f);
-            uint8_t *lab = ce_labels(&cc, 123, 2); /* image 2: every pixel ignored */
-            ce_check(&b, &cc, z, lab, wts, true);
-            free(z), free(wts), free(lab);
+            /* 32 classes: blocked logits on every vector path, 16 on AVX-512's (see relu) */
+            for (int kk = 0; kk < 3; kk++) {
+                static const int classes[3] = { 4, 32, 16 };
+                struct ce_case cc = { 3, classes[kk], 5, 7, weighted, per_image };
+                size_t n = (size_t)cc.n * (size_t)cc.k * (size_t)cc.h * (size_t)cc.w;
+                float *z = frand(n, 121, -3.0f, 3.0f);
+                float *wts = frand((size_t)cc.n * (size_t)cc.k, 122, 0.25f, 2.0f);
+                uint8_t *lab = ce_labels(&cc, 123, 2); /* image 2: every pixel ignored */
+                ce_check(&b, &cc, z, lab, wts, kk == 0);
+                free(z), free(wts), free(lab);
+            }
         }
     /* one class, one channel: the loss is 0 and so is every gradient */
     struct ce_case one = { 2, 1, 5, 7, 0, 0 };
