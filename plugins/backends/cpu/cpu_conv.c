@@ -580,16 +580,17 @@ static void phase_scatter(const struct conv_state *s, const float *ap, float *a,
     }
 }
 
-/* Scratch for one pass: [weights in its layout][a moved][b moved][scratchpad], each slot
- * present only when needed; *w_at etc. receive the offsets. */
+/* Scratch for one pass after `base` bytes: [weights in its layout (forward and
+ * backward-data; backward-weights places its gradient itself)][a moved][b moved]
+ * [scratchpad], each slot present only when needed. */
 struct slots {
     size_t w, a, b, spad, total;
 };
 
-static struct slots pass_slots(const struct pass *ps, size_t base)
+static struct slots pass_slots(const struct pass *ps, size_t base, bool weights)
 {
     struct slots sl = { 0, 0, 0, 0, base };
-    if (ps->w_reorder.p)
+    if (weights && ps->w_reorder.p)
         sl.w = carve(&sl.total, md_bytes(&ps->w_md));
     if (ps->a.moved)
         sl.a = carve(&sl.total, md_bytes(&ps->a.md));
@@ -648,7 +649,7 @@ static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     (void)step;
     struct conv_state *s = state;
     struct pass *ps = &s->pass[FWD];
-    const struct slots sl = pass_slots(ps, 0);
+    const struct slots sl = pass_slots(ps, 0, true);
     char *scratch = tb_cpu_scratch(cpu, sl.total, err);
     if (!scratch)
         return tb_err_prefix(err, "op %u (conv2d)", s->op_id);
@@ -697,7 +698,7 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
         size_t total = 0;
         const size_t dw_at = dw_in_scratch ? carve(&total, md_bytes(&ps->w_md)) : 0;
         const size_t db_at = db_sink ? carve(&total, (size_t)op->in[1].shape.n * sizeof(float)) : 0;
-        const struct slots sl = pass_slots(ps, total);
+        const struct slots sl = pass_slots(ps, total, false);
         char *scratch = tb_cpu_scratch(cpu, sl.total, err);
         if (!scratch)
             return tb_err_prefix(err, "op %u (conv2d)", s->op_id);
@@ -729,7 +730,7 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     if (!want_dx)
         return TB_OK;
     struct pass *ps = &s->pass[BWD_DATA];
-    const struct slots sl = pass_slots(ps, 0);
+    const struct slots sl = pass_slots(ps, 0, true);
     char *scratch = tb_cpu_scratch(cpu, sl.total, err);
     if (!scratch)
         return tb_err_prefix(err, "op %u (conv2d)", s->op_id);
