@@ -40,9 +40,10 @@ extern "C" {
  *        (backend.h)
  *   1.5  platform: tb_platform_ops swap_defaults (platform.h)
  *   1.6  backend: comm_attach, allreduce_start, allreduce_wait (backend.h, comm.h);
- *        batch norm's sync (ops.h) */
+ *        batch norm's sync (ops.h)
+ *   1.7  platform: tb_link accel_efficiency (platform.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 6
+#define TB_ABI_MINOR 7
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"
