@@ -2,25 +2,48 @@
  *
  * The quickstart G-SCNN trains on batches of synthetic images at two sizes. Each size runs
  * with device memory unlimited (its footprint: the peak), then with device memory capped
- * below that footprint, on the CPU backend with the link of each platform emulated
- * (copies slowed by this CPU's compute rate over the platform's accelerator, so the
- * compute-to-transfer balance of an AC922 or a DGX Station is kept), under each policy.
- * Per run: the step time, its overhead against the uncapped step, the bytes moved each
- * way per step, the share of the step spent stalled on copies, and peak device memory.
- * Everything runs through the same configuration path as `trainbig train`.
+ * below that footprint, on the CPU backend with the link of each platform emulated, under
+ * each policy. Per run: the step time, its overhead against the uncapped step split into
+ * stall (waiting for copies: a tensor needed or freed before its copy finished, and the
+ * step's end waiting for its last copies out) and the rest (residual = overhead - stall:
+ * the mechanism's own cost, allocation and swap bookkeeping, and the copies' memcpy
+ * taking memory bandwidth from compute), both in % of the uncapped step, the bytes moved
+ * each way per step, and peak device memory. Everything runs through the same
+ * configuration path as `trainbig train`.
+ *
+ * The emulated link: copies slowed by f = this CPU's achieved convolution rate over the
+ * platform's accelerator's (accel_tflops x accel_efficiency), so the compute-to-transfer
+ * balance of an AC922 or a DGX Station is kept. Achieved, not peak: a step here runs its
+ * convolutions at a fraction of this CPU's FMA peak, cuDNN nearer the V100's. The CPU's
+ * rate is the step's own: conv FLOPs per step over the uncapped step time of the same
+ * round (backend.compute_gflops), so the emulated link follows the machine's speed as it
+ * drifts. The backend's own estimate (a 3x3 64->64 convolution, what emulate_link measures
+ * when compute_gflops is 0) is printed beside it: wide convolutions run far nearer this
+ * CPU's peak than the quickstart network's narrow ones, and the step's rate is the one
+ * its compute time follows.
  *
  * What a swap costs depends on the network as much as on the link: the bytes a step
  * swaps grow with its activations, the time that hides them with its FLOPs. The
  * quickstart network is narrow, so it computes far less per byte than the reference
  * G-SCNN, whose full-size steps this CPU cannot run. Both are measured here (conv FLOPs
  * per step over device bytes per image pixel, from the footprints at two sizes), and
- * every case runs twice: on the link as emulated, and on the link sped up by the ratio
- * of the two (`[backend] link_scale`), which gives the quickstart network the
- * reference's compute-to-transfer balance: the analogue of the study's runs.
+ * every case runs twice: on the link as emulated (f), and on the link sped up by the
+ * ratio k of the two (`[backend] link_scale`), which gives the quickstart network the
+ * reference's compute-to-transfer balance: the analogue of the study's runs. The factors
+ * multiply: copies run at f x k of the platform's rates. (With the step's rate in f, k
+ * carries the quickstart's achieved rate over to the reference on the V100: the V100's
+ * accel_efficiency is the reference's large convolutions'.)
+ *
+ * A control per size and platform: capped, prefetch, with emulate_link off, so the same
+ * copies run on the same copy threads with the same events but take no emulated time
+ * (only their memcpy). Its overhead is the mechanism's own cost. emulate_link off, not
+ * link_scale at its largest (1000), which would still leave f x 1000 (a few times the
+ * platform's rate here) and the latency: not free. The policy plans with the platform's
+ * own rates then, against which any copy hides behind this CPU's compute.
  *
  * Two-thread timings drift: each size repeats its uncapped run and all capped runs
- * `--rounds` times; a run's overhead is against its own round's uncapped step, and the
- * tables show medians over the rounds.
+ * `--rounds` times; a run's overhead and stall are against its own round's uncapped step,
+ * and the tables show medians over the rounds, the overhead with its spread (min-max).
  *
  * --backend cuda runs the same cases on the `cuda` backend (it must load and score above 0
  * here) and the GPU's real link: nothing is emulated or rescaled (that backend has no
@@ -48,7 +71,9 @@
 #include "benchutil.h"
 #include "lib/steptime_internal.h"
 
-enum { MAX_USER = 8, MAX_ROUNDS = 15, NPLAT = 2, NPOL = 2, NMODE = 2 };
+/* Modes: the link as emulated, at the reference's balance, and the control (prefetch,
+ * copies free). */
+enum { MAX_USER = 8, MAX_ROUNDS = 15, NPLAT = 2, NPOL = 2, NMODE = 3, CONTROL = 2 };
 
 static const char *const platforms[NPLAT] = { "power9-nvlink", "x86-pcie" };
 static const char *const policies[NPOL] = { "lru", "prefetch" };
@@ -75,6 +100,15 @@ static double median(const double *v, int n)
     memcpy(s, v, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static void spread(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
 }
 
 /* The assignments of one run: the network (reference: the gscnn defaults), the size and
@@ -168,10 +202,14 @@ int main(int argc, char **argv)
             return usage();
     }
     const bool cuda = strcmp(backend, "cuda") == 0;
+    bool user_rate = false; /* --set backend.compute_gflops: the user's rate for every run */
+    for (int i = 0; i < nuser; i++)
+        user_rate |= strncmp(user[i], "backend.compute_gflops=", 23) == 0;
     if (steps < 1 || rounds < 1 || rounds > MAX_ROUNDS || batch < 1 || cap_fraction <= 0 || cap_fraction >= 1 ||
         sizes[0] < 16 || sizes[1] <= sizes[0] || (!cuda && strcmp(backend, "cpu") != 0) || (platform && !cuda))
         return usage();
     setenv("TRAINBIG_LOG", "warn", 0);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each line as it comes: a run takes minutes */
 
     /* On cuda: one platform, the real one; the runs emulate nothing. */
     const char *plat[NPLAT] = { platforms[0], platforms[1] };
@@ -249,9 +287,46 @@ int main(int argc, char **argv)
            "700x700; DGX Station PCIe 106%% and 73%%. Targets: prefetch <= 10%% (power9-nvlink), <= 25%% (x86-pcie) "
            "at the reference's balance\n");
 
+    /* The emulation's rates: the backend's own estimate of this CPU (a 3x3 64->64
+     * convolution beside its FMA peak) and each platform's accelerator, achieved. */
+    struct tb_link emu[NPLAT], given[NPLAT];
+    for (int p = 0; p < nplat && !cuda; p++) {
+        struct runset c;
+        base_sets(&c, false, backend, sizes[0], batch, threads, user, nuser);
+        add(&c, "backend.emulate_link=yes", NULL, 0);
+        add(&c, "platform.plugin=%s", plat[p], 0);
+        if (p > 0 && !user_rate) /* measured once */
+            add(&c, "backend.compute_gflops=%.6g", NULL, emu[0].accel_flops * emu[0].accel_efficiency / 1e9);
+        tb_err_clear(&err);
+        if (tb_step_link(NULL, c.sets, c.n, &emu[p], &given[p], &err)) {
+            fprintf(stderr, "bench/lms: the emulated link of %s: %s\n", plat[p], err.msg);
+            return 1;
+        }
+    }
+    const double fma_peak = !cuda && emu[0].accel_efficiency < 1 ? emu[0].accel_flops : 0;
+    if (!cuda) {
+        const double conv = emu[0].accel_flops * emu[0].accel_efficiency;
+        if (fma_peak > 0)
+            printf("this CPU: FMA peak %.0f GFLOP/s; a 3x3 64->64 convolution (what emulate_link measures by "
+                   "default) %.1f GFLOP/s, %.0f%% of it\n",
+                   fma_peak / 1e9, conv / 1e9, 100 * conv / fma_peak);
+        else
+            printf("this CPU: convolutions at %.1f GFLOP/s (--set backend.compute_gflops) for every run\n", conv / 1e9);
+        for (int p = 0; p < nplat; p++)
+            printf("%s's accelerator: %.1f TFLOP/s x %.2f (accel_efficiency) = %.2f TFLOP/s achieved; %.1f GB/s "
+                   "each way\n",
+                   plat[p], given[p].accel_flops / 1e12, given[p].accel_efficiency,
+                   given[p].accel_flops * given[p].accel_efficiency / 1e12, given[p].h2d_bytes_per_s / 1e9);
+        printf("emulated link: copies at f = this CPU's achieved conv rate / the accelerator's (%s) of the "
+               "platform's rates, times k = %.1f at the reference's balance\n",
+               user_rate ? "the rate given" : "the rate: the step's conv FLOPs over its uncapped time, per round",
+               k);
+    }
+
     double summary[2][NMODE][NPLAT][NPOL];
     for (int z = 0; z < 2; z++) {
-        double base_s[MAX_ROUNDS], step[NMODE][NPLAT][NPOL][MAX_ROUNDS], over[NMODE][NPLAT][NPOL][MAX_ROUNDS];
+        double base_s[MAX_ROUNDS], rate[MAX_ROUNDS], step[NMODE][NPLAT][NPOL][MAX_ROUNDS],
+            over[NMODE][NPLAT][NPOL][MAX_ROUNDS], stall[NMODE][NPLAT][NPOL][MAX_ROUNDS];
         struct tb_step_timing last[NMODE][NPLAT][NPOL];
         bool failed[NMODE][NPLAT][NPOL] = { { { false } } };
         char why[NMODE][NPLAT][NPOL][160];
@@ -267,17 +342,20 @@ int main(int argc, char **argv)
                 return 1;
             }
             base_s[r] = base.step_s;
+            rate[r] = base.conv_flops / base.step_s; /* the step's achieved conv rate, this round */
             for (int mode = 0; mode < nmode; mode++)
                 for (int p = 0; p < nplat; p++)
                     for (int q = 0; q < NPOL; q++) {
-                        if (failed[mode][p][q])
+                        if (failed[mode][p][q] || (mode == CONTROL && strcmp(policies[q], "prefetch") != 0))
                             continue;
                         struct runset c;
                         base_sets(&c, false, backend, sizes[z], batch, threads, user, nuser);
                         add(&c, "backend.device_memory=%.0f", NULL, (double)cap);
-                        if (!cuda) {
+                        if (!cuda && mode != CONTROL) {
                             add(&c, "backend.emulate_link=yes", NULL, 0);
                             add(&c, "backend.link_scale=%.6g", NULL, mode ? k : 1.0);
+                            if (!user_rate)
+                                add(&c, "backend.compute_gflops=%.6g", NULL, rate[r] / 1e9);
                         }
                         add(&c, "platform.plugin=%s", plat[p], 0);
                         add(&c, "swap.plugin=%s", policies[q], 0);
@@ -285,7 +363,7 @@ int main(int argc, char **argv)
                         tb_err_clear(&err);
                         /* cpu: x86-pcie at the reference's balance; cuda: the one case of prefetch */
                         const bool traced =
-                            trace && z == 1 && mode == nmode - 1 && p == nplat - 1 && q == 1 && r == rounds - 1;
+                            trace && z == 1 && mode == (cuda ? 0 : 1) && p == nplat - 1 && q == 1 && r == rounds - 1;
                         if (traced ? tb_time_steps_traced(NULL, c.sets, c.n, steps, trace, &res, &err)
                                    : tb_time_steps(NULL, c.sets, c.n, steps, &res, &err)) {
                             failed[mode][p][q] = true;
@@ -294,33 +372,57 @@ int main(int argc, char **argv)
                         }
                         step[mode][p][q][r] = res.step_s;
                         over[mode][p][q][r] = 100.0 * (res.step_s / base.step_s - 1);
+                        stall[mode][p][q][r] = 100.0 * res.stall_s / base.step_s;
                         last[mode][p][q] = res;
                     }
         }
+        const double rate_m = median(rate, rounds);
         printf("\n%dx%d: footprint %.0f MiB, step %.0f ms uncapped; capped at %.0f MiB\n", sizes[z], sizes[z],
                (double)base0[z].peak / 1048576.0, median(base_s, rounds) * 1e3, (double)cap / 1048576.0);
+        if (!cuda && !user_rate) {
+            printf("  the step's convolutions: %.1f GFLOP/s (median over rounds", rate_m / 1e9);
+            if (fma_peak > 0)
+                printf("; %.0f%% of the FMA peak", 100 * rate_m / fma_peak);
+            printf("): f =");
+            for (int p = 0; p < nplat; p++)
+                printf("%s %.4g (%s)", p ? "," : "", rate_m / (given[p].accel_flops * given[p].accel_efficiency),
+                       plat[p]);
+            printf("; f x k =");
+            for (int p = 0; p < nplat; p++)
+                printf("%s %.4g", p ? "," : "", k * rate_m / (given[p].accel_flops * given[p].accel_efficiency));
+            printf("\n");
+        }
         for (int mode = 0; mode < nmode; mode++) {
             if (cuda)
                 printf("  the real link (platform %s):\n", plat_name);
             else if (mode == 0)
                 printf("  link as emulated (this network's balance):\n");
-            else
+            else if (mode == 1)
                 printf("  link %.1fx faster (the reference's balance):\n", k);
-            printf("    %-14s %-9s %8s %9s %11s %11s %7s %9s\n", "platform", "policy", "step ms", "overhead",
-                   "MiB out/st", "MiB in/st", "stall%", "peak MiB");
+            else
+                printf("  control: prefetch, copies free (emulate_link off): the mechanism's own cost\n");
+            printf("    %-14s %-9s %8s %9s %12s %7s %9s %11s %11s %9s\n", "platform", "policy", "step ms", "overhead",
+                   "(min-max)", "stall", "residual", "MiB out/st", "MiB in/st", "peak MiB");
             for (int p = 0; p < nplat; p++)
                 for (int q = 0; q < NPOL; q++) {
-                    summary[z][mode][p][q] = -1000; /* failed */
+                    summary[z][mode][p][q] = -1000; /* failed, or not run */
+                    if (mode == CONTROL && strcmp(policies[q], "prefetch") != 0)
+                        continue;
                     if (failed[mode][p][q]) {
                         printf("    %-14s %-9s failed: %s\n", plat[p], policies[q], why[mode][p][q]);
                         continue;
                     }
                     const struct tb_step_timing *res = &last[mode][p][q];
-                    const double s = median(step[mode][p][q], rounds), o = median(over[mode][p][q], rounds);
+                    const double sm = median(step[mode][p][q], rounds), o = median(over[mode][p][q], rounds);
+                    const double st = median(stall[mode][p][q], rounds);
+                    double lo, hi;
+                    spread(over[mode][p][q], rounds, &lo, &hi);
+                    char range[32];
+                    snprintf(range, sizeof range, "(%.0f..%.0f)", lo, hi);
                     summary[z][mode][p][q] = o;
-                    printf("    %-14s %-9s %8.0f %8.0f%% %11.1f %11.1f %6.1f%% %9.0f\n", plat[p], policies[q], s * 1e3,
-                           o, res->out_bytes / 1048576.0, res->in_bytes / 1048576.0, 100.0 * res->stall_s / res->step_s,
-                           (double)res->peak / 1048576.0);
+                    printf("    %-14s %-9s %8.0f %8.1f%% %12s %6.1f%% %8.1f%% %11.1f %11.1f %9.0f\n", plat[p],
+                           policies[q], sm * 1e3, o, range, st, o - st, res->out_bytes / 1048576.0,
+                           res->in_bytes / 1048576.0, (double)res->peak / 1048576.0);
                 }
         }
         if (trace && z == 1 && cuda)
@@ -358,21 +460,24 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    printf("\noverhead beside the study (sizes: %dx%d as its 600x600, %dx%d as its 700x700):\n", sizes[0], sizes[0],
-           sizes[1], sizes[1]);
-    printf("  %-14s %5s %10s %14s %14s %16s %8s\n", "platform", "size", "IBM LMS", "lru (as is)", "lru (ref bal.)",
-           "prefetch (ref)", "target");
+    printf("\noverhead beside the study (sizes: %dx%d as its 600x600, %dx%d as its 700x700; control: prefetch with "
+           "copies free, target <= 3%%):\n",
+           sizes[0], sizes[0], sizes[1], sizes[1]);
+    printf("  %-14s %5s %10s %14s %14s %16s %8s %14s\n", "platform", "size", "IBM LMS", "lru (as is)", "lru (ref bal.)",
+           "prefetch (ref)", "target", "control");
     for (int p = 0; p < NPLAT; p++)
         for (int z = 0; z < 2; z++) {
-            char cell[3][32];
-            const double v[3] = { summary[z][0][p][0], summary[z][1][p][0], summary[z][1][p][1] };
-            for (int c = 0; c < 3; c++)
+            char cell[4][32];
+            const double v[4] = { summary[z][0][p][0], summary[z][1][p][0], summary[z][1][p][1],
+                                  summary[z][CONTROL][p][1] };
+            for (int c = 0; c < 4; c++)
                 if (v[c] < -99)
                     snprintf(cell[c], sizeof cell[c], "failed");
                 else
-                    snprintf(cell[c], sizeof cell[c], "%.0f%%", v[c]);
-            printf("  %-14s %5d %9.0f%% %14s %14s %16s %6s%.0f%%%s\n", platforms[p], sizes[z], study[p][z], cell[0],
-                   cell[1], cell[2], "<= ", target[p], v[2] > -99 && v[2] <= target[p] ? " met" : " not met");
+                    snprintf(cell[c], sizeof cell[c], "%.1f%%%s", v[c], c < 3 ? "" : v[c] <= 3 ? " met" : " not met");
+            printf("  %-14s %5d %9.0f%% %14s %14s %16s %6s%.0f%%%s %14s\n", platforms[p], sizes[z], study[p][z],
+                   cell[0], cell[1], cell[2], "<= ", target[p], v[2] > -99 && v[2] <= target[p] ? " met" : " not met",
+                   cell[3]);
         }
     return 0;
 }

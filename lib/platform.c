@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first minor whose tb_link and tb_platform_ops have the 1.4 members. */
-enum { LINK_V14 = 4 };
+/* The first minor whose tb_link and tb_platform_ops have the 1.4 members, and the first
+ * whose tb_link has accel_efficiency. */
+enum { LINK_V14 = 4, LINK_V17 = 7 };
 
 static bool has_v14(const struct tb_plugin *p)
 {
@@ -31,9 +32,13 @@ void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out)
 {
     memset(out, 0, sizeof *out);
     set_unknown(out);
+    out->accel_efficiency = TB_ACCEL_EFFICIENCY_DEFAULT;
     p->ops.platform->link(ctx, out);
+    /* A plugin's struct ends before the members of later minors: whatever is there is not its. */
+    if (p->abi_minor < LINK_V17 || !isfinite(out->accel_efficiency) || out->accel_efficiency <= 0)
+        out->accel_efficiency = TB_ACCEL_EFFICIENCY_DEFAULT;
     if (!has_v14(p)) {
-        set_unknown(out); /* its struct ended before these: whatever is here is not its */
+        set_unknown(out);
         return;
     }
     if (!isfinite(out->duplex_bytes_per_s) || out->duplex_bytes_per_s < 0)

@@ -13,7 +13,8 @@
  * fields set to unknown (duplex_bytes_per_s 0, latency_s 0, numa_node -1) before link()
  * is called; for a plugin built for ABI 1.3 or older they stay unknown whatever it wrote,
  * and from any plugin a negative or non-finite duplex or latency, or a node below -1,
- * reads as unknown. */
+ * reads as unknown. accel_efficiency (ABI 1.7) is TB_ACCEL_EFFICIENCY_DEFAULT for a
+ * plugin built for ABI 1.6 or older, and where a plugin gives 0, less or not a number. */
 void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out);
 
 /* Sets each of the plugin's environment defaults (env_defaults, ABI 1.4) that is not

@@ -122,6 +122,20 @@ int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *e
             fprintf(out, "  platform '%s': latency %.1f us, reference accelerator %.1f TFLOP/s%s\n", r.platform->name,
                     p->latency_s * 1e6, p->accel_flops / 1e12,
                     emulated ? "; emulated on this backend ([backend] emulate_link)" : "");
+            /* The emulated link's accelerator is this CPU (set_platform): its achieved
+             * convolution rate is accel_flops x accel_efficiency, as the platform's. */
+            if (emulated && p->h2d_bytes_per_s > 0) {
+                const double cpu = l->accel_flops * l->accel_efficiency, gpu = p->accel_flops * p->accel_efficiency;
+                char peak[96] = ""; /* known where the backend measured it below the rate */
+                if (l->accel_efficiency < 1)
+                    snprintf(peak, sizeof peak, " (%.0f%% of its %.0f GFLOP/s FMA peak)", 100 * l->accel_efficiency,
+                             l->accel_flops / 1e9);
+                fprintf(out,
+                        "  compute: this CPU's convolutions %.1f GFLOP/s%s; the accelerator's %.1f TFLOP/s x %.2f "
+                        "(accel_efficiency) = %.2f TFLOP/s; copies at %.4g times the platform's rates\n",
+                        cpu / 1e9, peak, p->accel_flops / 1e12, p->accel_efficiency, gpu / 1e12,
+                        l->h2d_bytes_per_s / p->h2d_bytes_per_s);
+            }
         }
     }
     if (e1)

@@ -69,7 +69,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     r->platform_link = r->link;
     const struct tb_backend_ops *bo = r->backend->ops.backend;
     if (r->backend->abi_minor >= 4 && bo->set_platform) {
-        char note[512];
+        char note[1024];
         rc = bo->set_platform(r->backend_ctx, 0, &r->link, note, sizeof note, err);
         if (rc)
             return tb_err_prefix(err, "backend '%s', platform '%s'", r->backend->name, r->platform->name);

@@ -137,6 +137,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     const int warmup = 2;
     struct tb_swap_stats before = { 0 };
+    double drain = 0; /* the timed steps' ends, waiting for their last copies */
     for (int k = 0; k < warmup + steps && !rc; k++) {
         if (k == warmup) {
             before = *tb_exec_swap_stats(x);
@@ -152,10 +153,13 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         if (!rc)
             rc = tb_sgd_step(&r.engine, 0.001f, 0.9f, 1e-4f, err);
         /* The step is done when its copies are: nothing may spill into the next. */
+        const double t1 = tb_now();
         if (!rc)
             r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
-        if (!rc && k >= warmup)
+        if (!rc && k >= warmup) {
             times[k - warmup] = tb_now() - t0;
+            drain += tb_now() - t1;
+        }
         if (!rc && traced)
             rc = tb_exec_trace_write(x, trace, err);
     }
@@ -163,7 +167,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         const struct tb_swap_stats *a = tb_exec_swap_stats(x);
         qsort(times, (size_t)steps, sizeof *times, cmp_double);
         out->step_s = times[steps / 2];
-        out->stall_s = (a->stall_seconds - before.stall_seconds) / steps;
+        out->stall_s = (a->stall_seconds - before.stall_seconds + drain) / steps;
         out->out_bytes = (double)(a->bytes_out - before.bytes_out) / steps;
         out->in_bytes = (double)(a->bytes_in - before.bytes_in) / steps;
         struct tb_mem_stats ms = { 0 };
@@ -199,4 +203,32 @@ int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, i
                          struct tb_step_timing *out, struct tb_err *err)
 {
     return time_steps(path, false, trace, sets, nsets, steps, out, err);
+}
+
+int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
+                 struct tb_err *err)
+{
+    struct tb_config *cfg = NULL;
+    int rc = TB_OK;
+    if (path)
+        rc = tb_config_load(path, &cfg, err);
+    else if (!(cfg = tb_config_new("steps")))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < nsets && !rc; i++)
+        rc = tb_config_set(cfg, sets[i], err);
+    struct tb_setup *s = NULL;
+    if (!rc)
+        rc = tb_setup_resolve(cfg, &s, err);
+    struct tb_run r;
+    memset(&r, 0, sizeof r);
+    if (!rc)
+        rc = tb_run_open(&r, s, err);
+    if (!rc) {
+        *link = r.link;
+        *platform = r.platform_link;
+    }
+    tb_run_close(&r);
+    tb_setup_free(s);
+    tb_config_free(cfg);
+    return rc;
 }

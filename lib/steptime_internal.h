@@ -5,10 +5,12 @@
 
 #include <stdint.h>
 #include <trainbig/error.h>
+#include <trainbig/platform.h>
 
 struct tb_step_timing {
     double step_s;              /* median step time */
-    double stall_s;             /* per step: waiting for copies */
+    double stall_s;             /* per step: waiting for copies (the swap's stalls, and the end of the step
+                                 * waiting for its last copies out) */
     double out_bytes, in_bytes; /* per step: swapped out and in */
     uint64_t peak;              /* device memory, over the timed steps */
     double conv_flops;          /* per step: the convolutions' (tb_graph_conv_flops) */
@@ -28,5 +30,12 @@ int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, i
                          struct tb_step_timing *out, struct tb_err *err);
 int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                        struct tb_err *err);
+
+/* The link the run's copies see (the backend's set_platform may rewrite it: with the cpu
+ * backend's emulate_link, this CPU as the accelerator and the scaled rates) and the
+ * platform's own, for the configuration of `path` (NULL: empty) and the assignments;
+ * nothing trains. */
+int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
+                 struct tb_err *err);
 
 #endif

@@ -394,8 +394,12 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
 
 void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)
 {
-    if (m->res[i] == TB_RES_MOVING_OUT || m->res[i] == TB_RES_MOVING_IN)
+    if (m->res[i] == TB_RES_MOVING_OUT || m->res[i] == TB_RES_MOVING_IN) {
+        /* Freed while its copy runs: the step waits for the copy, which is stall too. */
+        double t0 = tb_now();
         m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->stats.stall_seconds += tb_now() - t0;
+    }
     if (m->t[i].data)
         m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
     m->t[i].data = NULL;

@@ -16,7 +16,7 @@ struct tb_swap_stats {
     uint64_t bytes_out, bytes_in; /* copied device to host, host to device */
     uint64_t swaps_out, swaps_in;
     uint64_t demand_ins;      /* swap-ins a step had to wait for from the start */
-    double stall_seconds;     /* the compute stream waiting for swap-ins */
+    double stall_seconds;     /* the training thread waiting for swap copies */
     uint64_t evicting_allocs; /* allocations that fitted only after moving tensors out */
     uint64_t host_bytes;      /* pinned host memory held for copies */
 };

@@ -423,10 +423,12 @@ START_TEST(open_validates_settings)
 }
 END_TEST
 
-/* emulate_link: the platform's link scaled by this CPU's rate over the accelerator's
- * (compute_gflops fixed here, so the figures are exact): 157 GFLOP/s against 15.7 TFLOP/s
- * makes copies 100 times slower, latency 100 times longer, and the link the policies see
- * is the scaled one. Without emulate_link the link is left alone. */
+/* emulate_link: the platform's link scaled by this CPU's achieved convolution rate over
+ * the accelerator's achieved rate, accel_flops x accel_efficiency (compute_gflops fixed
+ * here, so the figures are exact): 157 GFLOP/s against 15.7 TFLOP/s x 1 makes copies 100
+ * times slower, latency 100 times longer, and the link the policies see is the scaled one,
+ * whose accelerator is this CPU. An efficiency of 0.5 makes them 50 times slower, and one
+ * left 0 (unknown) is the default's. Without emulate_link the link is left alone. */
 START_TEST(link_emulation_scales_the_platform_link)
 {
     struct tb_backend_instance e;
@@ -434,13 +436,15 @@ START_TEST(link_emulation_scales_the_platform_link)
     tb_err_clear(&err);
     ck_assert_msg(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err) == TB_OK,
                   "%s", err.msg);
-    struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
-    char note[512];
+    struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 1.0 };
+    char note[1024];
     ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
     ck_assert(fabs(link.h2d_bytes_per_s - 120e6) < 1 && fabs(link.d2h_bytes_per_s - 100e6) < 1);
     ck_assert(fabs(link.duplex_bytes_per_s - 80e6) < 1 && fabs(link.latency_s - 7e-4) < 1e-12);
-    ck_assert(fabs(link.accel_flops - 157e9) < 1);
+    ck_assert(fabs(link.accel_flops - 157e9) < 1 && link.accel_efficiency == 1.0);
     ck_assert_contains(note, "emulating");
+    ck_assert_contains(note, "this CPU's convolutions run at 157.0 GFLOP/s ([backend] compute_gflops)");
+    ck_assert_contains(note, "15.7 TFLOP/s x 1.00 = 15.70 TFLOP/s");
     ck_assert_contains(note, "120 / 100 MB/s");
     /* A copy of 1.2 MB on the emulated link cannot finish in less than 10 ms. */
     void *host = e.ops->host_alloc(e.ctx, 1200000), *dev = e.ops->mem_alloc(e.ctx, 0, 1200000);
@@ -461,15 +465,57 @@ START_TEST(link_emulation_scales_the_platform_link)
     ck_assert_msg(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\nlink_scale = 4\n", &e,
                                   &err) == TB_OK,
                   "%s", err.msg);
-    struct tb_link scaled = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
+    struct tb_link scaled = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 1.0 };
     ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &scaled, note, sizeof note, &err), TB_OK);
     ck_assert(fabs(scaled.h2d_bytes_per_s - 480e6) < 1 && fabs(scaled.d2h_bytes_per_s - 400e6) < 1);
     ck_assert(fabs(scaled.duplex_bytes_per_s - 320e6) < 1 && fabs(scaled.latency_s - 1.75e-4) < 1e-12);
     ck_assert_contains(note, "link_scale");
     tb_backend_close(&e);
 
+    /* The accelerator's achieved rate: 15.7 TFLOP/s x 0.5 makes copies 50 times slower;
+     * an efficiency of 0 (unknown) is TB_ACCEL_EFFICIENCY_DEFAULT's. */
+    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err),
+                     TB_OK);
+    struct tb_link half = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.5 };
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &half, note, sizeof note, &err), TB_OK);
+    ck_assert(fabs(half.h2d_bytes_per_s - 240e6) < 1 && fabs(half.latency_s - 3.5e-4) < 1e-12);
+    ck_assert_contains(note, "15.7 TFLOP/s x 0.50 = 7.85 TFLOP/s");
+    struct tb_link unknown = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0 };
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &unknown, note, sizeof note, &err), TB_OK);
+    const double s = 157e9 / (15.7e12 * TB_ACCEL_EFFICIENCY_DEFAULT);
+    ck_assert(fabs(unknown.h2d_bytes_per_s - 12e9 * s) < 1);
+    tb_backend_close(&e);
+
+    /* Measured (compute_gflops = 0): the rate is a convolution's through the backend's own
+     * kernels, reported beside the FMA peak; its memory goes back. Only its presence is
+     * checked: no timing is asserted. */
+    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\n", &e, &err), TB_OK);
+    struct tb_link measured = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.7 };
+    ck_assert_msg(e.ops->set_platform(e.ctx, 0, &measured, note, sizeof note, &err) == TB_OK, "%s", err.msg);
+    ck_assert_contains(note, "(measured: 3x3 64->64");
+    ck_assert_contains(note, "GFLOP/s FMA peak)");
+    ck_assert(measured.accel_flops > 0 && measured.accel_efficiency > 0 && measured.accel_efficiency <= 1);
+    struct tb_mem_stats ms;
+    e.ops->mem_stats(e.ctx, 0, &ms);
+    ck_assert_uint_eq(ms.in_use, 0);
+    ck_assert_uint_eq(ms.peak, 0);
+    tb_backend_close(&e);
+
+    /* Measured under a cap too small for the convolution: a configuration error naming
+     * both keys. */
+    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ndevice_memory = 1M\n", &e, &err),
+                     TB_OK);
+    struct tb_link tight = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.7 };
+    tb_err_clear(&err);
+    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &tight, note, sizeof note, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "[backend] device_memory = 1.0 MiB");
+    ck_assert_contains(err.msg, "[backend] compute_gflops");
+    e.ops->mem_stats(e.ctx, 0, &ms);
+    ck_assert_uint_eq(ms.in_use, 0);
+    tb_backend_close(&e);
+
     ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
-    struct tb_link same = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1 };
+    struct tb_link same = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.7 };
     ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &same, note, sizeof note, &err), TB_OK);
     ck_assert(same.h2d_bytes_per_s == 12e9 && same.latency_s == 7e-6);
     ck_assert_str_eq(note, "");
@@ -502,7 +548,7 @@ START_TEST(pinned_memory_on_the_platform_numa_node)
     struct tb_err err;
     tb_err_clear(&err);
     ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
-    struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 0 };
+    struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 0, 0.7 };
     char note[512];
     ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
     const size_t bytes = 1 << 20;
@@ -523,7 +569,7 @@ START_TEST(pinned_memory_on_the_platform_numa_node)
     e.ops->host_free(e.ctx, p);
 
     /* A node the machine does not have: said, and the memory is the OS's to place. */
-    struct tb_link far = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 4095 };
+    struct tb_link far = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 4095, 0.7 };
     ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &far, note, sizeof note, &err), TB_OK);
     ck_assert_contains(note, "NUMA node 4095 asked for");
     ck_assert_contains(note, "left to the OS");

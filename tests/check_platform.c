@@ -78,6 +78,8 @@ START_TEST(x86_pcie_defaults)
     ck_assert_near(l.duplex_bytes_per_s, 10e9);
     ck_assert_near(l.latency_s, 7e-6);
     ck_assert_near(l.accel_flops, 15.7e12);
+    ck_assert_near(l.accel_efficiency, TB_ACCEL_EFFICIENCY_DEFAULT);
+    ck_assert_near(l.accel_efficiency, atof(PLAT_EFFICIENCY_DEFAULT)); /* the key's default is the SDK's */
     ck_assert_int_eq(l.numa_node, this_machine_node());
     const char *const *env = pi.ops->env_defaults(pi.ctx);
     ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=PHB");
@@ -97,6 +99,7 @@ START_TEST(power9_nvlink_defaults)
     ck_assert_near(l.duplex_bytes_per_s, 60e9);
     ck_assert_near(l.latency_s, 7e-6);
     ck_assert_near(l.accel_flops, 15.7e12);
+    ck_assert_near(l.accel_efficiency, 0.7);
     ck_assert_int_eq(l.numa_node, this_machine_node());
     const char *const *env = pi.ops->env_defaults(pi.ctx);
     ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=NVL");
@@ -114,13 +117,14 @@ START_TEST(every_value_overridden)
         struct tb_platform_instance pi;
         open_ok(&pi, names[i],
                 "h2d_gbps = 25\nd2h_gbps = 22.5\nduplex_gbps = 20\nlatency_us = 2.5\naccel_tflops = 19.5\n"
-                "numa_node = 3\nnccl_env = NCCL_P2P_LEVEL=SYS, NCCL_IB_DISABLE=1\n");
+                "accel_efficiency = 0.55\nnuma_node = 3\nnccl_env = NCCL_P2P_LEVEL=SYS, NCCL_IB_DISABLE=1\n");
         struct tb_link l = link_of(&pi);
         ck_assert_near(l.h2d_bytes_per_s, 25e9);
         ck_assert_near(l.d2h_bytes_per_s, 22.5e9);
         ck_assert_near(l.duplex_bytes_per_s, 20e9);
         ck_assert_near(l.latency_s, 2.5e-6);
         ck_assert_near(l.accel_flops, 19.5e12);
+        ck_assert_near(l.accel_efficiency, 0.55);
         ck_assert_int_eq(l.numa_node, 3);
         const char *const *env = pi.ops->env_defaults(pi.ctx);
         ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=SYS");
@@ -220,6 +224,11 @@ START_TEST(out_of_range_and_malformed)
     ck_assert_contains(err.msg, "latency_us = '-1'");
     open_fails("power9-nvlink", "accel_tflops = 0\n", &err);
     ck_assert_contains(err.msg, "accel_tflops = '0'");
+    open_fails("power9-nvlink", "accel_efficiency = 0\n", &err);
+    ck_assert_contains(err.msg, "accel_efficiency = '0'");
+    ck_assert_contains(err.msg, "0.01..2");
+    open_fails("x86-pcie", "accel_efficiency = 70\n", &err); /* a percentage by mistake */
+    ck_assert_contains(err.msg, "accel_efficiency = '70'");
     open_fails("power9-nvlink", "numa_node = -2\n", &err);
     ck_assert_contains(err.msg, "numa_node = '-2'");
     ck_assert_contains(err.msg, "-1..1023");
@@ -345,6 +354,7 @@ START_TEST(abi_1_3_plugin_link_unknown)
         memset(&l, 0x5a, sizeof l);
         tb_platform_link(&p, NULL, &l);
         ck_assert(l.h2d_bytes_per_s == 1e9 && l.d2h_bytes_per_s == 2e9 && l.accel_flops == 3e12);
+        ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
         ck_assert(l.duplex_bytes_per_s == 0.0);
         ck_assert(l.latency_s == 0.0);
         ck_assert_int_eq(l.numa_node, -1);
@@ -393,11 +403,44 @@ START_TEST(abi_1_4_plugin_link)
     p = fake_plugin(4, &good);
     tb_platform_link(&p, NULL, &l);
     ck_assert(l.duplex_bytes_per_s == 0.5e9 && l.latency_s == 4e-6 && l.numa_node == 1);
+    ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
     /* No env_defaults member set: nothing to apply. */
     char report[64];
     struct tb_err err;
     ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, NULL, &err), TB_OK);
     ck_assert_str_eq(report, "none");
+}
+END_TEST
+
+/* accel_efficiency (ABI 1.7): an ABI 1.6 plugin never wrote it, whatever is there; an
+ * ABI 1.7 plugin is believed, but 0, below or not a number reads as the default. */
+static double eff_written;
+
+static void link_with_efficiency(void *ctx, struct tb_link *out)
+{
+    new_link_good(ctx, out);
+    out->accel_efficiency = eff_written;
+}
+
+START_TEST(abi_1_7_accel_efficiency)
+{
+    static const struct tb_platform_ops ops = { .create = fake_create,
+                                                .destroy = fake_destroy,
+                                                .link = link_with_efficiency };
+    struct tb_link l;
+    eff_written = 0.45;
+    struct tb_plugin p = fake_plugin(6, &ops);
+    tb_platform_link(&p, NULL, &l);
+    ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT && l.numa_node == 1);
+    p = fake_plugin(7, &ops);
+    tb_platform_link(&p, NULL, &l);
+    ck_assert(l.accel_efficiency == 0.45);
+    const double bad[] = { 0.0, -0.5, NAN, INFINITY };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        eff_written = bad[i];
+        tb_platform_link(&p, NULL, &l);
+        ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
+    }
 }
 END_TEST
 
@@ -732,6 +775,7 @@ static Suite *platform_suite(void)
     TCase *core = tcase_create("core");
     tcase_add_test(core, abi_1_3_plugin_link_unknown);
     tcase_add_test(core, abi_1_4_plugin_link);
+    tcase_add_test(core, abi_1_7_accel_efficiency);
     tcase_add_test(core, malformed_env_default_sets_nothing);
     tcase_add_test(core, swap_defaults_where_the_user_set_none);
     suite_add_tcase(s, core);

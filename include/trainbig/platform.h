@@ -10,7 +10,9 @@
  * the 1.4 fields to "unknown" (0, 0, -1) before it calls link(), and keeps them so for a
  * plugin built for ABI 1.3 or older, which never sees them; it does not read
  * env_defaults from such a plugin either (its vtable ends before that member), nor
- * swap_defaults (ABI 1.5) from one built for 1.4 or older. */
+ * swap_defaults (ABI 1.5) from one built for 1.4 or older. ABI 1.7 added tb_link's
+ * accel_efficiency: the core sets it to TB_ACCEL_EFFICIENCY_DEFAULT before it calls
+ * link(), and keeps it so for a plugin built for ABI 1.6 or older. */
 #ifndef TRAINBIG_PLATFORM_H
 #define TRAINBIG_PLATFORM_H
 
@@ -38,7 +40,18 @@ struct tb_link {
     /* NUMA node of the host memory nearest the accelerator (where pinned swap buffers
      * belong); -1 = unknown, or any node is as near. */
     int numa_node;
+    /* ---- ABI 1.7 ---- */
+    /* The fraction of accel_flops the accelerator achieves on large fp32 3x3
+     * convolutions (cuDNN's, in training): its achieved rate is accel_flops times this.
+     * The CPU backend's emulate_link compares this CPU's achieved convolution rate with
+     * it, not peak with peak. Above 1 where fast algorithms (Winograd, FFT) beat the
+     * direct convolution's FLOP count. 0 = unknown: TB_ACCEL_EFFICIENCY_DEFAULT. */
+    double accel_efficiency;
 };
+
+/* accel_efficiency where a platform gives none: an assumption, not a measurement (see
+ * the shipped platforms' accel_efficiency key for what it rests on). */
+#define TB_ACCEL_EFFICIENCY_DEFAULT 0.7
 
 struct tb_platform_ops {
     /* ---- ABI 1.0 ---- */

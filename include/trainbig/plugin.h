@@ -41,7 +41,8 @@ extern "C" {
  *   1.5  platform: tb_platform_ops swap_defaults (platform.h)
  *   1.6  backend: comm_attach, allreduce_start, allreduce_wait (backend.h, comm.h);
  *        batch norm's sync (ops.h)
- *   1.7  backend: struct tb_mem_stats largest_free (backend.h) */
+ *   1.7  backend: struct tb_mem_stats largest_free, op_describe, reorder_stats
+ *        (backend.h); platform: tb_link accel_efficiency (platform.h) */
 #define TB_ABI_MAJOR 1
 #define TB_ABI_MINOR 7
 

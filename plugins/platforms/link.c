@@ -150,6 +150,7 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
     p->link.duplex_bytes_per_s = duplex * 1e9;
     p->link.latency_s = tb_section_float(cfg, "latency_us") * 1e-6;
     p->link.accel_flops = tb_section_float(cfg, "accel_tflops") * 1e12;
+    p->link.accel_efficiency = tb_section_float(cfg, "accel_efficiency");
     p->link.numa_node = (int)tb_section_int(cfg, "numa_node");
     if (p->link.numa_node == -1) {
         struct plat_machine m;

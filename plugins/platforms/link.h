@@ -16,9 +16,16 @@
 #define PLAT_LATENCY_RANGE "0..100000"
 #define PLAT_TFLOPS_RANGE "0.001..100000"
 #define PLAT_NUMA_RANGE "-1..1023"
+/* accel_efficiency: a fraction; above 1 only for fast convolution algorithms, and a
+ * percentage (70) is caught. The default is TB_ACCEL_EFFICIENCY_DEFAULT's. */
+#define PLAT_EFFICIENCY_RANGE "0.01..2"
+#define PLAT_EFFICIENCY_DEFAULT "0.7"
+#define PLAT_EFFICIENCY_HELP                                                                                         \
+    "fraction of accel_tflops the GPU achieves on large fp32 3x3 convolutions (cuDNN, training); emulate_link "     \
+    "compares this CPU's achieved convolution rate with accel_tflops x this (0.7: an assumption, see trainbig.ini(5))"
 
 /* create/destroy/link/env_defaults of a platform whose every value is a key:
- * h2d_gbps, d2h_gbps, duplex_gbps, latency_us, accel_tflops, numa_node, nccl_env,
+ * h2d_gbps, d2h_gbps, duplex_gbps, latency_us, accel_tflops, accel_efficiency, numa_node, nccl_env,
  * swap_defaults (and swap_defaults' list, plat_swap_defaults).
  * plat_create logs through self (the calling plugin's descriptor). */
 int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void **ctx, struct tb_err *err);

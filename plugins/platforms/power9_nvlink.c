@@ -15,6 +15,12 @@
  *     not the wire's: NVIDIA's gdrcopy README puts cudaMemcpy's overhead at 6-7 us. We
  *     know of no published figure that differs for NVLink, so the same as x86-pcie.
  *   accel_tflops = 15.7: V100 SXM2 fp32 peak (NVIDIA V100 datasheet), the AC922's GPU.
+ *   accel_efficiency = 0.7: an assumption, not a measurement: the fraction of that peak
+ *     cuDNN reaches on the large fp32 3x3 convolutions that make most of G-SCNN's work.
+ *     fp32 ResNet-50 training on one V100 is commonly reported at roughly 350-400
+ *     images/s, 55-65% of the peak over the whole step (~25 GFLOP per image, non-conv ops
+ *     included); the large convolutions alone run above that average. bench/step
+ *     --backend cuda on a V100 prints the achieved rate: set its share here.
  *   nccl_env = NCCL_P2P_LEVEL=NVL: NCCL's documented level "use P2P when GPUs are
  *     connected through NVLink"; in the 4-GPU AC922 the two GPUs of a socket are joined
  *     by NVLink, and GPUs on different sockets talk through the host.
@@ -47,6 +53,7 @@ static const struct tb_key power9_keys[] = {
       "bandwidth of each direction while both copy at once, GB/s, at most h2d_gbps and d2h_gbps; 0 = as alone" },
     { "latency_us", TB_KEY_FLOAT, "7", PLAT_LATENCY_RANGE, "fixed cost of one copy, microseconds" },
     { "accel_tflops", TB_KEY_FLOAT, "15.7", PLAT_TFLOPS_RANGE, "fp32 TFLOP/s of the reference GPU (V100 SXM2: 15.7)" },
+    { "accel_efficiency", TB_KEY_FLOAT, PLAT_EFFICIENCY_DEFAULT, PLAT_EFFICIENCY_RANGE, PLAT_EFFICIENCY_HELP },
     { "numa_node", TB_KEY_INT, "-1", PLAT_NUMA_RANGE,
       "NUMA node of the host memory nearest the GPU; -1 = the first GPU's node from sysfs, or unknown" },
     { "nccl_env", TB_KEY_LIST, "NCCL_P2P_LEVEL=NVL", NULL,

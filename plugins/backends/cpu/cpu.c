@@ -14,18 +14,20 @@ static const struct tb_key cpu_keys[] = {
       "best this CPU has" },
     { "device_memory", TB_KEY_SIZE, "0", NULL, "device memory capacity to emulate; 0 = no cap" },
     { "emulate_link", TB_KEY_BOOL, "no", NULL,
-      "copies take the time the [platform] link would take, scaled by this CPU's compute rate over the platform's "
-      "accelerator, so swapping costs what it would there" },
+      "copies take the time the [platform] link would take, scaled by this CPU's achieved convolution rate over the "
+      "platform's accelerator's (accel_tflops x accel_efficiency), so swapping costs what it would there" },
     { "compute_gflops", TB_KEY_FLOAT, "0", "0..",
-      "this CPU's fp32 rate for emulate_link, GFLOP/s; 0 = measured at start (an FMA loop on every thread)" },
+      "this CPU's achieved fp32 convolution rate for emulate_link, GFLOP/s; 0 = measured at start (a 3x3 64->64 "
+      "convolution, forward and both backwards, through this backend's kernels)" },
     { "link_scale", TB_KEY_FLOAT, "1", "0.001..1000",
       "multiplies the emulated link's rates (and divides its latency): to give a network the compute-to-transfer "
       "balance of another, the ratio of their FLOPs per byte of device memory (bench/lms)" },
     TB_KEYS_END,
 };
 
-/* A short multiply-add loop on every thread: this CPU's fp32 rate, FLOP/s (the best of 3
- * runs). The x86 build has an AVX2+FMA copy, taken where the CPU has them. */
+/* A short multiply-add loop on every thread: this CPU's fp32 peak, FLOP/s (the best of 3
+ * runs), shown beside the achieved convolution rate emulate_link scales by. The x86
+ * build has an AVX2+FMA copy, taken where the CPU has them. */
 typedef float tb_v8 __attribute__((vector_size(32)));
 
 /* Twelve independent chains in named variables (registers): enough to keep two FMA
@@ -86,6 +88,88 @@ static double measure_flops(int threads)
         best = rate > best ? rate : best;
     }
     return best;
+}
+
+/* This CPU's achieved fp32 rate on a representative convolution, FLOP/s: 3x3, 64 -> 64
+ * channels, stride 1, padding 1, on 56x56 images (a ResNet's first stage; one image per
+ * thread, at least 2, at most 16): forward, backward data and backward weights through
+ * the op entry points training uses, the median of CONV_REPS after a warm-up. Its
+ * tensors and the op's scratch come from device memory and all go back to it before
+ * this returns; so does the peak (nothing else is allocated yet when set_platform runs). */
+enum { CONV_REPS = 5, CONV_SIDE = 56, CONV_CH = 64 };
+
+static int measure_conv_flops(struct tb_cpu *cpu, double *rate, struct tb_err *err)
+{
+    const int n = cpu->threads < 2 ? 2 : cpu->threads > 16 ? 16 : cpu->threads;
+    struct tb_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TB_OP_CONV2D;
+    op.nin = 2;
+    op.nout = 1;
+    op.in[0] = (struct tb_tensor_desc){ TB_F32, { n, CONV_CH, CONV_SIDE, CONV_SIDE } };
+    op.in[1] = (struct tb_tensor_desc){ TB_F32, { CONV_CH, CONV_CH, 3, 3 } };
+    op.out[0] = op.in[0]; /* same padding: y is x's shape */
+    op.p.conv = (struct tb_conv2d_params){ 3, 3, 1, 1, 1, 1, 1, 1, 0 };
+    /* x, w, y, dy, dx, dw */
+    const struct tb_tensor_desc *desc[6] = { &op.in[0], &op.in[1], &op.out[0], &op.out[0], &op.in[0], &op.in[1] };
+    struct tb_tensor t[6];
+    size_t need = 0;
+    int rc = TB_OK;
+    for (int i = 0; i < 6; i++) {
+        const size_t bytes = tb_shape_elems(desc[i]->shape) * sizeof(float);
+        need += bytes;
+        t[i] = (struct tb_tensor){ *desc[i], 0, rc ? NULL : tb_cpu_memory_alloc(&cpu->memory, bytes) };
+        if (!rc && !t[i].data)
+            rc = TB_ERR_NOMEM;
+        else if (t[i].data)
+            for (size_t k = 0; k < bytes / sizeof(float); k++)
+                ((float *)t[i].data)[k] = 0.01f * (float)(k % 97) - 0.48f; /* no denormals, no zeros */
+    }
+    void *state = NULL;
+    if (!rc)
+        rc = tb_cpu_op_prepare(cpu, &op, &state, err);
+    double secs[CONV_REPS];
+    for (int r = -1; r < CONV_REPS && !rc; r++) {
+        const double t0 = omp_get_wtime();
+        rc = tb_cpu_op_forward(cpu, &op, state, 0, &t[0], &t[2], err);
+        if (!rc) {
+            const struct tb_tensor din[2] = { t[4], t[5] };
+            rc = tb_cpu_op_backward(cpu, &op, state, t, &t[2], &t[3], din, err);
+        }
+        if (r >= 0)
+            secs[r] = omp_get_wtime() - t0;
+    }
+    if (state)
+        tb_cpu_op_release(state);
+    for (int i = 0; i < 6; i++)
+        if (t[i].data)
+            tb_cpu_memory_free(&cpu->memory, t[i].data);
+    const bool no_room = rc == TB_ERR_NOMEM;
+    if (cpu->scratch)
+        tb_cpu_memory_free(&cpu->memory, cpu->scratch);
+    cpu->scratch = NULL;
+    cpu->scratch_bytes = 0;
+    cpu->failed_bytes = 0;
+    tb_cpu_memory_reset_peak(&cpu->memory);
+    if (no_room) {
+        tb_err_clear(err);
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "[backend] emulate_link = yes: measuring this CPU's convolution rate takes about %.0f MiB of "
+                          "device memory, more than [backend] device_memory = %.1f MiB leaves: raise device_memory, or "
+                          "set [backend] compute_gflops (this CPU's achieved convolution rate, GFLOP/s, > 0)",
+                          (double)need / 1048576.0 + 1, (double)cpu->memory.capacity / 1048576.0);
+    }
+    if (rc)
+        return tb_err_prefix(err, "[backend] emulate_link: measuring this CPU's convolution rate");
+    for (int i = 1; i < CONV_REPS; i++) /* insertion sort: the median of a few */
+        for (int j = i; j > 0 && secs[j] < secs[j - 1]; j--) {
+            const double x = secs[j];
+            secs[j] = secs[j - 1];
+            secs[j - 1] = x;
+        }
+    const double flops = 3.0 * 2.0 * (double)tb_shape_elems(op.out[0].shape) * CONV_CH * 9;
+    *rate = flops / secs[CONV_REPS / 2];
+    return TB_OK;
 }
 
 static int cpu_score(char *why, size_t why_size)
@@ -199,7 +283,6 @@ static int cpu_set_platform(void *ctx, int device, struct tb_link *link, char *n
 {
     struct tb_cpu *cpu = ctx;
     (void)device;
-    (void)err;
     if (note_size)
         note[0] = '\0';
     /* Where swapped-out tensors live: the node the platform names, when there is one. */
@@ -211,27 +294,46 @@ static int cpu_set_platform(void *ctx, int device, struct tb_link *link, char *n
         snprintf(note, note_size, "%s", numa);
         return TB_OK;
     }
-    const double rate = cpu->compute_flops > 0 ? cpu->compute_flops : measure_flops(cpu->threads);
-    /* The accelerator computes accel_flops; this CPU `rate`: copies slowed by the same
-     * ratio keep the compute-to-transfer balance, and so the cost of swapping. */
-    const double s = (link->accel_flops > 0 ? rate / link->accel_flops : 1.0) * cpu->link_scale;
+    /* This CPU's achieved convolution rate (and, measured, its FMA peak for context)
+     * against the accelerator's achieved rate on such convolutions: copies slowed by
+     * their ratio keep the platform's compute-to-transfer balance, and so the cost of
+     * swapping. Peak over peak would not: a step here runs its convolutions at a
+     * fraction of this CPU's peak, cuDNN nearer the GPU's. */
+    double rate = cpu->compute_flops, peak = 0;
+    if (rate <= 0) {
+        int rc = measure_conv_flops(cpu, &rate, err);
+        if (rc)
+            return rc;
+        peak = measure_flops(cpu->threads);
+    }
+    const double eff = link->accel_efficiency > 0 ? link->accel_efficiency : TB_ACCEL_EFFICIENCY_DEFAULT;
+    const double accel = link->accel_flops * eff;
+    const double s = (accel > 0 ? rate / accel : 1.0) * cpu->link_scale;
     const struct tb_link given = *link;
     link->h2d_bytes_per_s *= s;
     link->d2h_bytes_per_s *= s;
     link->duplex_bytes_per_s *= s;
     link->latency_s /= s;
-    link->accel_flops = rate;
+    /* The emulated link's accelerator is this CPU: its peak and its share of it (the
+     * rate alone, as achieved, where it was given). */
+    link->accel_flops = peak > rate ? peak : rate;
+    link->accel_efficiency = rate / link->accel_flops;
     const struct tb_link_throttle t = { link->h2d_bytes_per_s, link->d2h_bytes_per_s, link->latency_s };
     tb_cpu_set_throttle(&cpu->streams, &t);
     tb_cpu_set_duplex(&cpu->streams, link->duplex_bytes_per_s);
+    char how[96];
+    if (peak > 0) /* measured (oneDNN's Winograd may count above the FMA peak) */
+        snprintf(how, sizeof how, "measured: 3x3 64->64, %.0f%% of its %.0f GFLOP/s FMA peak", 100 * rate / peak,
+                 peak / 1e9);
+    else
+        snprintf(how, sizeof how, "[backend] compute_gflops");
     snprintf(note, note_size,
-             "emulating the platform's link: this CPU computes %.0f GFLOP/s%s, the platform's accelerator %.1f "
-             "TFLOP/s, so copies run at %.3g times%s its %.1f / %.1f GB/s: %.0f / %.0f MB/s host to device / back, "
-             "latency %.0f us",
-             rate / 1e9, cpu->compute_flops > 0 ? " ([backend] compute_gflops)" : " (measured)",
-             given.accel_flops / 1e12, s, cpu->link_scale != 1 ? " (with [backend] link_scale)" : "",
-             given.h2d_bytes_per_s / 1e9, given.d2h_bytes_per_s / 1e9, t.h2d_bytes_per_s / 1e6, t.d2h_bytes_per_s / 1e6,
-             t.latency_s * 1e6);
+             "emulating the platform's link: this CPU's convolutions run at %.1f GFLOP/s (%s), the platform's "
+             "accelerator's at %.1f TFLOP/s x %.2f = %.2f TFLOP/s, so copies run at %.3g times%s its %.1f / %.1f "
+             "GB/s: %.0f / %.0f MB/s host to device / back, latency %.0f us",
+             rate / 1e9, how, given.accel_flops / 1e12, eff, accel / 1e12, s,
+             cpu->link_scale != 1 ? " (with [backend] link_scale)" : "", given.h2d_bytes_per_s / 1e9,
+             given.d2h_bytes_per_s / 1e9, t.h2d_bytes_per_s / 1e6, t.d2h_bytes_per_s / 1e6, t.latency_s * 1e6);
     if (numa[0]) {
         const size_t used = strlen(note);
         snprintf(note + used, note_size - used, "; %s", numa);
