@@ -152,12 +152,14 @@ static int measure_conv_flops(struct tb_cpu *cpu, double *rate, struct tb_err *e
     cpu->failed_bytes = 0;
     tb_cpu_memory_reset_peak(&cpu->memory);
     if (no_room) {
+        struct tb_mem_stats ms;
+        tb_cpu_memory_stats(&cpu->memory, &ms);
         tb_err_clear(err);
         return tb_err_set(err, TB_ERR_CONFIG,
                           "[backend] emulate_link = yes: measuring this CPU's convolution rate takes about %.0f MiB of "
                           "device memory, more than [backend] device_memory = %.1f MiB leaves: raise device_memory, or "
                           "set [backend] compute_gflops (this CPU's achieved convolution rate, GFLOP/s, > 0)",
-                          (double)need / 1048576.0 + 1, (double)cpu->memory.capacity / 1048576.0);
+                          (double)need / 1048576.0 + 1, (double)ms.capacity / 1048576.0);
     }
     if (rc)
         return tb_err_prefix(err, "[backend] emulate_link: measuring this CPU's convolution rate");
