@@ -235,6 +235,22 @@ static void breakdown(const struct tb_engine *e, const struct tb_exec *x, const 
             printf(" %s %.1f (%.0f%%)", tb_op_kind_name((enum tb_op_kind)kind), by_kind[kind] * 1e3,
                    100.0 * by_kind[kind] / total);
     printf("\n");
+    /* The five slowest steps, by name. */
+    printf("trainbig: the slowest ops of the last step (ms):");
+    const size_t nsteps = tb_schedule_steps(sch);
+    bool *shown = calloc(nsteps ? nsteps : 1, sizeof *shown);
+    for (int k = 0; k < 5 && shown; k++) {
+        size_t best = nsteps;
+        for (size_t i = 0; i < nsteps; i++)
+            if (!shown[i] && (best == nsteps || sec[i] > sec[best]))
+                best = i;
+        if (best == nsteps)
+            break;
+        shown[best] = true;
+        printf("%s %s %.1f", k ? "," : "", tb_schedule_step_name(sch, best), sec[best] * 1e3);
+    }
+    free(shown);
+    printf("\n");
     const struct tb_reorder_stats now = reorders_now(e);
     if (e->reorder_stats && runs > 0)
         printf("trainbig: layout reorders per step: activations %.1f (%.2f MiB), weights %.1f (%.2f MiB)\n",

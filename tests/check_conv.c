@@ -485,6 +485,20 @@ END_TEST
  * exercised; output channels not a multiple of any block (13, 6, 10, 7); a rectangular
  * dilated kernel, a padding wider than the kernel reaches (output columns with no input
  * under some taps), and no padding. */
+/* Dilation at least the map's size: the off-centre taps read only padding, the backend
+ * runs the centre tap as a 1x1 convolution, and their weight gradient must be zero (the
+ * double-precision reference computes every tap). */
+START_TEST(conv_centre_tap_only)
+{
+    const struct conv_case k = { 2, 32, 6, 7, 16, 3, 3, 1, 1, 8, 8, 8, 8, 1 };
+    check_conv_case(&k, 61);
+    const struct conv_case k2 = { 1, 16, 5, 9, 8, 3, 5, 1, 1, 12, 24, 12, 12, 0 };
+    check_conv_case(&k2, 62);
+    const struct conv_case k3 = { 2, 3, 4, 4, 5, 3, 3, 1, 1, 4, 4, 4, 4, 1 }; /* NHWC channels */
+    check_conv_case(&k3, 63);
+}
+END_TEST
+
 START_TEST(conv_mixed_layouts)
 {
     const struct conv_case k = { 2, 40, 7, 35, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1 };
@@ -1157,6 +1171,7 @@ int main(void)
     tcase_add_test(tc, conv_wide_3x3);
     tcase_add_test(tc, conv_wide_1x1);
     tcase_add_test(tc, conv_wide_dilated);
+    tcase_add_test(tc, conv_centre_tap_only);
     tcase_add_test(tc, conv_mixed_layouts);
     tcase_add_test(tc, conv_mixed_layouts_dilated);
     tcase_add_test(tc, conv_mixed_layouts_padding);
