@@ -53,15 +53,24 @@ static int drop_foreign_swap_keys(struct tb_config *cfg, struct tb_err *err)
     return TB_OK;
 }
 
+/* The file at path, or an empty configuration when path is NULL; *cfg is NULL when that
+ * fails (the error returned). */
+static int load_config(const char *path, struct tb_config **cfg, struct tb_err *err)
+{
+    if (path)
+        return tb_config_load(path, cfg, err);
+    if (!(*cfg = tb_config_new("steps")))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    return TB_OK;
+}
+
 static int time_steps(const char *path, bool drop_swap, const char *trace, const char *const *sets, int nsets,
                       int steps, struct tb_step_timing *out, struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
-    int rc = TB_OK;
-    if (path)
-        rc = tb_config_load(path, &cfg, err);
-    else if (!(cfg = tb_config_new("steps")))
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    int rc = load_config(path, &cfg, err);
+    if (!cfg)
+        return rc;
     if (rc)
         return rc;
     for (int i = 0; i < nsets && !rc; i++)
@@ -209,11 +218,9 @@ int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb
                  struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
-    int rc = TB_OK;
-    if (path)
-        rc = tb_config_load(path, &cfg, err);
-    else if (!(cfg = tb_config_new("steps")))
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    int rc = load_config(path, &cfg, err);
+    if (!cfg)
+        return rc;
     for (int i = 0; i < nsets && !rc; i++)
         rc = tb_config_set(cfg, sets[i], err);
     struct tb_setup *s = NULL;

@@ -56,38 +56,21 @@ static inline size_t pixel_base(const struct pixel_map *m, size_t n, size_t p)
     return n * m->cb * m->stride + p * m->e;
 }
 
-/* Copies channels [0, len) of one pixel of `from` (map fm, base fb) to channels
- * [c0, c0 + len) of one pixel of `to` (map tm, base tb), in contiguous runs. */
-static inline void copy_channels(float *to, const struct pixel_map *tm, size_t tb, size_t c0, const float *from,
-                                 const struct pixel_map *fm, size_t fb, size_t len)
+/* Copies channels [fc, fc + len) of one pixel of `from` (map fm, base fb) to channels
+ * [tc, tc + len) of one pixel of `to` (map tm, base tb), in runs contiguous on both sides:
+ * forward puts an input's channels at its offset in y (fc = 0), backward takes them back
+ * out (tc = 0). */
+static inline void copy_channels(float *to, const struct pixel_map *tm, size_t tb, size_t tc, const float *from,
+                                 const struct pixel_map *fm, size_t fb, size_t fc, size_t len)
 {
-    size_t c = 0;
-    while (c < len) {
-        const size_t tc = c0 + c;
+    for (size_t c = 0; c < len;) {
+        const size_t t = tc + c, f = fc + c;
         size_t run = len - c;
-        if (fm->e - c % fm->e < run)
-            run = fm->e - c % fm->e;
-        if (tm->e - tc % tm->e < run)
-            run = tm->e - tc % tm->e;
-        memcpy(to + tb + tc / tm->e * tm->stride + tc % tm->e, from + fb + c / fm->e * fm->stride + c % fm->e,
-               run * sizeof *to);
-        c += run;
-    }
-}
-
-/* Backward copies y's slices into the inputs: the same runs with the sides swapped. */
-static inline void copy_back(float *to, const struct pixel_map *tm, size_t tb, const float *from,
-                             const struct pixel_map *fm, size_t fb, size_t c0, size_t len)
-{
-    size_t c = 0;
-    while (c < len) {
-        const size_t fc = c0 + c;
-        size_t run = len - c;
-        if (tm->e - c % tm->e < run)
-            run = tm->e - c % tm->e;
-        if (fm->e - fc % fm->e < run)
-            run = fm->e - fc % fm->e;
-        memcpy(to + tb + c / tm->e * tm->stride + c % tm->e, from + fb + fc / fm->e * fm->stride + fc % fm->e,
+        if (fm->e - f % fm->e < run)
+            run = fm->e - f % fm->e;
+        if (tm->e - t % tm->e < run)
+            run = tm->e - t % tm->e;
+        memcpy(to + tb + t / tm->e * tm->stride + t % tm->e, from + fb + f / fm->e * fm->stride + f % fm->e,
                run * sizeof *to);
         c += run;
     }
@@ -112,7 +95,7 @@ static int concat_forward(struct tb_cpu *cpu, const struct tb_op *op, void *stat
         size_t c0 = 0;
         for (uint32_t i = 0; i < k; i++) {
             const size_t ci = (size_t)op->in[i].shape.c;
-            copy_channels(y, &ym, pixel_base(&ym, n, p), c0, in[i].data, &xm[i], pixel_base(&xm[i], n, p), ci);
+            copy_channels(y, &ym, pixel_base(&ym, n, p), c0, in[i].data, &xm[i], pixel_base(&xm[i], n, p), 0, ci);
             c0 += ci;
         }
     }
@@ -142,7 +125,7 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
             const size_t ci = (size_t)op->in[i].shape.c;
             float *dx = din[i].data; /* (N,Ci,H,W), or NULL when not wanted */
             if (dx)
-                copy_back(dx, &xm[i], pixel_base(&xm[i], n, p), dy, &ym, pixel_base(&ym, n, p), c0, ci);
+                copy_channels(dx, &xm[i], pixel_base(&xm[i], n, p), 0, dy, &ym, pixel_base(&ym, n, p), c0, ci);
             c0 += ci;
         }
     }

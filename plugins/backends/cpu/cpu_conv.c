@@ -670,6 +670,17 @@ static int operand_out(struct conv_state *s, struct tb_cpu *cpu, struct operand 
     return reorder(s, cpu, &o->from, o->mem, stored, md_bytes(&o->md), false, spad, "reorder out", err);
 }
 
+/* The weights (w, stored) as pass ps takes them: as they are, or reordered into slot. */
+static int weights_in(struct conv_state *s, struct tb_cpu *cpu, struct pass *ps, void *w, char *slot, char *spad,
+                      struct tb_err *err)
+{
+    int rc;
+    if ((rc = set_handle(s, s->w_user, w, err)) || (rc = set_handle(s, ps->w_mem, ps->w_reorder.p ? slot : w, err)))
+        return rc;
+    return reorder(s, cpu, &ps->w_reorder, s->w_user, ps->w_mem, md_bytes(&ps->w_md), true, spad, "weights reorder",
+                   err);
+}
+
 static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -683,12 +694,8 @@ static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
         return tb_err_prefix(err, "op %u (conv2d)", s->op_id);
     char *spad = scratch + sl.spad;
     int rc;
-    if ((rc = set_handle(s, s->w_user, in[1].data, err)) ||
-        (rc = set_handle(s, ps->w_mem, ps->w_reorder.p ? (void *)(scratch + sl.w) : in[1].data, err)) ||
+    if ((rc = weights_in(s, cpu, ps, in[1].data, scratch + sl.w, spad, err)) ||
         (s->has_bias && (rc = set_handle(s, s->bias, in[2].data, err))))
-        return rc;
-    if ((rc = reorder(s, cpu, &ps->w_reorder, s->w_user, ps->w_mem, md_bytes(&ps->w_md), true, spad, "weights reorder",
-                      err)))
         return rc;
     if ((rc = operand_in(s, cpu, &ps->a, s->x_mem, in[0].data, scratch + sl.a, s->x.c, s->x.n, spad, err)))
         return rc;
@@ -765,11 +772,7 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     if (!scratch)
         return tb_err_prefix(err, "op %u (conv2d)", s->op_id);
     char *spad = scratch + sl.spad;
-    if ((rc = set_handle(s, s->w_user, in[1].data, err)) ||
-        (rc = set_handle(s, ps->w_mem, ps->w_reorder.p ? (void *)(scratch + sl.w) : in[1].data, err)))
-        return rc;
-    if ((rc = reorder(s, cpu, &ps->w_reorder, s->w_user, ps->w_mem, md_bytes(&ps->w_md), true, spad, "weights reorder",
-                      err)))
+    if ((rc = weights_in(s, cpu, ps, in[1].data, scratch + sl.w, spad, err)))
         return rc;
     if ((rc = operand_in(s, cpu, &ps->a, s->y_mem, dout[0].data, scratch + sl.a, s->y.c, s->y.n, spad, err)))
         return rc;
