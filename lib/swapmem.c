@@ -324,31 +324,82 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     memset(m, 0, sizeof *m);
 }
 
-bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+/* An allocation of `bytes`: with keep, the block (the caller's); without, only whether
+ * one fits now (an op's scratch, which the backend allocates itself: the block is freed
+ * again at once, and its place is there when the op asks). */
+static void *try_alloc(struct tb_swap_mem *m, size_t bytes, bool keep)
 {
-    *policy_err = TB_OK;
-    const uint64_t before = tb_swap_in_use(m);
-    settle_outs(m, true);
-    if (tb_swap_in_use(m) < before)
-        return true;
-    if (!m->policy.ops || !m->policy.ops->make_room)
-        return false;
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p && !keep) {
+        m->be->mem_free(m->be_ctx, m->device, p);
+        return m; /* any non-NULL pointer: it fits */
+    }
+    return p;
+}
+
+/* Free device bytes by the backend's accounts: the cap (or, without one, what it has
+ * reserved) less what is in use. They need not be one block. */
+static uint64_t free_bytes(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    return total > st.in_use ? total - st.in_use : 0;
+}
+
+/* The policy moves tensors out, in its own order, until the allocation of `bytes`
+ * succeeds: not merely until that many bytes are free, since free memory can be split
+ * into blocks none of which holds it (fragmentation). Each round asks for `bytes`; when a
+ * round moves nothing, tensors still coming in are waited for (they become movable), and
+ * then the policy is asked once for more than is free now (bytes + free), which any
+ * policy counting free bytes must answer by moving something. NULL when nothing is left
+ * to move and it still does not fit. */
+static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, int *policy_err,
+                              struct tb_err *err)
+{
     settle_ins(m, false);
+    bool more = false;
     for (;;) {
-        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
+        const uint64_t before = tb_swap_in_use(m);
+        const uint64_t ask = more ? bytes + free_bytes(m) : bytes;
+        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, ask, err);
         if (rc) {
             *policy_err = rc;
             tb_err_prefix(err, "swap policy '%s'", m->policy.name);
-            return false;
+            return NULL;
         }
         settle_outs(m, true);
-        if (tb_swap_in_use(m) < before)
-            break;
-        if (!settle_ins(m, true))
-            return false;
+        void *p = try_alloc(m, bytes, keep);
+        if (p) {
+            m->stats.evicting_allocs++;
+            return p;
+        }
+        if (tb_swap_in_use(m) < before) {
+            more = false; /* it moved something: the next round asks for `bytes` again */
+            continue;
+        }
+        if (settle_ins(m, true))
+            continue;
+        if (more)
+            return NULL; /* asked for more than is free, and nothing moved */
+        more = true;
     }
-    m->stats.evicting_allocs++;
-    return true;
+}
+
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    if (bytes > SIZE_MAX)
+        return false;
+    /* True only when something was freed and the op's allocation fits now: the op runs
+     * again only when it can get further than it did. */
+    const uint64_t before = tb_swap_in_use(m);
+    settle_outs(m, true);
+    if (tb_swap_in_use(m) < before && try_alloc(m, (size_t)bytes, false))
+        return true;
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return false;
+    return evict_until_fits(m, step, (size_t)bytes, false, policy_err, err) != NULL;
 }
 
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
@@ -371,25 +422,7 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
     }
     if (!m->policy.ops || !m->policy.ops->make_room)
         return NULL;
-    /* The policy moves tensors out; each round must free something. Tensors still coming
-     * in are waited for only when nothing else can go. */
-    settle_ins(m, false);
-    for (;;) {
-        uint64_t before = tb_swap_in_use(m);
-        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
-        if (rc) {
-            *policy_err = rc;
-            tb_err_prefix(err, "swap policy '%s'", m->policy.name);
-            return NULL;
-        }
-        settle_outs(m, true);
-        if ((p = m->be->mem_alloc(m->be_ctx, m->device, bytes))) {
-            m->stats.evicting_allocs++;
-            return p;
-        }
-        if (tb_swap_in_use(m) >= before && !settle_ins(m, true))
-            return NULL;
-    }
+    return evict_until_fits(m, step, bytes, true, policy_err, err);
 }
 
 void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)
