@@ -437,12 +437,13 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             unpin_step(x, k);
             return rc;
         }
-        for (uint32_t i = 0; i < o->op.nin; i++)
-            in[i] = x->t[o->in[i]->id];
-        for (uint32_t j = 0; j < o->op.nout; j++)
-            out[j] = x->t[o->out[j]->id];
         double t0;
         do {
+            /* Read each time: making room for the op's scratch may move its tensors. */
+            for (uint32_t i = 0; i < o->op.nin; i++)
+                in[i] = x->t[o->in[i]->id];
+            for (uint32_t j = 0; j < o->op.nout; j++)
+                out[j] = x->t[o->out[j]->id];
             t0 = tb_now();
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         } while (room_for_op(x, k, &rc, err));
@@ -493,6 +494,25 @@ static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_te
         return rc;
     *temporary = true;
     return TB_OK;
+}
+
+/* The device addresses of a backward op's tensors, read again before each try: making
+ * room for its scratch may have moved them (tb_swapmem_make_room). Temporaries are the
+ * executor's own blocks and do not move. */
+static void refresh_backward(struct tb_exec *x, const struct tb_gop *o, const bool *temp, struct tb_tensor *in,
+                             struct tb_tensor *out, struct tb_tensor *dout, struct tb_tensor *din)
+{
+    for (uint32_t j = 0; j < o->op.nout; j++) {
+        out[j].data = x->t[o->out[j]->id].data;
+        uint32_t gj = x->s->grad_of[o->out[j]->id];
+        dout[j].data = gj != UINT32_MAX ? x->t[gj].data : NULL;
+    }
+    for (uint32_t i = 0; i < o->op.nin; i++) {
+        in[i].data = x->t[o->in[i]->id].data;
+        uint32_t gi = x->s->grad_of[o->in[i]->id];
+        if (din[i].data && !temp[i] && gi != UINT32_MAX)
+            din[i].data = x->t[gi].data;
+    }
 }
 
 int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
@@ -556,6 +576,7 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
         if (rc == TB_OK) {
             double t0;
             do {
+                refresh_backward(x, o, temp, in, out, dout, din);
                 t0 = tb_now();
                 rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             } while (room_for_op(x, step, &rc, err));

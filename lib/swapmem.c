@@ -179,10 +179,9 @@ static bool settle_ins(struct tb_swap_mem *m, bool wait)
     return settle(m, TB_RES_MOVING_IN, wait);
 }
 
-int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+/* Moves resident tensor i (on the device, or on both sides) to the host. */
+static int move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
 {
-    if (!tb_swap_movable(m, i))
-        return TB_OK;
     if (m->res[i] == TB_RES_BOTH) {
         /* The host copy is current: nothing to copy. */
         m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
@@ -215,6 +214,13 @@ int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
     if (wait)
         settle_one(m, i, true);
     return TB_OK;
+}
+
+int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+{
+    if (!tb_swap_movable(m, i))
+        return TB_OK;
+    return move_out(m, i, wait, err);
 }
 
 /* Queues the copy of tensor i (on the host only) into the device block data. */
@@ -386,6 +392,53 @@ static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, 
     }
 }
 
+/* The last resort for an op's scratch, once nothing else can move: the running step's own
+ * activations and gradients (pinned, so no policy moves them) may split the free memory
+ * where they lie. They go to the host and wait there while the block is taken, then come
+ * back, to places around it; the block is freed again for the op to take (best fit finds
+ * the same hole). Their values travel through exact copies; the executor reads their new
+ * addresses before it runs the op again. False when even that does not make it fit. */
+static bool relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, struct tb_err *err)
+{
+    if (step >= m->s->nsteps)
+        return false;
+    const struct tb_sched_step *st = &m->s->steps[step];
+    bool moved = false;
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        if (!movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
+            continue;
+        if (move_out(m, i, true, err) != TB_OK)
+            return false;
+        moved = true;
+    }
+    if (!moved)
+        return false;
+    void *hole = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    bool ok = true;
+    for (uint32_t k = 0; k < st->ntensors && ok; k++) {
+        const uint32_t i = st->tensors[k];
+        if (m->res[i] != TB_RES_HOST || !movable_kind(m, i))
+            continue;
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+        if (!p && hole) {
+            /* No room for it beside the block: back where it can go, and the op fails. */
+            m->be->mem_free(m->be_ctx, m->device, hole);
+            hole = NULL;
+            p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+        }
+        if (!p || start_in(m, i, p, err) != TB_OK) {
+            ok = false;
+            break;
+        }
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    if (hole)
+        m->be->mem_free(m->be_ctx, m->device, hole);
+    return ok && hole != NULL;
+}
+
 bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
 {
     *policy_err = TB_OK;
@@ -399,7 +452,14 @@ bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, in
         return true;
     if (!m->policy.ops || !m->policy.ops->make_room)
         return false;
-    return evict_until_fits(m, step, (size_t)bytes, false, policy_err, err) != NULL;
+    if (evict_until_fits(m, step, (size_t)bytes, false, policy_err, err))
+        return true;
+    if (*policy_err)
+        return false;
+    if (!relocate_step(m, step, (size_t)bytes, err))
+        return false;
+    m->stats.evicting_allocs++;
+    return true;
 }
 
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
