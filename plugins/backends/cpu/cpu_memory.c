@@ -8,7 +8,9 @@
  * a cap, the memory grows by segments of at least 64 MiB (touched the same way), kept
  * until destroy: steady-state steps map nothing either. The arena (../arena.c) hands out
  * blocks from them by best fit, splitting a larger free block and merging a freed block
- * with free neighbours, so fragmentation is real and measured (largest_free). Sizes round
+ * with free neighbours, so fragmentation is real and measured (largest_free); blocks up
+ * to 1 MiB come from the top end, so that small long-lived ones (statistics, small
+ * parameters) do not split the low memory large activations and op scratch need. Sizes round
  * up to 512 bytes (the cuda backend's quantum too), which also aligns every block.
  *
  * A request that does not fit is NULL (counted in fails), never an abort: the core's
