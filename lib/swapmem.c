@@ -392,37 +392,37 @@ static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, 
     }
 }
 
-/* The last resort for an op's scratch, once nothing else can move: the running step's own
- * activations and gradients (pinned, so no policy moves them) may split the free memory
- * where they lie. They go to the host and wait there while the block is taken, then come
- * back, to places around it; the block is freed again for the op to take (best fit finds
- * the same hole). Their values travel through exact copies; the executor reads their new
- * addresses before it runs the op again. False when even that does not make it fit. */
-static bool relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, struct tb_err *err)
+/* The last resort, once nothing else can move: the running step's own activations and
+ * gradients (pinned, so no policy moves them) may split the free memory where they lie.
+ * They go to the host and wait there while the block is taken, then come back, to places
+ * around it. With keep the block is the caller's; without (an op's scratch) it is freed
+ * again for the op to take (best fit finds the same hole). Their values travel through
+ * exact copies; the executor reads their addresses again before it runs the op. NULL when
+ * even that does not make it fit. */
+static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
 {
     if (step >= m->s->nsteps)
-        return false;
+        return NULL;
     const struct tb_sched_step *st = &m->s->steps[step];
-    bool moved = false;
+    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved), n = 0;
+    if (!moved)
+        return NULL;
     for (uint32_t k = 0; k < st->ntensors; k++) {
         const uint32_t i = st->tensors[k];
         if (!movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
             continue;
         if (move_out(m, i, true, err) != TB_OK)
-            return false;
-        moved = true;
+            break;
+        moved[n++] = i;
     }
-    if (!moved)
-        return false;
-    void *hole = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    void *hole = n ? m->be->mem_alloc(m->be_ctx, m->device, bytes) : NULL;
     bool ok = true;
-    for (uint32_t k = 0; k < st->ntensors && ok; k++) {
-        const uint32_t i = st->tensors[k];
-        if (m->res[i] != TB_RES_HOST || !movable_kind(m, i))
-            continue;
+    /* Back, every one that left (a tensor still on the host is one the step is waiting for). */
+    for (uint32_t k = 0; k < n && ok; k++) {
+        const uint32_t i = moved[k];
         void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
         if (!p && hole) {
-            /* No room for it beside the block: back where it can go, and the op fails. */
+            /* No room for it beside the block: the block goes, and the request fails. */
             m->be->mem_free(m->be_ctx, m->device, hole);
             hole = NULL;
             p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
@@ -434,9 +434,12 @@ static bool relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, stru
         m->be->event_sync(m->be_ctx, m->ev[i]);
         m->res[i] = TB_RES_BOTH;
     }
+    free(moved);
+    if (hole && ok && keep)
+        return hole;
     if (hole)
         m->be->mem_free(m->be_ctx, m->device, hole);
-    return ok && hole != NULL;
+    return ok && hole ? m : NULL; /* any non-NULL pointer: it fits */
 }
 
 bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
@@ -456,7 +459,7 @@ bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, in
         return true;
     if (*policy_err)
         return false;
-    if (!relocate_step(m, step, (size_t)bytes, err))
+    if (!relocate_step(m, step, (size_t)bytes, false, err))
         return false;
     m->stats.evicting_allocs++;
     return true;
@@ -482,7 +485,11 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
     }
     if (!m->policy.ops || !m->policy.ops->make_room)
         return NULL;
-    return evict_until_fits(m, step, bytes, true, policy_err, err);
+    if ((p = evict_until_fits(m, step, bytes, true, policy_err, err)) || *policy_err)
+        return p;
+    if ((p = relocate_step(m, step, bytes, true, err)))
+        m->stats.evicting_allocs++;
+    return p;
 }
 
 void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)
