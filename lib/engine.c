@@ -33,6 +33,7 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     e->event_time = backend->abi_minor >= 4 ? o->event_time : NULL;
     e->op_describe = backend->abi_minor >= 7 ? o->op_describe : NULL;
     e->reorder_stats = backend->abi_minor >= 7 ? o->reorder_stats : NULL;
+    e->largest_free_known = backend->abi_minor >= 7;
     e->device = device;
     e->seed = seed;
     return TB_OK;

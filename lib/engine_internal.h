@@ -17,8 +17,8 @@ struct tb_param {
     char *name;
     bool trainable;            /* a parameter (false: a buffer) */
     struct tb_tensor value;    /* device memory, persistent */
-    struct tb_tensor grad;     /* trainable: device memory from the first backward, else NULL */
-    struct tb_tensor momentum; /* trainable: from the first optimizer step, zeroed then */
+    struct tb_tensor grad;     /* trainable: device memory from the training executor's creation, else NULL */
+    struct tb_tensor momentum; /* trainable: from tb_sgd_prepare (or the first optimizer step), zeroed then */
     bool grad_written;         /* during backward: the gradient holds this step's first part */
 };
 
@@ -33,6 +33,7 @@ struct tb_engine {
     /* ABI 1.7 backend members (NULL for older backends). */
     void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
     void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
+    bool largest_free_known; /* mem_stats fills largest_free (ABI 1.7) */
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
@@ -120,6 +121,12 @@ uint32_t tb_exec_pins(const struct tb_exec *x, size_t tensor);
 /* One SGD step over every trainable parameter that has a gradient (trainbig/backend.h's
  * sgd_update; momentum buffers are created zeroed on first use). */
 int tb_sgd_step(struct tb_engine *e, float lr, float momentum, float weight_decay, struct tb_err *err);
+
+/* Creates now, zeroed, the momentum buffer tb_sgd_step would create at its first step for
+ * every trainable parameter that has a gradient: state that lives for the whole run is
+ * made at setup, together, before any step's activations (see exec.c's gradients). The
+ * values are those the first step would start from, so nothing changes numerically. */
+int tb_sgd_prepare(struct tb_engine *e, struct tb_err *err);
 
 /* Learning-rate policies at iteration `it` (0-based) of `total`:
  *   poly: base * (1 - it/total)^power        step: base * gamma^floor(it/step_size) */

@@ -112,9 +112,8 @@ static bool transient(const struct tb_exec *x, size_t i)
     return k == TB_SCHED_ACTIVATION || k == TB_SCHED_GRADIENT;
 }
 
-/* Out of device memory: say for what, how full the device is, what holds it, and what to
- * change. */
-/* Out of device memory for `bytes` of `what` at step `step`: the report. */
+/* Out of device memory for `bytes` of `what` at step `step`: say for what, how full the
+ * device is (and how fragmented), what holds it, and what to change. */
 static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t bytes, struct tb_err *err)
 {
     struct tb_mem_stats st = { 0 };
@@ -138,16 +137,25 @@ static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t
     for (int r = 0; r < 3 && top[r] != SIZE_MAX && o < sizeof largest; r++)
         o += (size_t)snprintf(largest + o, sizeof largest - o, "%s%s %.1f MiB", r ? ", " : "",
                               x->s->tensors[top[r]].name, (double)x->s->tensors[top[r]].bytes / 1048576.0);
+    /* Free bytes split into blocks too small for the request: say so, or the numbers
+     * seem to contradict the failure. */
+    char frag[160] = "";
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    const uint64_t free_b = total > st.in_use ? total - st.in_use : 0;
+    if (x->e->largest_free_known && free_b)
+        snprintf(frag, sizeof frag, ", %.1f MiB free but in blocks of at most %.1f MiB (fragmentation %.0f%%)",
+                 (double)free_b / 1048576.0, (double)st.largest_free / 1048576.0,
+                 100.0 * (1.0 - (double)st.largest_free / (double)free_b));
     const char *step_name = step < x->s->nsteps ? x->s->steps[step].name : "setup";
     const struct tb_swap_policy *pol = &x->e->swap;
     const char *hint = pol->ops && pol->ops->make_room
                            ? "; the swap policy could not make room: lower [swap] min_size, or"
                            : "; set [swap] plugin = lru (or prefetch) to move activations to host memory, or";
     return tb_err_set(err, TB_ERR_NOMEM,
-                      "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use "
+                      "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use%s "
                       "(largest live: %s)%s lower [train] batch or the image size, or raise [backend] device_memory",
                       step_name, what, (double)bytes / 1048576.0, (double)st.capacity / 1048576.0,
-                      (double)st.in_use / 1048576.0, *largest ? largest : "none", hint);
+                      (double)st.in_use / 1048576.0, frag, *largest ? largest : "none", hint);
 }
 
 static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
@@ -234,6 +242,33 @@ void tb_exec_free(struct tb_exec *x)
     free(x);
 }
 
+/* The gradient of every parameter backward will write (the inputs backward's grad_target
+ * reaches, the same test), allocated now rather than at the first backward: they live
+ * for the whole run, and made now they sit beside the parameters instead of in holes
+ * between the first step's activations, where they would split the free memory for good.
+ * Owned by the engine (tb_param.grad), like the lazily made ones were. */
+static int alloc_param_grads(struct tb_exec *x, struct tb_err *err)
+{
+    if (!x->g->training)
+        return TB_OK;
+    for (size_t step = x->s->nforward; step < x->s->nsteps; step++) {
+        const struct tb_gop *o = &x->g->ops[x->s->steps[step].op];
+        const uint32_t gin = tb_op_grad_inputs(&o->op);
+        for (uint32_t i = 0; i < o->op.nin; i++) {
+            const uint32_t gi = x->s->grad_of[o->in[i]->id];
+            struct tb_param *p = gi != UINT32_MAX && (gin >> i & 1) ? x->param[gi] : NULL;
+            if (!p || p->grad.data)
+                continue;
+            int rc;
+            p->grad = p->value;
+            p->grad.data = device_alloc(x, SIZE_MAX, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
+            if (!p->grad.data)
+                return rc;
+        }
+    }
+    return TB_OK;
+}
+
 int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err)
 {
     *out = NULL;
@@ -284,6 +319,9 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
                 goto fail;
         }
     }
+    rc = alloc_param_grads(x, err);
+    if (rc)
+        goto fail;
     for (size_t k = 0; k < g->nops; k++) {
         rc = e->ops->op_prepare(e->ctx, e->device, &g->ops[k].op, &x->state[k], err);
         if (rc) {
@@ -399,12 +437,13 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             unpin_step(x, k);
             return rc;
         }
-        for (uint32_t i = 0; i < o->op.nin; i++)
-            in[i] = x->t[o->in[i]->id];
-        for (uint32_t j = 0; j < o->op.nout; j++)
-            out[j] = x->t[o->out[j]->id];
         double t0;
         do {
+            /* Read each time: making room for the op's scratch may move its tensors. */
+            for (uint32_t i = 0; i < o->op.nin; i++)
+                in[i] = x->t[o->in[i]->id];
+            for (uint32_t j = 0; j < o->op.nout; j++)
+                out[j] = x->t[o->out[j]->id];
             t0 = tb_now();
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         } while (room_for_op(x, k, &rc, err));
@@ -455,6 +494,25 @@ static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_te
         return rc;
     *temporary = true;
     return TB_OK;
+}
+
+/* The device addresses of a backward op's tensors, read again before each try: making
+ * room for its scratch may have moved them (tb_swapmem_make_room). Temporaries are the
+ * executor's own blocks and do not move. */
+static void refresh_backward(struct tb_exec *x, const struct tb_gop *o, const bool *temp, struct tb_tensor *in,
+                             struct tb_tensor *out, struct tb_tensor *dout, struct tb_tensor *din)
+{
+    for (uint32_t j = 0; j < o->op.nout; j++) {
+        out[j].data = x->t[o->out[j]->id].data;
+        uint32_t gj = x->s->grad_of[o->out[j]->id];
+        dout[j].data = gj != UINT32_MAX ? x->t[gj].data : NULL;
+    }
+    for (uint32_t i = 0; i < o->op.nin; i++) {
+        in[i].data = x->t[o->in[i]->id].data;
+        uint32_t gi = x->s->grad_of[o->in[i]->id];
+        if (din[i].data && !temp[i] && gi != UINT32_MAX)
+            din[i].data = x->t[gi].data;
+    }
 }
 
 int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
@@ -518,6 +576,7 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
         if (rc == TB_OK) {
             double t0;
             do {
+                refresh_backward(x, o, temp, in, out, dout, din);
                 t0 = tb_now();
                 rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             } while (room_for_op(x, step, &rc, err));

@@ -17,6 +17,19 @@ int tb_param_momentum(struct tb_engine *e, struct tb_param *p, struct tb_err *er
     return e->ops->tensor_fill(e->ctx, &p->momentum, 0.0f, err);
 }
 
+int tb_sgd_prepare(struct tb_engine *e, struct tb_err *err)
+{
+    for (size_t i = 0; i < e->nparams; i++) {
+        struct tb_param *p = e->params[i];
+        if (!p->trainable || !p->grad.data)
+            continue;
+        int rc = tb_param_momentum(e, p, err);
+        if (rc)
+            return rc;
+    }
+    return TB_OK;
+}
+
 int tb_sgd_step(struct tb_engine *e, float lr, float momentum, float weight_decay, struct tb_err *err)
 {
     for (size_t i = 0; i < e->nparams; i++) {

@@ -132,9 +132,14 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s", tb_graph_error(*g));
     if (rc == TB_OK)
         rc = tb_exec_create(&r->engine, *g, x, err);
+    /* Training steps an optimizer: its state is made now, beside the gradients. */
+    if (rc == TB_OK && training)
+        rc = tb_sgd_prepare(&r->engine, err);
     if (rc) {
         tb_err_prefix(err, "model '%s', %s graph for %d images of %dx%d", r->model->name,
                       training ? "training" : "inference", in->batch, in->width, in->height);
+        tb_exec_free(*x);
+        *x = NULL;
         tb_graph_free(*g);
         *g = NULL;
     }

@@ -179,10 +179,9 @@ static bool settle_ins(struct tb_swap_mem *m, bool wait)
     return settle(m, TB_RES_MOVING_IN, wait);
 }
 
-int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+/* Moves resident tensor i (on the device, or on both sides) to the host. */
+static int move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
 {
-    if (!tb_swap_movable(m, i))
-        return TB_OK;
     if (m->res[i] == TB_RES_BOTH) {
         /* The host copy is current: nothing to copy. */
         m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
@@ -215,6 +214,13 @@ int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
     if (wait)
         settle_one(m, i, true);
     return TB_OK;
+}
+
+int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+{
+    if (!tb_swap_movable(m, i))
+        return TB_OK;
+    return move_out(m, i, wait, err);
 }
 
 /* Queues the copy of tensor i (on the host only) into the device block data. */
@@ -324,29 +330,137 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     memset(m, 0, sizeof *m);
 }
 
-bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+/* An allocation of `bytes`: with keep, the block (the caller's); without, only whether
+ * one fits now (an op's scratch, which the backend allocates itself: the block is freed
+ * again at once, and its place is there when the op asks). */
+static void *try_alloc(struct tb_swap_mem *m, size_t bytes, bool keep)
 {
-    *policy_err = TB_OK;
-    const uint64_t before = tb_swap_in_use(m);
-    settle_outs(m, true);
-    if (tb_swap_in_use(m) < before)
-        return true;
-    if (!m->policy.ops || !m->policy.ops->make_room)
-        return false;
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p && !keep) {
+        m->be->mem_free(m->be_ctx, m->device, p);
+        return m; /* any non-NULL pointer: it fits */
+    }
+    return p;
+}
+
+/* Free device bytes by the backend's accounts: the cap (or, without one, what it has
+ * reserved) less what is in use. They need not be one block. */
+static uint64_t free_bytes(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    return total > st.in_use ? total - st.in_use : 0;
+}
+
+/* The policy moves tensors out, in its own order, until the allocation of `bytes`
+ * succeeds: not merely until that many bytes are free, since free memory can be split
+ * into blocks none of which holds it (fragmentation). Each round asks for `bytes`; when a
+ * round moves nothing, tensors still coming in are waited for (they become movable), and
+ * then the policy is asked once for more than is free now (bytes + free), which any
+ * policy counting free bytes must answer by moving something. NULL when nothing is left
+ * to move and it still does not fit. */
+static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, int *policy_err,
+                              struct tb_err *err)
+{
     settle_ins(m, false);
+    bool more = false;
     for (;;) {
-        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
+        const uint64_t before = tb_swap_in_use(m);
+        const uint64_t ask = more ? bytes + free_bytes(m) : bytes;
+        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, ask, err);
         if (rc) {
             *policy_err = rc;
             tb_err_prefix(err, "swap policy '%s'", m->policy.name);
-            return false;
+            return NULL;
         }
         settle_outs(m, true);
-        if (tb_swap_in_use(m) < before)
-            break;
-        if (!settle_ins(m, true))
-            return false;
+        void *p = try_alloc(m, bytes, keep);
+        if (p) {
+            m->stats.evicting_allocs++;
+            return p;
+        }
+        if (tb_swap_in_use(m) < before) {
+            more = false; /* it moved something: the next round asks for `bytes` again */
+            continue;
+        }
+        if (settle_ins(m, true))
+            continue;
+        if (more)
+            return NULL; /* asked for more than is free, and nothing moved */
+        more = true;
     }
+}
+
+/* The last resort, once nothing else can move: the running step's own activations and
+ * gradients (pinned, so no policy moves them) may split the free memory where they lie.
+ * They go to the host and wait there while the block is taken, then come back, to places
+ * around it. With keep the block is the caller's; without (an op's scratch) it is freed
+ * again for the op to take (best fit finds the same hole). Their values travel through
+ * exact copies; the executor reads their addresses again before it runs the op. NULL when
+ * even that does not make it fit. */
+static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+{
+    if (step >= m->s->nsteps)
+        return NULL;
+    const struct tb_sched_step *st = &m->s->steps[step];
+    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved), n = 0;
+    if (!moved)
+        return NULL;
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        if (!movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
+            continue;
+        if (move_out(m, i, true, err) != TB_OK)
+            break;
+        moved[n++] = i;
+    }
+    void *hole = n ? m->be->mem_alloc(m->be_ctx, m->device, bytes) : NULL;
+    bool ok = true;
+    /* Back, every one that left (a tensor still on the host is one the step is waiting for). */
+    for (uint32_t k = 0; k < n && ok; k++) {
+        const uint32_t i = moved[k];
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+        if (!p && hole) {
+            /* No room for it beside the block: the block goes, and the request fails. */
+            m->be->mem_free(m->be_ctx, m->device, hole);
+            hole = NULL;
+            p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+        }
+        if (!p || start_in(m, i, p, err) != TB_OK) {
+            ok = false;
+            break;
+        }
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    free(moved);
+    if (hole && ok && keep)
+        return hole;
+    if (hole)
+        m->be->mem_free(m->be_ctx, m->device, hole);
+    return ok && hole ? m : NULL; /* any non-NULL pointer: it fits */
+}
+
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    if (bytes > SIZE_MAX)
+        return false;
+    /* True only when something was freed and the op's allocation fits now: the op runs
+     * again only when it can get further than it did. */
+    const uint64_t before = tb_swap_in_use(m);
+    settle_outs(m, true);
+    if (tb_swap_in_use(m) < before && try_alloc(m, (size_t)bytes, false))
+        return true;
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return false;
+    if (evict_until_fits(m, step, (size_t)bytes, false, policy_err, err))
+        return true;
+    if (*policy_err)
+        return false;
+    if (!relocate_step(m, step, (size_t)bytes, false, err))
+        return false;
     m->stats.evicting_allocs++;
     return true;
 }
@@ -371,25 +485,11 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
     }
     if (!m->policy.ops || !m->policy.ops->make_room)
         return NULL;
-    /* The policy moves tensors out; each round must free something. Tensors still coming
-     * in are waited for only when nothing else can go. */
-    settle_ins(m, false);
-    for (;;) {
-        uint64_t before = tb_swap_in_use(m);
-        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, bytes, err);
-        if (rc) {
-            *policy_err = rc;
-            tb_err_prefix(err, "swap policy '%s'", m->policy.name);
-            return NULL;
-        }
-        settle_outs(m, true);
-        if ((p = m->be->mem_alloc(m->be_ctx, m->device, bytes))) {
-            m->stats.evicting_allocs++;
-            return p;
-        }
-        if (tb_swap_in_use(m) >= before && !settle_ins(m, true))
-            return NULL;
-    }
+    if ((p = evict_until_fits(m, step, bytes, true, policy_err, err)) || *policy_err)
+        return p;
+    if ((p = relocate_step(m, step, bytes, true, err)))
+        m->stats.evicting_allocs++;
+    return p;
 }
 
 void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)

@@ -67,13 +67,17 @@ int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void
 void tb_swapmem_fini(struct tb_swap_mem *m);
 
 /* `bytes` of device memory for step `step` (SIZE_MAX: setup): when they do not fit, first
- * the blocks of finished swap-outs are freed, then the policy moves tensors out until
- * they fit. NULL when they cannot (the caller reports the out-of-memory); *policy_err is
- * set, with err, when the policy itself failed. */
+ * the blocks of finished swap-outs are freed, then the backend's scratch, then the policy
+ * moves tensors out until the allocation succeeds (free bytes are not enough: they may be
+ * split into blocks too small for it), and last the step's own tensors are moved around
+ * it (through the host; their data pointers change). NULL when nothing is left to move and it still
+ * does not fit (the caller reports the out-of-memory); *policy_err is set, with err, when
+ * the policy itself failed. */
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err);
-/* Frees device memory for `bytes` that something other than a tensor needs (an op's
- * scratch): finished swap-outs first, else through the policy. True when anything was
- * freed; *policy_err (with err) when the policy failed. */
+/* Makes room for `bytes` that something other than a tensor needs (an op's scratch, which
+ * the backend allocates itself): finished swap-outs first, else through the policy, until
+ * an allocation of `bytes` would succeed. True when memory was freed and it would (the op
+ * may run again); *policy_err (with err) when the policy failed. */
 bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err);
 /* Tensor i's value is dead: its device block (after any copy reading it) and residency
  * go; the host buffer is kept for the next step. */

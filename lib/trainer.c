@@ -771,9 +771,29 @@ struct epoch_row {
     double seconds, images_per_s, loss, lr, miou, acc, val_loss;
     double data_wait; /* seconds the steps waited for batches */
     uint64_t peak_bytes, skipped;
+    /* At the epoch's end: device bytes free (under the cap, or of what the backend holds
+     * without one) and the largest of them in one block; known from backends of ABI 1.7. */
+    bool frag_known;
+    uint64_t free_bytes, largest_free;
     struct tb_swap_stats swap; /* this epoch's, training and validation */
     bool validated;
 };
+
+/* Free device bytes: the cap (or, without one, what the backend holds) less what is in use. */
+static uint64_t mem_free_bytes(const struct tb_mem_stats *ms)
+{
+    const uint64_t total = ms->capacity && ms->capacity != UINT64_MAX ? ms->capacity : ms->reserved;
+    return total > ms->in_use ? total - ms->in_use : 0;
+}
+
+/* 1 - largest free block / free bytes: 0 when the free memory is one block (or there is
+ * none), near 1 when it is in many small pieces. NaN when the backend does not say. */
+static double fragmentation(const struct epoch_row *r)
+{
+    if (!r->frag_known)
+        return NAN;
+    return r->free_bytes ? 1.0 - (double)r->largest_free / (double)r->free_bytes : 0.0;
+}
 
 static void write_rows(struct trainer *t, const struct epoch_row *r)
 {
@@ -808,6 +828,11 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         csv_number(t->csv, r->steps ? r->allreduce : NAN);
         fputc(',', t->csv);
         csv_number(t->csv, r->steps ? r->allreduce_wait : NAN);
+        if (r->frag_known)
+            fprintf(t->csv, ",%" PRIu64 ",%" PRIu64 ",", r->free_bytes, r->largest_free);
+        else
+            fputs(",,,", t->csv);
+        csv_number(t->csv, fragmentation(r));
         fputc('\n', t->csv);
         fflush(t->csv);
     }
@@ -846,6 +871,13 @@ static void write_rows(struct trainer *t, const struct epoch_row *r)
         json_number(f, r->steps ? r->allreduce : NAN);
         fputs(",\"allreduce_wait_seconds\":", f);
         json_number(f, r->steps ? r->allreduce_wait : NAN);
+        if (r->frag_known)
+            fprintf(f, ",\"free_device_bytes\":%" PRIu64 ",\"largest_free_device_bytes\":%" PRIu64, r->free_bytes,
+                    r->largest_free);
+        else
+            fputs(",\"free_device_bytes\":null,\"largest_free_device_bytes\":null", f);
+        fputs(",\"fragmentation\":", f);
+        json_number(f, fragmentation(r));
         if (t->world->size > 1) {
             fputs(",\"per_rank\":{", f);
             for (int k = 0; k < RS_COUNT; k++) {
@@ -889,7 +921,8 @@ static int open_reports(struct trainer *t, struct tb_err *err)
             fprintf(t->csv, ",loss_%s", t->terms[i].name);
         fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
               "swap_in_bytes,"
-              "swaps_out,swaps_in,stall_seconds,ranks,allreduce_seconds,allreduce_wait_seconds\n",
+              "swaps_out,swaps_in,stall_seconds,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
+              "largest_free_device_bytes,fragmentation\n",
               t->csv);
     }
     return open_report(t, "jsonl", "epochs.jsonl", &t->jsonl, &fresh, err);
@@ -913,13 +946,18 @@ static void log_epoch(struct trainer *t, const struct epoch_row *r)
         snprintf(skipped + so, sizeof skipped - so, ", swapped %.2f GiB out and %.2f GiB in, stalled %.2f s",
                  (double)r->swap.bytes_out / 1073741824.0, (double)r->swap.bytes_in / 1073741824.0,
                  r->swap.stall_seconds);
+    char frag[128] = "";
+    if (r->frag_known)
+        snprintf(frag, sizeof frag, " (now %.1f MiB free, largest block %.1f MiB: fragmentation %.0f%%)",
+                 (double)r->free_bytes / 1048576.0, (double)r->largest_free / 1048576.0, 100.0 * fragmentation(r));
     progress_clear(t);
     if (r->steps)
         tb_log(TB_LOG_INFO,
                "epoch %" PRIu64 "/%d: %.1f s, %.1f img/s, loss %.4f (%s), lr %.3g%s, data wait %.2f s (%.1f%%)%s, "
-               "peak device memory %.1f MiB",
+               "peak device memory %.1f MiB%s",
                r->epoch, t->epochs, r->seconds, r->images_per_s, r->loss, losses, r->lr, val, r->data_wait,
-               r->seconds > 0 ? 100.0 * r->data_wait / r->seconds : 0.0, skipped, (double)r->peak_bytes / 1048576.0);
+               r->seconds > 0 ? 100.0 * r->data_wait / r->seconds : 0.0, skipped, (double)r->peak_bytes / 1048576.0,
+               frag);
     else
         tb_log(TB_LOG_INFO, "epoch %" PRIu64 " (before training)%s", r->epoch, val);
 }
@@ -1146,6 +1184,9 @@ static int train_loop(struct trainer *t, struct tb_err *err)
             .loss = loss_sum / (double)steps,
             .lr = t->last_lr,
             .peak_bytes = ms.peak,
+            .frag_known = t->run.engine.largest_free_known,
+            .free_bytes = mem_free_bytes(&ms),
+            .largest_free = ms.largest_free,
             .data_wait = t->wait_seconds,
             .allreduce = t->run.engine.allreduce_busy_s,
             .allreduce_wait = t->run.engine.allreduce_wait_s,

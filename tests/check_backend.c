@@ -1,4 +1,4 @@
-/* check_backend: the CPU backend's devices, memory (cap, caching, statistics), streams,
+/* check_backend: the CPU backend's devices, memory (cap, arena, statistics), streams,
  * events and copies, tensor layout conversions, fill/accumulate and the SGD update. */
 #include "config.h"
 
@@ -79,7 +79,8 @@ START_TEST(alloc_within_cap_and_null_beyond)
     b.ops->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.in_use, 0);
     ck_assert_uint_eq(st.peak, 512 << 10);
-    ck_assert_uint_eq(st.reserved, 512 << 10); /* kept in the cache */
+    ck_assert_uint_eq(st.reserved, 1 << 20); /* the whole cap, reserved at create */
+    ck_assert_uint_eq(st.largest_free, 1 << 20);
     ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, (1 << 20) + 1));
 }
 END_TEST
@@ -88,29 +89,146 @@ START_TEST(freed_blocks_are_reused)
 {
     void *a = b.ops->mem_alloc(b.ctx, 0, 100000);
     b.ops->mem_free(b.ctx, 0, a);
-    /* The same rounded size comes back from the cache: no new system allocation. */
+    /* The same rounded size comes back from the arena: no new system allocation. */
     void *again = b.ops->mem_alloc(b.ctx, 0, 99950);
     ck_assert_ptr_eq(again, a);
     struct tb_mem_stats st;
     b.ops->mem_stats(b.ctx, 0, &st);
-    ck_assert_uint_eq(st.reserved, st.in_use);
+    ck_assert_uint_eq(st.reserved, st.capacity);
+    ck_assert_uint_eq(st.in_use, 100352); /* rounded to 512 bytes */
+    ck_assert_uint_eq(st.largest_free, st.capacity - st.in_use);
     b.ops->mem_free(b.ctx, 0, again);
 }
 END_TEST
 
-START_TEST(cache_is_released_under_pressure)
+START_TEST(freed_block_gives_way_to_a_larger_request)
 {
     void *a = b.ops->mem_alloc(b.ctx, 0, 600 << 10);
     ck_assert_ptr_nonnull(a);
     b.ops->mem_free(b.ctx, 0, a);
-    /* 600K cached + 700K new > 1M: the cache gives way instead of the request failing. */
+    /* 600K freed, 700K asked: the freed block merged back, so it fits without a new reservation. */
     void *c = b.ops->mem_alloc(b.ctx, 0, 700 << 10);
     ck_assert_ptr_nonnull(c);
     struct tb_mem_stats st;
     b.ops->mem_stats(b.ctx, 0, &st);
-    ck_assert_uint_eq(st.reserved, 700 << 10);
+    ck_assert_uint_eq(st.reserved, 1 << 20);
+    ck_assert_uint_eq(st.in_use, 700 << 10);
+    ck_assert_uint_eq(st.largest_free, 324 << 10);
     ck_assert_uint_eq(st.fails, 0);
     b.ops->mem_free(b.ctx, 0, c);
+}
+END_TEST
+
+/* A training step's pattern, over and over: the arena is reserved once and never grows,
+ * nothing fails, and once all is freed it is one block again. */
+START_TEST(steady_state_reserves_nothing_new)
+{
+    static const size_t sizes[] = { 100000, 37 << 10, 250 << 10, 3000, 64 << 10, 200 << 10, 1 };
+    enum { N = sizeof sizes / sizeof *sizes };
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    const uint64_t reserved = st.reserved;
+    ck_assert_uint_eq(reserved, 1 << 20);
+    for (int step = 0; step < 200; step++) {
+        void *p[N];
+        for (int i = 0; i < N; i++) {
+            p[i] = b.ops->mem_alloc(b.ctx, 0, sizes[i]);
+            ck_assert_ptr_nonnull(p[i]);
+            ck_assert_uint_eq((uintptr_t)p[i] % 64, 0);
+        }
+        /* Freed in an order unlike the allocation's, as activations are. */
+        for (int i = 0; i < N; i++)
+            b.ops->mem_free(b.ctx, 0, p[(i * 3 + step) % N]);
+        b.ops->mem_stats(b.ctx, 0, &st);
+        ck_assert_uint_eq(st.reserved, reserved);
+        ck_assert_uint_eq(st.allocs, (uint64_t)(step + 1) * N);
+        ck_assert_uint_eq(st.fails, 0);
+        ck_assert_uint_eq(st.in_use, 0);
+        ck_assert_uint_eq(st.largest_free, st.capacity);
+    }
+}
+END_TEST
+
+/* Free neighbours merge, so a block larger than any single one freed fits afterwards;
+ * free blocks that are not neighbours do not (that is fragmentation). */
+START_TEST(neighbours_coalesce_for_a_large_allocation)
+{
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = b.ops->mem_alloc(b.ctx, 0, 256 << 10);
+        ck_assert_ptr_nonnull(p[i]);
+    }
+    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, 1)); /* full */
+    b.ops->mem_free(b.ctx, 0, p[0]);
+    b.ops->mem_free(b.ctx, 0, p[2]);
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.capacity - st.in_use, 512 << 10);
+    ck_assert_uint_eq(st.largest_free, 256 << 10); /* fragmentation 1 - 256/512 = 0.5 */
+    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, 512 << 10));
+    /* p[1] freed: p[0], p[1] and p[2] are one free block of 768K. */
+    b.ops->mem_free(b.ctx, 0, p[1]);
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.largest_free, 768 << 10);
+    void *big = b.ops->mem_alloc(b.ctx, 0, 768 << 10);
+    /* Blocks up to 1 MiB are taken from the top (arena.h small_limit): p[2] is the lowest. */
+    ck_assert_ptr_eq(big, p[2]);
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.in_use, 1 << 20);
+    ck_assert_uint_eq(st.largest_free, 0);
+    ck_assert_uint_eq(st.fails, 2);
+    ck_assert_uint_eq(st.reserved, 1 << 20);
+    b.ops->mem_free(b.ctx, 0, big);
+    b.ops->mem_free(b.ctx, 0, p[3]);
+}
+END_TEST
+
+/* Without a cap the arena grows by segments of at least 64 MiB, kept until destroy. */
+START_TEST(uncapped_grows_by_segments_and_keeps_them)
+{
+    open_uncapped();
+    struct tb_mem_stats st;
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, 0);
+    ck_assert_uint_eq(st.capacity, UINT64_MAX);
+    void *a = b.ops->mem_alloc(b.ctx, 0, 1 << 20);
+    ck_assert_ptr_nonnull(a);
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, 64u << 20);
+    ck_assert_uint_eq(st.largest_free, (63u << 20));
+    /* Larger than a segment: a segment of its own. */
+    void *c = b.ops->mem_alloc(b.ctx, 0, 80u << 20);
+    ck_assert_ptr_nonnull(c);
+    memset(c, 1, 80u << 20);
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, 144u << 20);
+    b.ops->mem_free(b.ctx, 0, c);
+    b.ops->mem_free(b.ctx, 0, a);
+    for (int i = 0; i < 20; i++) {
+        void *x = b.ops->mem_alloc(b.ctx, 0, 30u << 20), *y = b.ops->mem_alloc(b.ctx, 0, 70u << 20);
+        ck_assert(x && y);
+        b.ops->mem_free(b.ctx, 0, x);
+        b.ops->mem_free(b.ctx, 0, y);
+    }
+    b.ops->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, 144u << 20); /* nothing returned, nothing new */
+    ck_assert_uint_eq(st.largest_free, 80u << 20);
+    ck_assert_uint_eq(st.fails, 0);
+    close_backend();
+}
+END_TEST
+
+START_TEST(cap_beyond_the_machine_is_refused_at_create)
+{
+    setenv("TRAINBIG_LOG", "error", 1);
+    struct tb_err err;
+    tb_err_clear(&err);
+    struct test_backend big;
+    memset(&big, 0, sizeof big);
+    /* Reserved and touched at start, so a cap no machine has is an error there, not later. */
+    ck_assert_int_eq(tb_backend_open("cpu", "device_memory = 1000T\n", &big, &err), TB_ERR_NOMEM);
+    ck_assert_contains(err.msg, "cannot reserve [backend] device_memory");
+    ck_assert_ptr_null(big.ctx);
 }
 END_TEST
 
@@ -613,8 +731,15 @@ int main(void)
     tcase_add_test(tc, device_and_capacity);
     tcase_add_test(tc, alloc_within_cap_and_null_beyond);
     tcase_add_test(tc, freed_blocks_are_reused);
-    tcase_add_test(tc, cache_is_released_under_pressure);
+    tcase_add_test(tc, freed_block_gives_way_to_a_larger_request);
+    tcase_add_test(tc, steady_state_reserves_nothing_new);
+    tcase_add_test(tc, neighbours_coalesce_for_a_large_allocation);
     tcase_add_test(tc, peak_and_reset);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("growth");
+    tcase_add_test(tc, uncapped_grows_by_segments_and_keeps_them);
+    tcase_add_test(tc, cap_beyond_the_machine_is_refused_at_create);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("streams");

@@ -161,6 +161,15 @@ static struct tb_arena_block *live_remove(struct tb_arena *a, uintptr_t addr)
 
 /* ------------------------------------------------------------------ the arena */
 
+/* The segment whose first block is b (b has no lower neighbour). */
+static struct tb_arena_segment *first_of(struct tb_arena *a, const struct tb_arena_block *b)
+{
+    size_t i = 0;
+    while (a->segs[i].first != b)
+        i++;
+    return &a->segs[i];
+}
+
 int tb_arena_init(struct tb_arena *a, size_t quantum)
 {
     memset(a, 0, sizeof *a);
@@ -170,7 +179,11 @@ int tb_arena_init(struct tb_arena *a, size_t quantum)
     a->shift = log2_floor(quantum);
     a->nbuckets = 1024;
     a->live = calloc(a->nbuckets, sizeof *a->live);
-    return a->live ? 0 : -1;
+    if (!a->live) {
+        memset(a, 0, sizeof *a); /* nothing for tb_arena_fini to do */
+        return -1;
+    }
+    return 0;
 }
 
 void tb_arena_fini(struct tb_arena *a, void (*release)(uintptr_t base, size_t bytes, void *arg), void *arg)
@@ -244,10 +257,32 @@ uintptr_t tb_arena_alloc(struct tb_arena *a, size_t bytes)
             return 0;
         b = a->bins[__builtin_ctzll(above)];
     }
+    if (size <= a->small_limit) {
+        /* Small: the highest block that holds it, so small long-lived blocks gather at
+         * the top and leave the low free space whole for large ones. */
+        for (unsigned j = k; j < TB_ARENA_BINS; j++)
+            for (struct tb_arena_block *c = a->bins[j]; c; c = c->link_next)
+                if (c->size >= size && c->addr > b->addr)
+                    b = c;
+    }
     bin_remove(a, b);
     if (b->size > size) {
         struct tb_arena_block *rest = take_desc(a);
-        if (rest) { /* without a descriptor the whole block goes out: wasteful, not wrong */
+        if (rest && size <= a->small_limit) { /* a small block takes the top end */
+            rest->addr = b->addr;
+            rest->size = b->size - size;
+            rest->free = true;
+            rest->prev = b->prev;
+            rest->next = b;
+            if (b->prev)
+                b->prev->next = rest;
+            else
+                first_of(a, b)->first = rest;
+            b->prev = rest;
+            b->addr += rest->size;
+            b->size = size;
+            bin_insert(a, rest);
+        } else if (rest) { /* without a descriptor the whole block goes out: wasteful, not wrong */
             rest->addr = b->addr + size;
             rest->size = b->size - size;
             rest->free = true;

@@ -29,6 +29,7 @@ struct tb_arena_segment {
 
 struct tb_arena {
     size_t quantum;                                   /* sizes and addresses are multiples of it */
+    size_t small_limit;                               /* requests up to this size go high (0: none) */
     unsigned shift;                                   /* log2(quantum) */
     uint64_t nonempty;                                /* bit b: bins[b] has blocks */
     struct tb_arena_block *bins[TB_ARENA_BINS];       /* free blocks by size class, smallest first */
@@ -62,8 +63,10 @@ int tb_arena_add(struct tb_arena *a, uintptr_t base, size_t bytes);
 /* bytes rounded up to the quantum; 0 when bytes is 0 or that overflows. */
 size_t tb_arena_round(const struct tb_arena *a, size_t bytes);
 /* The best-fitting free block for bytes (the smallest that holds the rounded size, the
- * lowest address among equals), split so that the rest stays free. 0 when no free block
- * holds it (or bytes is 0): the caller may add a segment and ask again. */
+ * lowest address among equals), split so that the rest stays free. A small request (up to
+ * small_limit, which the caller may set after init) takes instead the top end of the
+ * highest free block that holds it. 0 when no free block holds it (or bytes is 0): the
+ * caller may add a segment and ask again. */
 uintptr_t tb_arena_alloc(struct tb_arena *a, size_t bytes);
 /* Frees a block tb_arena_alloc handed out, merging it with free neighbours on both sides.
  * Returns its size, or 0 when addr is not a handed-out block (nothing changes). */

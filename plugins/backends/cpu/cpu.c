@@ -211,8 +211,12 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     cpu->compute_flops = tb_section_float(cfg, "compute_gflops") * 1e9;
     cpu->link_scale = tb_section_float(cfg, "link_scale");
     cpu->host_node = -1;
-    tb_cpu_memory_init(&cpu->memory, cap ? cap : UINT64_MAX);
-    int rc = tb_cpu_streams_init(&cpu->streams, err);
+    int rc = tb_cpu_memory_init(&cpu->memory, cap, err);
+    if (rc) {
+        free(cpu);
+        return rc;
+    }
+    rc = tb_cpu_streams_init(&cpu->streams, err);
     if (rc) {
         tb_cpu_memory_fini(&cpu->memory);
         free(cpu);
@@ -237,7 +241,7 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     if (cap) {
         char size[32];
         snprintf(size, sizeof size, "%.2f GiB", (double)cap / (1u << 30));
-        tb_plog(TB_LOG_DEBUG, "%s, device memory capped at %s", cpu->name, size);
+        tb_plog(TB_LOG_DEBUG, "%s, device memory capped at %s (reserved and touched)", cpu->name, size);
     }
     *ctx = cpu;
     return TB_OK;

@@ -29,21 +29,24 @@
 #include <stdint.h>
 #include <trainbig/trainbig.h>
 
+#include "../arena.h"
+
 /* ------------------------------------------------------------------ memory (cpu_memory.c) */
 
-struct tb_cpu_block; /* a cached free block */
-
+/* Device memory: one arena reserved at create under a cap, or grown by segments without
+ * one (cpu_memory.c); both are touched when reserved and unmapped only at fini. */
 struct tb_cpu_memory {
     pthread_mutex_t lock;
     uint64_t capacity; /* the device_memory cap; UINT64_MAX = none */
-    uint64_t in_use, peak, reserved, allocs, fails;
-    struct tb_cpu_block *free_list; /* cached blocks, smallest first */
-    struct tb_cpu_block *live;      /* handed-out blocks, for mem_free lookups */
+    uint64_t peak, allocs, fails;
+    struct tb_arena arena; /* in_use and reserved are its */
 };
 
-void tb_cpu_memory_init(struct tb_cpu_memory *m, uint64_t capacity);
-/* Frees every block, cached or not (the owner has stopped using them). */
+/* cap 0: no cap. Fails (err filled, nothing to fini) when the cap cannot be reserved. */
+int tb_cpu_memory_init(struct tb_cpu_memory *m, uint64_t cap, struct tb_err *err);
+/* Unmaps everything, blocks handed out included (the owner has stopped using them). */
 void tb_cpu_memory_fini(struct tb_cpu_memory *m);
+/* NULL when it does not fit (counted in fails). */
 void *tb_cpu_memory_alloc(struct tb_cpu_memory *m, size_t bytes);
 void tb_cpu_memory_free(struct tb_cpu_memory *m, void *ptr);
 void tb_cpu_memory_stats(struct tb_cpu_memory *m, struct tb_mem_stats *out);

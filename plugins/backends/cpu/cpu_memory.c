@@ -1,174 +1,202 @@
-/* backends/cpu/cpu_memory.c: "device" memory: host memory counted against the
- * device_memory cap, with a caching allocator.
+/* backends/cpu/cpu_memory.c: "device" memory: host memory reserved as a GPU's is, then
+ * suballocated.
  *
- * Freed blocks are kept and handed out again for requests of the same rounded size: a
- * training step asks for the same sizes every time, and a fresh multi-megabyte block
- * costs milliseconds in page faults. Cached blocks count against the cap, as a GPU's
- * cached memory does; when a request does not fit, the cache is released first, and only
- * then does the allocation fail (NULL). Built with --enable-debug, freed blocks are
- * poisoned. */
-#include "config.h" /* TB_DEBUG */
+ * A GPU has a fixed amount of memory and a caching allocator that carves it up. To behave
+ * alike, with a cap ([backend] device_memory > 0) the whole capacity is mapped once at
+ * create and every page of it touched there, so no step page-faults (a fresh 16 MB block
+ * costs milliseconds in faults) and nothing is mapped or unmapped while training. Without
+ * a cap, the memory grows by segments of at least 64 MiB (touched the same way), kept
+ * until destroy: steady-state steps map nothing either. The arena (../arena.c) hands out
+ * blocks from them by best fit, splitting a larger free block and merging a freed block
+ * with free neighbours, so fragmentation is real and measured (largest_free); blocks up
+ * to 1 MiB come from the top end, so that small long-lived ones (statistics, small
+ * parameters) do not split the low memory large activations and op scratch need. Sizes round
+ * up to 512 bytes (the cuda backend's quantum too), which also aligns every block.
+ *
+ * A request that does not fit is NULL (counted in fails), never an abort: the core's
+ * memory manager frees tensors and asks again, and since frees coalesce, the retry can
+ * find the room. Freeing a pointer that is not a live block is a bug in the caller: an
+ * internal error and abort. Copy threads and the compute thread both allocate and free,
+ * hence the lock. This memory belongs to the backend instance and is unmapped at destroy;
+ * pinned host memory is another thing (cpu_host.c). Built with --enable-debug, freed
+ * blocks are poisoned. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
+#include "config.h"     /* TB_DEBUG */
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_internal.h"
 
-#define HEADER 64 /* bytes before each block's data: keeps the data 64-byte aligned */
-#define BLOCK_MAGIC 0x7462626cu
+#define QUANTUM ((size_t)512)
+#define SMALL ((size_t)1 << 20) /* up to this, blocks go high (arena.h) */
+#define SEGMENT ((size_t)64 << 20) /* the least an uncapped arena grows by */
 
-struct tb_cpu_block {
-    size_t size; /* data bytes, rounded */
-    struct tb_cpu_block *prev, *next;
-    uint32_t magic;
-    bool cached;
-};
-
-_Static_assert(sizeof(struct tb_cpu_block) <= HEADER, "block header must fit in HEADER bytes");
-
-/* Small requests round to 256 bytes, large ones to 64 KiB, so that tensors of nearly
- * equal size share blocks without wasting more than a few percent. */
-static size_t round_size(size_t bytes)
+static size_t page_size(void)
 {
-    size_t g = bytes < (1u << 20) ? 256 : (64u << 10);
-    return (bytes + g - 1) / g * g;
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
 }
 
-static void unlink_block(struct tb_cpu_block **list, struct tb_cpu_block *b)
+/* Maps `bytes` of memory and touches every page of it; NULL when the system refuses. */
+static void *reserve(size_t bytes)
 {
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        *list = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
-    b->prev = b->next = NULL;
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MAP_POPULATE
+    flags |= MAP_POPULATE;
+#endif
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    /* MAP_POPULATE is a hint; a write to each page makes sure (cheap once populated). */
+    const size_t page = page_size();
+    for (size_t o = 0; o < bytes; o += page)
+        ((volatile char *)p)[o] = 0;
+    return p;
 }
 
-static void push_block(struct tb_cpu_block **list, struct tb_cpu_block *b)
+static void unreserve(uintptr_t base, size_t bytes, void *arg)
 {
-    b->prev = NULL;
-    b->next = *list;
-    if (*list)
-        (*list)->prev = b;
-    *list = b;
+    (void)arg;
+    munmap((void *)base, bytes);
 }
 
-void tb_cpu_memory_init(struct tb_cpu_memory *m, uint64_t capacity)
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
+static uint64_t available_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib * 1024;
+}
+
+int tb_cpu_memory_init(struct tb_cpu_memory *m, uint64_t cap, struct tb_err *err)
 {
     memset(m, 0, sizeof *m);
+    m->capacity = cap ? cap : UINT64_MAX;
+    if (tb_arena_init(&m->arena, QUANTUM))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    m->arena.small_limit = SMALL;
     pthread_mutex_init(&m->lock, NULL);
-    m->capacity = capacity;
-}
-
-static void release_list(struct tb_cpu_block **list)
-{
-    while (*list) {
-        struct tb_cpu_block *b = *list;
-        *list = b->next;
-        free(b);
+    if (!cap)
+        return TB_OK;
+    const uint64_t avail = available_memory();
+    const char *fail = NULL;
+    void *p = NULL;
+    if (cap < QUANTUM)
+        fail = "too small for one block";
+    else if (cap > SIZE_MAX || (avail && cap > avail))
+        fail = "more than this machine's available memory (it is reserved and touched at start)";
+    else if (!(p = reserve((size_t)cap)))
+        fail = "the system refused to map it";
+    else if (tb_arena_add(&m->arena, (uintptr_t)p, (size_t)cap)) {
+        munmap(p, (size_t)cap);
+        fail = "out of memory for its bookkeeping";
     }
+    if (fail) {
+        tb_cpu_memory_fini(m);
+        return tb_err_set(err, TB_ERR_NOMEM,
+                          "cpu backend: cannot reserve [backend] device_memory = %.2f MiB (%.2f MiB available): %s",
+                          (double)cap / 1048576.0, (double)avail / 1048576.0, fail);
+    }
+    return TB_OK;
 }
 
 void tb_cpu_memory_fini(struct tb_cpu_memory *m)
 {
-    release_list(&m->free_list);
-    release_list(&m->live);
+    tb_arena_fini(&m->arena, unreserve, NULL);
     pthread_mutex_destroy(&m->lock);
 }
 
-/* Frees cached blocks, largest first, until `need` more bytes fit under the cap. */
-static void shrink_cache(struct tb_cpu_memory *m, uint64_t need)
+/* Without a cap: a new segment for at least `bytes`, and the block from it. With the lock. */
+static uintptr_t grow(struct tb_cpu_memory *m, size_t bytes)
 {
-    while (m->free_list && m->reserved + need > m->capacity) {
-        struct tb_cpu_block *big = m->free_list;
-        for (struct tb_cpu_block *b = m->free_list; b; b = b->next)
-            if (b->size > big->size)
-                big = b;
-        unlink_block(&m->free_list, big);
-        m->reserved -= big->size;
-        free(big);
+    const size_t need = tb_arena_round(&m->arena, bytes), page = page_size();
+    if (!need || need > SIZE_MAX - page)
+        return 0;
+    const size_t seg = need <= SEGMENT ? SEGMENT : (need + page - 1) / page * page;
+    void *p = reserve(seg);
+    if (!p)
+        return 0;
+    if (tb_arena_add(&m->arena, (uintptr_t)p, seg)) {
+        munmap(p, seg);
+        return 0;
     }
+    return tb_arena_alloc(&m->arena, bytes);
 }
 
 void *tb_cpu_memory_alloc(struct tb_cpu_memory *m, size_t bytes)
 {
-    if (bytes == 0 || bytes > SIZE_MAX - HEADER - (64u << 10))
+    if (bytes == 0)
         return NULL;
-    size_t size = round_size(bytes);
     pthread_mutex_lock(&m->lock);
-    struct tb_cpu_block *b = NULL;
-    for (struct tb_cpu_block *c = m->free_list; c; c = c->next)
-        if (c->size == size) {
-            b = c;
-            break;
-        }
-    if (b) {
-        unlink_block(&m->free_list, b);
-    } else {
-        if (m->reserved + size > m->capacity)
-            shrink_cache(m, size);
-        if (m->reserved + size <= m->capacity)
-            b = aligned_alloc(HEADER, HEADER + size);
-        if (!b) {
-            m->fails++;
-            pthread_mutex_unlock(&m->lock);
-            return NULL;
-        }
-        b->size = size;
-        b->magic = BLOCK_MAGIC;
-        m->reserved += size;
+    uintptr_t p = tb_arena_alloc(&m->arena, bytes);
+    if (!p && m->capacity == UINT64_MAX)
+        p = grow(m, bytes);
+    if (!p) {
+        m->fails++;
+        pthread_mutex_unlock(&m->lock);
+        return NULL;
     }
-    b->cached = false;
-    push_block(&m->live, b);
-    m->in_use += size;
-    if (m->in_use > m->peak)
-        m->peak = m->in_use;
+    if (m->arena.in_use > m->peak)
+        m->peak = m->arena.in_use;
     m->allocs++;
     pthread_mutex_unlock(&m->lock);
-    return (char *)b + HEADER;
+    return (void *)p;
 }
 
 void tb_cpu_memory_free(struct tb_cpu_memory *m, void *ptr)
 {
     if (!ptr)
         return;
-    struct tb_cpu_block *b = (struct tb_cpu_block *)((char *)ptr - HEADER);
-    if (b->magic != BLOCK_MAGIC || b->cached) {
+    pthread_mutex_lock(&m->lock);
+    const size_t size = tb_arena_live_size(&m->arena, (uintptr_t)ptr);
+    if (!size) {
         /* Not a live block of ours: a bug in the caller, and memory is corrupt from here. */
-        fprintf(stderr, "trainbig: internal error: cpu backend mem_free(%p) of a pointer it did not hand out%s\n", ptr,
-                b->magic == BLOCK_MAGIC ? " (freed twice)" : "");
+        pthread_mutex_unlock(&m->lock);
+        fprintf(stderr,
+                "trainbig: internal error: cpu backend mem_free(%p) of a pointer it did not hand out (or freed "
+                "twice)\n",
+                ptr);
         abort();
     }
 #ifdef TB_DEBUG
     /* All ones: NaN as floats. A read of this block before it is handed out again (a
      * tensor used after a swap freed it, before its copy back) then poisons the results. */
-    memset(ptr, 0xff, b->size);
+    memset(ptr, 0xff, size);
 #endif
-    pthread_mutex_lock(&m->lock);
-    unlink_block(&m->live, b);
-    b->cached = true;
-    push_block(&m->free_list, b);
-    m->in_use -= b->size;
+    tb_arena_free(&m->arena, (uintptr_t)ptr);
     pthread_mutex_unlock(&m->lock);
 }
 
 void tb_cpu_memory_stats(struct tb_cpu_memory *m, struct tb_mem_stats *out)
 {
     pthread_mutex_lock(&m->lock);
-    out->in_use = m->in_use;
+    struct tb_arena_stats st;
+    tb_arena_stats(&m->arena, &st);
+    out->in_use = st.in_use;
     out->peak = m->peak;
-    out->reserved = m->reserved;
+    out->reserved = st.reserved;
     out->capacity = m->capacity;
     out->allocs = m->allocs;
     out->fails = m->fails;
+    out->largest_free = st.largest_free;
     pthread_mutex_unlock(&m->lock);
 }
 
 void tb_cpu_memory_reset_peak(struct tb_cpu_memory *m)
 {
     pthread_mutex_lock(&m->lock);
-    m->peak = m->in_use;
+    m->peak = m->arena.in_use;
     pthread_mutex_unlock(&m->lock);
 }

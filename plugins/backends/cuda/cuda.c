@@ -176,6 +176,7 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
     size_t free_bytes = 0, total_bytes = 0;
     CREATE_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
     uint64_t cap = tb_section_size(cfg, "device_memory");
+    const bool reserve_all = cap != 0; /* a set cap is one reservation, as the cpu backend's */
     if (cap > free_bytes)
         tb_plog(TB_LOG_WARN,
                 "[backend] device_memory = %.2f GiB, but device %d has %.2f GiB free: allocations will "
@@ -183,7 +184,7 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
                 (double)cap / (1u << 30), cuda->ordinal, (double)free_bytes / (1u << 30));
     if (!cap)
         cap = (uint64_t)((double)free_bytes * tb_section_float(cfg, "memory_fraction"));
-    if (tb_cuda_memory_init(&cuda->memory, cap)) {
+    if (tb_cuda_memory_init(&cuda->memory, cap, reserve_all)) {
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto fail;
     }

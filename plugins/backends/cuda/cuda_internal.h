@@ -21,34 +21,32 @@
 #include <stdint.h>
 #include <trainbig/trainbig.h>
 
+#include "../arena.h"
+
 /* ------------------------------------------------------------------ memory (cuda_memory.c)
  *
- * A caching allocator over cudaMalloc (never managed memory): freed blocks are kept and
- * handed out again for requests of nearly their size, since a training step allocates the
- * same sizes every step and cudaMalloc/cudaFree synchronise the device. Blocks count
- * against `capacity` while cached; the cache is returned to the driver when a request
- * would not fit otherwise. */
-
-struct tb_cuda_block;
+ * One arena over cudaMalloc'd memory (never managed memory), suballocated with block
+ * splitting and coalescing (../arena.c): the whole capacity in one cudaMalloc at create
+ * when [backend] device_memory is set, else segments of at least 256 MiB taken as needed
+ * up to the capacity. cudaMalloc and cudaFree synchronise the device, so nothing returns
+ * to the driver before fini. */
 
 struct tb_cuda_memory {
     pthread_mutex_t lock;
     uint64_t capacity; /* bytes trainbig may hold on the device */
-    uint64_t in_use, peak, reserved, allocs, fails;
-    uint64_t cached;                /* bytes in free cached blocks (part of reserved) */
-    struct tb_cuda_block *cache;    /* free blocks, smallest first */
-    struct tb_cuda_block **buckets; /* handed-out blocks by address, for mem_free */
-    size_t nbuckets;
+    uint64_t peak, allocs, fails;
+    bool fixed;            /* the capacity is one reservation: never grow */
+    struct tb_arena arena; /* in_use and reserved are its */
 };
 
-int tb_cuda_memory_init(struct tb_cuda_memory *m, uint64_t capacity);
-/* Frees every block, cached or handed out (the owner has stopped using them). */
+/* reserve_all: take the whole capacity from the driver now (when that fails, a warning,
+ * and segments as needed). TB_ERR_NOMEM when out of host memory. */
+int tb_cuda_memory_init(struct tb_cuda_memory *m, uint64_t capacity, bool reserve_all);
+/* cudaFree of every segment, blocks handed out included (the owner has stopped using them). */
 void tb_cuda_memory_fini(struct tb_cuda_memory *m);
 /* NULL when the request does not fit under the capacity or the device is out of memory. */
 void *tb_cuda_memory_alloc(struct tb_cuda_memory *m, size_t bytes);
 void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr);
-/* Returns the cached blocks to the driver. */
-void tb_cuda_memory_trim(struct tb_cuda_memory *m);
 void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out);
 void tb_cuda_memory_reset_peak(struct tb_cuda_memory *m);
 

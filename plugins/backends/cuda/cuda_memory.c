@@ -1,146 +1,120 @@
-/* backends/cuda/cuda_memory.c: device memory, a caching allocator over cudaMalloc.
+/* backends/cuda/cuda_memory.c: device memory, one arena of cudaMalloc'd segments,
+ * suballocated.
  *
- * Sizes are rounded up (512 bytes below 1 MiB, 128 KiB above) and a freed block goes to a
- * cache, from which a later request takes the smallest block that holds it with at most
- * an eighth to spare. A request that would take reserved memory (handed out + cached)
- * over the capacity first returns cached blocks to the driver; one that would take the
- * handed-out bytes over it, or that cudaMalloc refuses even with an empty cache, is NULL:
- * the core's memory manager then makes room and asks again. Blocks are the caller's to
- * free only once the work using them has completed (the contract), so a cached block is
- * free for any stream. */
+ * cudaMalloc and cudaFree synchronise the device, and a training step asks for the same
+ * sizes every step, so memory is taken from the driver in few large pieces and carved up
+ * here, as the cpu backend does with host memory (the same arena, ../arena.c, so both
+ * fragment alike): best fit over the free blocks, a larger block split, a freed block
+ * merged with its free neighbours. With [backend] device_memory set, the whole capacity
+ * is one cudaMalloc at create; without it (capacity = memory_fraction of the free memory
+ * at start), the arena grows by segments of at least 256 MiB up to the capacity. Nothing
+ * goes back to the driver until destroy (the only cudaFree). Sizes round up to 512 bytes,
+ * which also aligns every block.
+ *
+ * A request that does not fit is NULL, counted in fails: the core's memory manager then
+ * makes room and asks again, and frees coalesce, so the retry can fit. Blocks are the
+ * caller's to free only once the work using them has completed (the contract), so a free
+ * block is free for any stream. The segments belong to the backend instance. */
 #include <stdlib.h>
 
 #include "cuda_internal.h"
 
-struct tb_cuda_block {
-    void *ptr;
-    size_t bytes; /* rounded */
-    struct tb_cuda_block *next;
-};
+#define QUANTUM ((size_t)512)
+#define SMALL ((size_t)1 << 20) /* up to this, blocks go high (arena.h) */
+#define SEGMENT ((size_t)256 << 20) /* the least a growing arena takes from the driver */
+#define SEGMENT_ROUND ((size_t)2 << 20)
 
-#define SMALL_ROUND ((size_t)512)
-#define LARGE_ROUND ((size_t)128 << 10)
-#define LARGE_FROM ((size_t)1 << 20)
-
-static size_t round_size(size_t bytes)
+static void release(uintptr_t base, size_t bytes, void *arg)
 {
-    const size_t r = bytes < LARGE_FROM ? SMALL_ROUND : LARGE_ROUND;
-    return (bytes + r - 1) / r * r;
+    (void)bytes;
+    (void)arg;
+    cudaFree((void *)base);
 }
 
-static size_t bucket_of(const struct tb_cuda_memory *m, const void *ptr)
+/* cudaMalloc of `bytes` given to the arena as a segment of `usable` bytes (the driver
+ * aligns to 256 bytes, the arena to 512: bytes - usable is the slack for that). With the
+ * lock held, or before any other call. Returns 0, or -1 with the driver's error cleared. */
+static int add_segment(struct tb_cuda_memory *m, size_t bytes, size_t usable)
 {
-    uintptr_t p = (uintptr_t)ptr >> 9; /* blocks are at least 512-byte aligned */
-    p ^= p >> 17;
-    p *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(p >> 20) & (m->nbuckets - 1);
-}
-
-int tb_cuda_memory_init(struct tb_cuda_memory *m, uint64_t capacity)
-{
-    *m = (struct tb_cuda_memory){ .capacity = capacity, .nbuckets = 4096 };
-    m->buckets = calloc(m->nbuckets, sizeof *m->buckets);
-    if (!m->buckets)
-        return TB_ERR_NOMEM;
-    pthread_mutex_init(&m->lock, NULL);
-    return TB_OK;
-}
-
-static void free_list(struct tb_cuda_block *b)
-{
-    while (b) {
-        struct tb_cuda_block *next = b->next;
-        cudaFree(b->ptr);
-        free(b);
-        b = next;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is not sticky: clear it */
+        return -1;
     }
+    const uintptr_t base = (uintptr_t)p, start = (base + QUANTUM - 1) & ~(uintptr_t)(QUANTUM - 1);
+    const size_t lead = (size_t)(start - base);
+    if (lead + usable > bytes)
+        usable = bytes - lead;
+    if (tb_arena_add(&m->arena, base, lead + usable)) {
+        cudaFree(p);
+        return -1;
+    }
+    return 0;
+}
+
+int tb_cuda_memory_init(struct tb_cuda_memory *m, uint64_t capacity, bool reserve_all)
+{
+    *m = (struct tb_cuda_memory){ .capacity = capacity };
+    if (tb_arena_init(&m->arena, QUANTUM))
+        return TB_ERR_NOMEM;
+    m->arena.small_limit = SMALL;
+    pthread_mutex_init(&m->lock, NULL);
+    const size_t usable = (size_t)capacity & ~(QUANTUM - 1);
+    if (reserve_all && usable && capacity <= SIZE_MAX - QUANTUM) {
+        if (add_segment(m, usable + QUANTUM, usable) == 0)
+            m->fixed = true;
+        else
+            tb_plog(TB_LOG_WARN,
+                    "device memory: could not reserve %.2f GiB at once; taking it in segments as needed, and "
+                    "allocations may fail before the cap",
+                    (double)capacity / (1u << 30));
+    }
+    return TB_OK;
 }
 
 void tb_cuda_memory_fini(struct tb_cuda_memory *m)
 {
-    if (!m->buckets)
+    if (!m->arena.quantum)
         return;
-    free_list(m->cache);
-    for (size_t i = 0; i < m->nbuckets; i++)
-        free_list(m->buckets[i]);
-    free(m->buckets);
+    tb_arena_fini(&m->arena, release, NULL);
     pthread_mutex_destroy(&m->lock);
-    m->buckets = NULL;
 }
 
-/* With the lock held. */
-static void trim_locked(struct tb_cuda_memory *m)
+/* A new segment for `size` bytes (rounded), within the capacity. With the lock held. */
+static int grow(struct tb_cuda_memory *m, size_t size)
 {
-    free_list(m->cache);
-    m->cache = NULL;
-    m->reserved -= m->cached;
-    m->cached = 0;
-}
-
-void tb_cuda_memory_trim(struct tb_cuda_memory *m)
-{
-    pthread_mutex_lock(&m->lock);
-    trim_locked(m);
-    pthread_mutex_unlock(&m->lock);
-}
-
-/* A cached block for `bytes`, unlinked from the cache, or NULL. */
-static struct tb_cuda_block *take_cached(struct tb_cuda_memory *m, size_t bytes)
-{
-    for (struct tb_cuda_block **p = &m->cache; *p; p = &(*p)->next) {
-        struct tb_cuda_block *b = *p;
-        if (b->bytes < bytes)
-            continue;
-        if (b->bytes - bytes > bytes / 8)
-            return NULL; /* smallest first: every later block wastes more */
-        *p = b->next;
-        m->cached -= b->bytes;
-        return b;
-    }
-    return NULL;
+    const uint64_t room = m->capacity > m->arena.reserved ? m->capacity - m->arena.reserved : 0;
+    if (size > room)
+        return -1;
+    size_t seg = size < SEGMENT ? SEGMENT : (size + SEGMENT_ROUND - 1) / SEGMENT_ROUND * SEGMENT_ROUND;
+    if (seg > room)
+        seg = (size_t)room & ~(QUANTUM - 1);
+    /* A large segment first; the driver may have only the request's room left. */
+    if (add_segment(m, seg, seg) == 0)
+        return 0;
+    return seg > size ? add_segment(m, size, size) : -1;
 }
 
 void *tb_cuda_memory_alloc(struct tb_cuda_memory *m, size_t bytes)
 {
-    const size_t size = round_size(bytes ? bytes : 1);
+    const size_t size = tb_arena_round(&m->arena, bytes ? bytes : 1);
     pthread_mutex_lock(&m->lock);
-    struct tb_cuda_block *b = NULL;
-    if (m->in_use + size > m->capacity)
-        goto fail;
-    b = take_cached(m, size);
-    if (!b) {
-        if (m->reserved + size > m->capacity)
-            trim_locked(m);
-        b = malloc(sizeof *b);
-        if (!b)
-            goto fail;
-        b->bytes = size;
-        cudaError_t e = cudaMalloc(&b->ptr, size);
-        if (e != cudaSuccess && m->cached) {
-            cudaGetLastError(); /* out of memory is not sticky: clear it and retry */
-            trim_locked(m);
-            e = cudaMalloc(&b->ptr, size);
-        }
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            free(b);
-            goto fail;
-        }
-        m->reserved += size;
+    uintptr_t p = 0;
+    if (size && m->arena.in_use + size <= m->capacity) {
+        p = tb_arena_alloc(&m->arena, size);
+        if (!p && !m->fixed && grow(m, size) == 0)
+            p = tb_arena_alloc(&m->arena, size);
     }
-    const size_t k = bucket_of(m, b->ptr);
-    b->next = m->buckets[k];
-    m->buckets[k] = b;
-    m->in_use += size;
+    if (!p) {
+        m->fails++;
+        pthread_mutex_unlock(&m->lock);
+        return NULL;
+    }
     m->allocs++;
-    if (m->in_use > m->peak)
-        m->peak = m->in_use;
+    if (m->arena.in_use > m->peak)
+        m->peak = m->arena.in_use;
     pthread_mutex_unlock(&m->lock);
-    return b->ptr;
-fail:
-    m->fails++;
-    pthread_mutex_unlock(&m->lock);
-    return NULL;
+    return (void *)p;
 }
 
 void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr)
@@ -148,37 +122,25 @@ void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr)
     if (!ptr)
         return;
     pthread_mutex_lock(&m->lock);
-    struct tb_cuda_block **p = &m->buckets[bucket_of(m, ptr)];
-    while (*p && (*p)->ptr != ptr)
-        p = &(*p)->next;
-    struct tb_cuda_block *b = *p;
-    if (!b) {
-        pthread_mutex_unlock(&m->lock);
-        tb_plog(TB_LOG_ERROR, "mem_free of %p, which this device did not hand out: ignored", ptr);
-        return;
-    }
-    *p = b->next;
-    m->in_use -= b->bytes;
-    /* Into the cache, smallest first. */
-    struct tb_cuda_block **q = &m->cache;
-    while (*q && (*q)->bytes < b->bytes)
-        q = &(*q)->next;
-    b->next = *q;
-    *q = b;
-    m->cached += b->bytes;
+    const size_t freed = tb_arena_free(&m->arena, (uintptr_t)ptr);
     pthread_mutex_unlock(&m->lock);
+    if (!freed)
+        tb_plog(TB_LOG_ERROR, "mem_free of %p, which this device did not hand out: ignored", ptr);
 }
 
 void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out)
 {
     pthread_mutex_lock(&m->lock);
+    struct tb_arena_stats st;
+    tb_arena_stats(&m->arena, &st);
     *out = (struct tb_mem_stats){
-        .in_use = m->in_use,
+        .in_use = st.in_use,
         .peak = m->peak,
-        .reserved = m->reserved,
+        .reserved = st.reserved,
         .capacity = m->capacity,
         .allocs = m->allocs,
         .fails = m->fails,
+        .largest_free = st.largest_free,
     };
     pthread_mutex_unlock(&m->lock);
 }
@@ -186,6 +148,6 @@ void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out)
 void tb_cuda_memory_reset_peak(struct tb_cuda_memory *m)
 {
     pthread_mutex_lock(&m->lock);
-    m->peak = m->in_use;
+    m->peak = m->arena.in_use;
     pthread_mutex_unlock(&m->lock);
 }
