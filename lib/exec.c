@@ -497,8 +497,8 @@ static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_te
 }
 
 /* The device addresses of a backward op's tensors, read again before each try: making
- * room for its scratch may have moved them (tb_swapmem_make_room). Temporaries are the
- * executor's own blocks and do not move. */
+ * room for its scratch may have moved them (tb_swapmem_make_room). Temporaries are
+ * placed again in din itself (tb_swapmem_set_loose). */
 static void refresh_backward(struct tb_exec *x, const struct tb_gop *o, const bool *temp, struct tb_tensor *in,
                              struct tb_tensor *out, struct tb_tensor *dout, struct tb_tensor *din)
 {
@@ -574,12 +574,24 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
                 rc = grad_target(x, step, gi, &din[i], &temp[i], err);
         }
         if (rc == TB_OK) {
+            /* The temporaries hold nothing yet: making room for the op's scratch may
+             * place them again (din[i].data changes), so that they do not split it. */
+            void **loose[TB_OP_MAX_IN];
+            size_t loose_bytes[TB_OP_MAX_IN];
+            uint32_t nloose = 0;
+            for (uint32_t i = 0; i < o->op.nin; i++)
+                if (temp[i]) {
+                    loose[nloose] = &din[i].data;
+                    loose_bytes[nloose++] = (size_t)x->s->tensors[x->s->grad_of[o->in[i]->id]].bytes;
+                }
+            tb_swapmem_set_loose(&x->mem, loose, loose_bytes, nloose);
             double t0;
             do {
                 refresh_backward(x, o, temp, in, out, dout, din);
                 t0 = tb_now();
                 rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             } while (room_for_op(x, step, &rc, err));
+            tb_swapmem_set_loose(&x->mem, NULL, NULL, 0);
             x->starts[step] = t0;
             x->seconds[step] = tb_now() - t0;
             if (rc)

@@ -393,12 +393,14 @@ static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, 
 }
 
 /* The last resort, once nothing else can move: the running step's own activations and
- * gradients (pinned, so no policy moves them) may split the free memory where they lie.
- * They go to the host and wait there while the block is taken, then come back, to places
- * around it. With keep the block is the caller's; without (an op's scratch) it is freed
- * again for the op to take (best fit finds the same hole). Their values travel through
- * exact copies; the executor reads their addresses again before it runs the op. NULL when
- * even that does not make it fit. */
+ * gradients (pinned, so no policy moves them) and the executor's loose blocks for the op
+ * may split the free memory where they lie. The tensors go to the host and wait there,
+ * the loose blocks (nothing written in them yet) are freed, the block is taken, then
+ * both come back, to places around it. With keep the block is the caller's; without (an
+ * op's scratch) it is freed again for the op to take (best fit finds the same hole).
+ * Values travel through exact copies; the executor reads the addresses again before it
+ * runs the op. NULL when even that does not make it fit (a loose block that then found
+ * no room at all is NULL too: the caller's op fails with it). */
 static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
 {
     if (step >= m->s->nsteps)
@@ -415,17 +417,34 @@ static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, boo
             break;
         moved[n++] = i;
     }
-    void *hole = n ? m->be->mem_alloc(m->be_ctx, m->device, bytes) : NULL;
+    uint32_t freed = 0; /* bit l: loose block l was freed and comes back */
+    for (uint32_t l = 0; l < m->nloose; l++)
+        if (*m->loose[l]) {
+            m->be->mem_free(m->be_ctx, m->device, *m->loose[l]);
+            *m->loose[l] = NULL;
+            freed |= 1u << l;
+        }
+    void *hole = n || freed ? m->be->mem_alloc(m->be_ctx, m->device, bytes) : NULL;
     bool ok = true;
-    /* Back, every one that left (a tensor still on the host is one the step is waiting for). */
-    for (uint32_t k = 0; k < n && ok; k++) {
-        const uint32_t i = moved[k];
-        void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+    /* Back, every one that left (a tensor still on the host is one the step is waiting
+     * for), then the loose blocks: when one finds no room beside the block, the block
+     * goes and the request fails. */
+    for (uint32_t k = 0; k < n + m->nloose && ok; k++) {
+        const bool tensor = k < n;
+        const uint32_t i = tensor ? moved[k] : 0, l = tensor ? 0 : k - n;
+        if (!tensor && !(freed >> l & 1))
+            continue;
+        const size_t want = tensor ? bytes_of(m, i) : m->loose_bytes[l];
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, want);
         if (!p && hole) {
-            /* No room for it beside the block: the block goes, and the request fails. */
             m->be->mem_free(m->be_ctx, m->device, hole);
             hole = NULL;
-            p = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+            p = m->be->mem_alloc(m->be_ctx, m->device, want);
+        }
+        if (!tensor) {
+            *m->loose[l] = p;
+            ok = p != NULL;
+            continue;
         }
         if (!p || start_in(m, i, p, err) != TB_OK) {
             ok = false;
@@ -440,6 +459,17 @@ static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, boo
     if (hole)
         m->be->mem_free(m->be_ctx, m->device, hole);
     return ok && hole ? m : NULL; /* any non-NULL pointer: it fits */
+}
+
+_Static_assert(TB_OP_MAX_IN <= 32, "relocate_step keeps the loose blocks it freed in a 32-bit mask");
+
+void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const size_t *bytes, uint32_t n)
+{
+    m->nloose = n;
+    for (uint32_t k = 0; k < n; k++) {
+        m->loose[k] = blocks[k];
+        m->loose_bytes[k] = bytes[k];
+    }
 }
 
 bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)

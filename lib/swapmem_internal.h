@@ -55,6 +55,13 @@ struct tb_swap_mem {
     struct tb_trace_copy *trace;
     size_t ntrace, trace_cap;
     struct tb_swap_stats stats;
+    /* Blocks the executor holds for the running op outside any tensor (a backward op's
+     * gradient temporaries, not yet written): the last resort frees and re-allocates
+     * them around the block it makes room for, so they must not split it. Each entry is
+     * where the executor keeps the address; it reads it again before the op runs. */
+    void **loose[TB_OP_MAX_IN];
+    size_t loose_bytes[TB_OP_MAX_IN];
+    uint32_t nloose;
 };
 
 /* Sets m up for executor tensors t (and their pins) of schedule s, with a policy (may be
@@ -78,6 +85,9 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
  * the backend allocates itself): finished swap-outs first, else through the policy, until
  * an allocation of `bytes` would succeed. True when memory was freed and it would (the op
  * may run again); *policy_err (with err) when the policy failed. */
+/* The running op's loose blocks (see struct tb_swap_mem), n <= TB_OP_MAX_IN; n = 0
+ * forgets them (the op has run). */
+void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const size_t *bytes, uint32_t n);
 bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err);
 /* Tensor i's value is dead: its device block (after any copy reading it) and residency
  * go; the host buffer is kept for the next step. */
