@@ -5,9 +5,11 @@
  * below that footprint, on the CPU backend with the link of each platform emulated, under
  * each policy. Per run: the step time, its overhead against the uncapped step split into
  * stall (waiting for copies: a tensor needed or freed before its copy finished, and the
- * step's end waiting for its last copies out) and the rest (residual = overhead - stall:
- * the mechanism's own cost, allocation and swap bookkeeping, and the copies' memcpy
- * taking memory bandwidth from compute), both in % of the uncapped step, the bytes moved
+ * step's end waiting for its last copies out) and the rest (residual = overhead - stall),
+ * itself split into the ops' own kernels running slower than uncapped ("ops": on the CPU,
+ * the copies' memcpy taking cores and memory bandwidth from compute, which a GPU's copy
+ * engines do not) and everything between the ops ("other": allocation, making room, the
+ * swap bookkeeping), all in % of the uncapped step, the bytes moved
  * each way per step, and peak device memory. Everything runs through the same
  * configuration path as `trainbig train`.
  *
@@ -326,7 +328,8 @@ int main(int argc, char **argv)
     double summary[2][NMODE][NPLAT][NPOL];
     for (int z = 0; z < 2; z++) {
         double base_s[MAX_ROUNDS], rate[MAX_ROUNDS], step[NMODE][NPLAT][NPOL][MAX_ROUNDS],
-            over[NMODE][NPLAT][NPOL][MAX_ROUNDS], stall[NMODE][NPLAT][NPOL][MAX_ROUNDS];
+            over[NMODE][NPLAT][NPOL][MAX_ROUNDS], stall[NMODE][NPLAT][NPOL][MAX_ROUNDS],
+            slower[NMODE][NPLAT][NPOL][MAX_ROUNDS];
         struct tb_step_timing last[NMODE][NPLAT][NPOL];
         bool failed[NMODE][NPLAT][NPOL] = { { { false } } };
         char why[NMODE][NPLAT][NPOL][160];
@@ -373,6 +376,7 @@ int main(int argc, char **argv)
                         step[mode][p][q][r] = res.step_s;
                         over[mode][p][q][r] = 100.0 * (res.step_s / base.step_s - 1);
                         stall[mode][p][q][r] = 100.0 * res.stall_s / base.step_s;
+                        slower[mode][p][q][r] = 100.0 * (res.ops_s - base.ops_s) / base.step_s;
                         last[mode][p][q] = res;
                     }
         }
@@ -401,8 +405,9 @@ int main(int argc, char **argv)
                 printf("  link %.1fx faster (the reference's balance):\n", k);
             else
                 printf("  control: prefetch, copies free (emulate_link off): the mechanism's own cost\n");
-            printf("    %-14s %-9s %8s %9s %12s %7s %9s %11s %11s %9s\n", "platform", "policy", "step ms", "overhead",
-                   "(min-max)", "stall", "residual", "MiB out/st", "MiB in/st", "peak MiB");
+            printf("    %-14s %-9s %8s %9s %12s %7s %9s %8s %7s %11s %11s %9s\n", "platform", "policy", "step ms",
+                   "overhead", "(min-max)", "stall", "residual", "ops", "other", "MiB out/st", "MiB in/st",
+                   "peak MiB");
             for (int p = 0; p < nplat; p++)
                 for (int q = 0; q < NPOL; q++) {
                     summary[z][mode][p][q] = -1000; /* failed, or not run */
@@ -414,15 +419,15 @@ int main(int argc, char **argv)
                     }
                     const struct tb_step_timing *res = &last[mode][p][q];
                     const double sm = median(step[mode][p][q], rounds), o = median(over[mode][p][q], rounds);
-                    const double st = median(stall[mode][p][q], rounds);
+                    const double st = median(stall[mode][p][q], rounds), sl = median(slower[mode][p][q], rounds);
                     double lo, hi;
                     spread(over[mode][p][q], rounds, &lo, &hi);
                     char range[32];
                     snprintf(range, sizeof range, "(%.0f..%.0f)", lo, hi);
                     summary[z][mode][p][q] = o;
-                    printf("    %-14s %-9s %8.0f %8.1f%% %12s %6.1f%% %8.1f%% %11.1f %11.1f %9.0f\n", plat[p],
-                           policies[q], sm * 1e3, o, range, st, o - st, res->out_bytes / 1048576.0,
-                           res->in_bytes / 1048576.0, (double)res->peak / 1048576.0);
+                    printf("    %-14s %-9s %8.0f %8.1f%% %12s %6.1f%% %8.1f%% %7.1f%% %6.1f%% %11.1f %11.1f %9.0f\n",
+                           plat[p], policies[q], sm * 1e3, o, range, st, o - st, sl, o - st - sl,
+                           res->out_bytes / 1048576.0, res->in_bytes / 1048576.0, (double)res->peak / 1048576.0);
                 }
         }
         if (trace && z == 1 && cuda)

@@ -147,6 +147,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
     const int warmup = 2;
     struct tb_swap_stats before = { 0 };
     double drain = 0; /* the timed steps' ends, waiting for their last copies */
+    double ops = 0;   /* the timed steps' ops, forward and backward, as they ran */
     for (int k = 0; k < warmup + steps && !rc; k++) {
         if (k == warmup) {
             before = *tb_exec_swap_stats(x);
@@ -168,6 +169,9 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         if (!rc && k >= warmup) {
             times[k - warmup] = tb_now() - t0;
             drain += tb_now() - t1;
+            const double *sec = tb_exec_step_seconds(x);
+            for (size_t i = 0; i < tb_exec_schedule(x)->nsteps; i++)
+                ops += sec[i];
         }
         if (!rc && traced)
             rc = tb_exec_trace_write(x, trace, err);
@@ -177,6 +181,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         qsort(times, (size_t)steps, sizeof *times, cmp_double);
         out->step_s = times[steps / 2];
         out->stall_s = (a->stall_seconds - before.stall_seconds + drain) / steps;
+        out->ops_s = ops / steps;
         out->out_bytes = (double)(a->bytes_out - before.bytes_out) / steps;
         out->in_bytes = (double)(a->bytes_in - before.bytes_in) / steps;
         struct tb_mem_stats ms = { 0 };

@@ -11,6 +11,8 @@ struct tb_step_timing {
     double step_s;              /* median step time */
     double stall_s;             /* per step: waiting for copies (the swap's stalls, and the end of the step
                                  * waiting for its last copies out) */
+    double ops_s;               /* per step: the ops' own time, forward and backward (each op's kernels, not
+                                 * the memory manager's work around them) */
     double out_bytes, in_bytes; /* per step: swapped out and in */
     uint64_t peak;              /* device memory, over the timed steps */
     double conv_flops;          /* per step: the convolutions' (tb_graph_conv_flops) */
