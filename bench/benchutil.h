@@ -15,10 +15,10 @@
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
-#include "lib/config_internal.h"
-#include "lib/loader_internal.h"
-#include "lib/section_internal.h"
-#include "lib/setup_internal.h"
+#include "core/config/config_internal.h"
+#include "core/config/loader_internal.h"
+#include "core/config/section_internal.h"
+#include "core/config/setup_internal.h"
 
 #define bench_backend tb_backend_instance
 
@@ -39,7 +39,7 @@ static inline void bench_backend_close(struct bench_backend *b)
 }
 
 /* Finds backend `name` and asks its score() whether it can run here, as `plugin = auto`
- * does (lib/loader.c); exits with the reason when it cannot be loaded or scores 0. Returns
+ * does (core/config/loader.c); exits with the reason when it cannot be loaded or scores 0. Returns
  * the plugin, open: keep it until the backend is closed, so that what it loaded (a GPU
  * runtime) stays loaded between the check and the run. */
 static inline struct tb_plugin_handle *bench_backend_require(const char *name)

@@ -71,7 +71,7 @@
 
 #define BENCH_NO_PEAK /* built without OpenMP: the backend helpers only */
 #include "benchutil.h"
-#include "lib/steptime_internal.h"
+#include "tools/steptime_internal.h"
 
 /* Modes: the link as emulated, at the reference's balance, and the control (prefetch,
  * copies free). */

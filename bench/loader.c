@@ -24,9 +24,9 @@
 #include <trainbig/image.h>
 #include <unistd.h>
 
-#include "lib/augment_internal.h"
-#include "lib/batch_internal.h"
-#include "lib/png_internal.h"
+#include "core/data/augment_internal.h"
+#include "core/data/batch_internal.h"
+#include "core/data/png_internal.h"
 
 enum { WIDTH = 2048, HEIGHT = 1024, REPS = 5 };
 

@@ -47,8 +47,8 @@
 #include <stdint.h>
 
 #include "benchutil.h"
-#include "lib/batch_internal.h"
-#include "lib/engine_internal.h"
+#include "core/data/batch_internal.h"
+#include "core/engine/engine_internal.h"
 
 /* The optimizer of both networks. */
 #define SGD_LR 0.005f

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/setup_internal.h"
+#include "core/config/setup_internal.h"
 #include "tests/fixtures.h"
 #include "tests/testutil.h"
 

@@ -1,5 +1,5 @@
-/* tests/check_config.c: tests of lib/config.c (reading an INI file and --set), lib/section.c
- * (a section validated against its key table, the typed getters) and lib/setup.c (the
+/* tests/check_config.c: tests of core/config/config.c (reading an INI file and --set), core/config/section.c
+ * (a section validated against its key table, the typed getters) and core/config/setup.c (the
  * whole configuration resolved: sections checked, plugins found, the effective
  * configuration printed and read back). */
 #include "config.h"
@@ -17,10 +17,10 @@
 #include <trainbig/keys.h>
 #include <unistd.h>
 
-#include "lib/config_internal.h"
-#include "lib/keys_internal.h"
-#include "lib/section_internal.h"
-#include "lib/setup_internal.h"
+#include "core/config/config_internal.h"
+#include "core/config/keys_internal.h"
+#include "core/config/section_internal.h"
+#include "core/config/setup_internal.h"
 #include "tests/testutil.h"
 
 /* The dataset plugins the build has: taco only with jansson. */

@@ -102,8 +102,8 @@
 
 #include "testutil.h"
 #include "opcheck.h"
-#include "lib/safetensors_internal.h"
-#include "lib/trainer_internal.h"
+#include "core/train/safetensors_internal.h"
+#include "core/train/trainer_internal.h"
 
 struct tol {
     double rel;     /* of |cpu| */

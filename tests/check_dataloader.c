@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/config_internal.h"
-#include "lib/dataloader_internal.h"
-#include "lib/setup_internal.h"
+#include "core/config/config_internal.h"
+#include "core/data/dataloader_internal.h"
+#include "core/config/setup_internal.h"
 
 struct fake {
     size_t n;

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/comm_internal.h"
-#include "lib/engine_internal.h"
-#include "lib/replicas_internal.h"
+#include "core/dist/comm_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/dist/replicas_internal.h"
 #include "opcheck.h"
 
 static const struct tb_comm *world;

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/batch_internal.h"
-#include "lib/canny_internal.h"
+#include "core/data/batch_internal.h"
+#include "core/data/canny_internal.h"
 
 enum { W = 16, H = 12 };
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/engine_internal.h"
+#include "core/engine/engine_internal.h"
 #include "opcheck.h"
 #include "testutil.h"
 

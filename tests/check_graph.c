@@ -7,8 +7,8 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/graph_internal.h"
-#include "lib/schedule_internal.h"
+#include "core/engine/graph_internal.h"
+#include "core/engine/schedule_internal.h"
 #include "testutil.h"
 
 static struct tb_graph *g;

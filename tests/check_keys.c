@@ -1,4 +1,4 @@
-/* tests/check_keys.c: unit tests of lib/keys.c: the value syntax of every key type,
+/* tests/check_keys.c: unit tests of core/config/keys.c: the value syntax of every key type,
  * ranges and names, key-table checks, typo suggestions and sizes. */
 #include "config.h"
 
@@ -10,7 +10,7 @@
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
 
-#include "lib/keys_internal.h"
+#include "core/config/keys_internal.h"
 #include "tests/testutil.h"
 
 #define KIB ((uint64_t)1024)

@@ -8,7 +8,7 @@
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
-#include "lib/loader_internal.h"
+#include "core/config/loader_internal.h"
 #include "testutil.h"
 
 static const char *test_plugins; /* $TB_TEST_PLUGINS */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/metrics_internal.h"
+#include "core/train/metrics_internal.h"
 
 /* 2 images of 1x4 pixels, K = 4 classes (class 3 never labelled nor predicted). Logits
  * are NCHW: for each image, 4 planes of 4 pixels. */

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/engine_internal.h"
-#include "lib/graph_internal.h"
-#include "lib/setup_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/engine/graph_internal.h"
+#include "core/config/setup_internal.h"
 #include "opcheck.h"
 #include "testutil.h"
 

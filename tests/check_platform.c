@@ -1,7 +1,7 @@
 /* check_platform: the platform plugins (x86-pcie, power9-nvlink) opened through the core:
  * their defaults in bytes/s and seconds, overrides, the errors of values the key table
  * cannot catch, environment defaults applied only where unset; the core's reading of a
- * link from plugins built for ABI 1.3 and 1.4 (lib/platform.c); and the machine probe
+ * link from plugins built for ABI 1.3 and 1.4 (core/config/platform.c); and the machine probe
  * behind score() and numa_node = -1, on this machine and on fake /proc and /sys trees of
  * an AC922, a DGX Station and others. */
 #include "config.h"
@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/config_internal.h"
-#include "lib/platform_internal.h"
-#include "lib/section_internal.h"
-#include "lib/setup_internal.h"
+#include "core/config/config_internal.h"
+#include "core/config/platform_internal.h"
+#include "core/config/section_internal.h"
+#include "core/config/setup_internal.h"
 #include "plugins/platforms/link.h"
 #include "tests/testutil.h"
 

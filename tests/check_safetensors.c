@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/safetensors_internal.h"
+#include "core/train/safetensors_internal.h"
 
 static char dir[256], path[300];
 

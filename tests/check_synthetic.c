@@ -9,7 +9,7 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/setup_internal.h"
+#include "core/config/setup_internal.h"
 
 static void setup(void)
 {

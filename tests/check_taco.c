@@ -18,7 +18,7 @@
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
-#include "lib/setup_internal.h"
+#include "core/config/setup_internal.h"
 #include "tests/fixtures.h"
 #include "tests/testutil.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/config_internal.h"
-#include "lib/loader_internal.h"
-#include "lib/section_internal.h"
+#include "core/config/config_internal.h"
+#include "core/config/loader_internal.h"
+#include "core/config/section_internal.h"
 
 int main(int argc, char **argv)
 {

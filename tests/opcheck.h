@@ -24,10 +24,10 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/config_internal.h"
-#include "lib/loader_internal.h"
-#include "lib/section_internal.h"
-#include "lib/setup_internal.h"
+#include "core/config/config_internal.h"
+#include "core/config/loader_internal.h"
+#include "core/config/section_internal.h"
+#include "core/config/setup_internal.h"
 #include "testutil.h"
 
 /* A backend instance (h, ops, ctx) opened by name. */

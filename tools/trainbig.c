@@ -9,17 +9,17 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "lib/comm_internal.h"
-#include "lib/config_internal.h"
-#include "lib/keys_internal.h"
-#include "lib/log_internal.h"
-#include "lib/loader_internal.h"
-#include "lib/setup_internal.h"
-#include "lib/data_report_internal.h"
-#include "lib/fit_internal.h"
-#include "lib/probe_internal.h"
-#include "lib/predict_internal.h"
-#include "lib/trainer_internal.h"
+#include "core/dist/comm_internal.h"
+#include "core/config/config_internal.h"
+#include "core/config/keys_internal.h"
+#include "core/util/log_internal.h"
+#include "core/config/loader_internal.h"
+#include "core/config/setup_internal.h"
+#include "tools/data_report_internal.h"
+#include "tools/fit_internal.h"
+#include "tools/probe_internal.h"
+#include "tools/predict_internal.h"
+#include "core/train/trainer_internal.h"
 
 enum { EXIT_USAGE = 2 };
 

@@ -1,0 +1,53 @@
+/* core/config/keys_internal.h: parsing and checking values against struct tb_key (keys.c). */
+#ifndef TB_CORE_KEYS_INTERNAL_H
+#define TB_CORE_KEYS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <trainbig/error.h>
+#include <trainbig/keys.h>
+
+/* A parsed value. Owns text and items; free with tb_value_free(). */
+struct tb_value {
+    union {
+        int64_t i;  /* INT */
+        double f;   /* FLOAT */
+        bool b;     /* BOOL */
+        uint64_t u; /* SIZE */
+        int e;      /* ENUM: index into allowed */
+    } v;
+    char *text;   /* as written (trimmed); ENUM: the canonical name; PATH: resolved */
+    char **items; /* LIST */
+    size_t nitems;
+};
+
+/* Parses text as a value of key k. A relative PATH is joined to base_dir when base_dir is
+ * non-NULL. On failure returns TB_ERR_CONFIG and writes the reason (what is wrong, then
+ * what is allowed) into why; *out is left empty. */
+int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir, struct tb_value *out, char *why,
+                 size_t why_size);
+void tb_value_free(struct tb_value *v);
+
+/* "an integer in 1..64", "one of: none, lru, prefetch", ... */
+void tb_key_describe(const struct tb_key *k, char *buf, size_t size);
+const char *tb_key_type_name(enum tb_key_type t);
+
+/* Number of keys before TB_KEYS_END (0 for NULL). */
+size_t tb_keys_count(const struct tb_key *keys);
+const struct tb_key *tb_keys_find(const struct tb_key *keys, const char *name);
+
+/* Checks a key table as a plugin declares it: every problem becomes one line in err,
+ * prefixed by `who`. Returns TB_OK or TB_ERR_PLUGIN. */
+int tb_keys_check_table(const struct tb_key *keys, const char *who, struct tb_err *err);
+
+/* The candidate closest to word by edit distance (transpositions count once), or NULL
+ * when none is close enough to be a likely typo. */
+const char *tb_nearest(const char *word, const char *const *candidates, size_t n);
+
+/* Parses a size ("16G", "1.5M", "4096") into bytes; -1 on bad syntax or overflow. */
+int tb_parse_size(const char *text, uint64_t *bytes);
+
+/* Formats bytes with the largest exact binary suffix ("16G", "1536M", "100"). */
+void tb_format_size(uint64_t bytes, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,157 @@
+/* platform.c: reading a platform plugin's link across ABI minors, and applying its
+ * environment defaults. */
+#include "config.h"
+
+#include "core/config/platform_internal.h"
+#include "core/config/section_internal.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The first minor whose tb_link and tb_platform_ops have the 1.4 members, and the first
+ * whose tb_link has accel_efficiency. */
+enum { LINK_V14 = 4, LINK_V17 = 7 };
+
+static bool has_v14(const struct tb_plugin *p)
+{
+    return p->abi_minor >= LINK_V14; /* the loader accepts only this core's major */
+}
+
+static void set_unknown(struct tb_link *l)
+{
+    l->duplex_bytes_per_s = 0.0;
+    l->latency_s = 0.0;
+    l->numa_node = -1;
+}
+
+void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out)
+{
+    memset(out, 0, sizeof *out);
+    set_unknown(out);
+    out->accel_efficiency = TB_ACCEL_EFFICIENCY_DEFAULT;
+    p->ops.platform->link(ctx, out);
+    /* A plugin's struct ends before the members of later minors: whatever is there is not its. */
+    if (p->abi_minor < LINK_V17 || !isfinite(out->accel_efficiency) || out->accel_efficiency <= 0)
+        out->accel_efficiency = TB_ACCEL_EFFICIENCY_DEFAULT;
+    if (!has_v14(p)) {
+        set_unknown(out);
+        return;
+    }
+    if (!isfinite(out->duplex_bytes_per_s) || out->duplex_bytes_per_s < 0)
+        out->duplex_bytes_per_s = 0.0;
+    if (!isfinite(out->latency_s) || out->latency_s < 0)
+        out->latency_s = 0.0;
+    if (out->numa_node < -1)
+        out->numa_node = -1;
+}
+
+enum { MAX_NAME = 255 };
+
+/* Length of the NAME in "NAME=VALUE" (a letter or '_', then letters, digits or '_', at
+ * most MAX_NAME of them), or 0 when entry is not of that form. */
+static size_t env_name_len(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq || eq == entry || eq - entry > MAX_NAME || isdigit((unsigned char)entry[0]))
+        return 0;
+    for (const char *c = entry; c < eq; c++)
+        if (!(isalnum((unsigned char)*c) || *c == '_'))
+            return 0;
+    return (size_t)(eq - entry);
+}
+
+/* Appends "sep NAME=VALUE" to buf at *o, keeping buf terminated when it is full. */
+static void append(char *buf, size_t size, size_t *o, const char *sep, const char *name, size_t name_len,
+                   const char *value)
+{
+    if (*o + 1 >= size)
+        return;
+    int n = snprintf(buf + *o, size - *o, "%s%.*s=%s", sep, (int)name_len, name, value);
+    if (n > 0)
+        *o = *o + (size_t)n < size ? *o + (size_t)n : size - 1;
+}
+
+int tb_platform_apply_env(const struct tb_plugin *p, void *ctx, char *report, size_t report_size, size_t *nset,
+                          struct tb_err *err)
+{
+    if (nset)
+        *nset = 0;
+    snprintf(report, report_size, "none");
+    if (!has_v14(p) || !p->ops.platform->env_defaults)
+        return TB_OK;
+    const char *const *env = p->ops.platform->env_defaults(ctx);
+    if (!env || !env[0])
+        return TB_OK;
+    /* Every entry is checked before the first is set: nothing is applied half. */
+    for (size_t i = 0; env[i]; i++)
+        if (!env_name_len(env[i]))
+            return tb_err_set(err, TB_ERR_PLUGIN,
+                              "platform plugin '%s': environment default '%s' is not NAME=VALUE (a name of 1 to %d "
+                              "letters, digits and '_', not starting with a digit)",
+                              p->name, env[i], MAX_NAME);
+    char set[2048] = "", kept[2048] = "";
+    size_t count_set = 0, nkept = 0, oset = 0, okept = 0;
+    for (size_t i = 0; env[i]; i++) {
+        size_t n = env_name_len(env[i]);
+        char name[MAX_NAME + 1];
+        memcpy(name, env[i], n);
+        name[n] = '\0';
+        const char *have = getenv(name);
+        if (have) {
+            append(kept, sizeof kept, &okept, nkept++ ? ", " : "", name, n, have);
+            continue;
+        }
+        if (setenv(name, env[i] + n + 1, 0) != 0)
+            return tb_err_set(err, TB_ERR_NOMEM, "platform plugin '%s': cannot set %s in the environment", p->name,
+                              env[i]);
+        append(set, sizeof set, &oset, count_set++ ? ", " : "", name, n, env[i] + n + 1);
+    }
+    if (count_set && nkept)
+        snprintf(report, report_size, "set %s; kept %s (already set)", set, kept);
+    else if (count_set)
+        snprintf(report, report_size, "set %s", set);
+    else
+        snprintf(report, report_size, "kept %s (already set)", kept);
+    if (nset)
+        *nset = count_set;
+    return TB_OK;
+}
+
+int tb_platform_apply_swap(const struct tb_plugin *p, void *ctx, struct tb_section *swap, char *report,
+                           size_t report_size, struct tb_err *err)
+{
+    if (report_size)
+        report[0] = '\0';
+    if (p->abi_minor < 5 || !p->ops.platform->swap_defaults)
+        return TB_OK;
+    const char *const *defs = p->ops.platform->swap_defaults(ctx);
+    /* Checked first, applied after: nothing is applied half. */
+    for (size_t pass = 0; pass < 2; pass++) {
+        size_t o = 0;
+        for (size_t i = 0; defs && defs[i]; i++) {
+            const char *eq = strchr(defs[i], '=');
+            char key[64];
+            if (!eq || eq == defs[i] || (size_t)(eq - defs[i]) >= sizeof key)
+                return tb_err_set(err, TB_ERR_PLUGIN, "platform plugin '%s': swap default '%s' is not key=value",
+                                  p->name, defs[i]);
+            memcpy(key, defs[i], (size_t)(eq - defs[i]));
+            key[eq - defs[i]] = '\0';
+            char why[512], origin[160];
+            snprintf(origin, sizeof origin, "platform '%s' swap_defaults", p->name);
+            int rc = tb_section_default(swap, key, eq + 1, pass ? origin : NULL, why, sizeof why);
+            if (rc < 0)
+                return tb_err_set(err, TB_ERR_CONFIG, "[platform] swap_defaults of platform '%s': '%s': [swap] %s: %s",
+                                  p->name, defs[i], key, why);
+            if (pass && rc > 0 && o + 1 < report_size) {
+                int n = snprintf(report + o, report_size - o, "%s%s = %s", o ? ", " : "", key, eq + 1);
+                if (n > 0)
+                    o = o + (size_t)n < report_size ? o + (size_t)n : report_size - 1;
+            }
+        }
+    }
+    return TB_OK;
+}

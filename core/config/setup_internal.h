@@ -1,0 +1,119 @@
+/* core/config/setup_internal.h: a whole configuration resolved: every section validated, every
+ * plugin found and loaded (setup.c). This is what `trainbig config` prints and what the
+ * training pipeline starts from. */
+#ifndef TB_CORE_SETUP_INTERNAL_H
+#define TB_CORE_SETUP_INTERNAL_H
+
+#include <stdio.h>
+
+#include "core/config/config_internal.h"
+#include "core/config/loader_internal.h"
+#include "core/config/section_internal.h"
+
+extern const struct tb_key tb_run_keys[];
+extern const struct tb_key tb_train_keys[];
+extern const struct tb_key tb_report_keys[];
+/* The data loader's keys, which [dataset] has besides its plugin's (core_keys.c). */
+extern const struct tb_key tb_data_keys[];
+/* The core's keys in [model] (sync_bn), besides its plugin's (core_keys.c). */
+extern const struct tb_key tb_model_core_keys[];
+
+/* The sections, in the order they are validated and printed. */
+enum tb_section_id {
+    TB_SEC_RUN,
+    TB_SEC_BACKEND,
+    TB_SEC_PLATFORM,
+    TB_SEC_MODEL,
+    TB_SEC_DATASET,
+    TB_SEC_SWAP,
+    TB_SEC_TRAIN,
+    TB_SEC_REPORT,
+    TB_SEC_COUNT
+};
+
+struct tb_setup_slot {
+    const char *name;                /* section name, static */
+    int kind;                        /* plugin kind, 0 for the core's own sections */
+    struct tb_section *section;      /* validated values */
+    struct tb_plugin_handle *plugin; /* plugin sections: the loaded plugin */
+    char *plugin_origin;             /* where `plugin = ...` came from */
+    char *plugin_note;               /* "auto: chose ..." when chosen by score */
+};
+
+struct tb_setup {
+    const struct tb_config *cfg; /* not owned: outlives the setup */
+    struct tb_setup_slot slot[TB_SEC_COUNT];
+};
+
+/* Validates all of cfg and loads its plugins. Every problem found is one line in err
+ * (TB_ERR_CONFIG or TB_ERR_PLUGIN): nothing runs until the whole file is right. Applies
+ * [run] log_level. On success *out is the caller's (tb_setup_free), and cfg must outlive
+ * it. */
+int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err);
+void tb_setup_free(struct tb_setup *s);
+
+/* The effective configuration as INI text: every key, its value, and where it came from
+ * (file and line, --set, default, auto). */
+void tb_setup_print(const struct tb_setup *s, FILE *out);
+
+/* The names of the installed plugins of a kind, "a, b" or "none". */
+void tb_plugin_names(int kind, char *buf, size_t size);
+
+/* A backend instance opened outside a full configuration (benchmarks, tests, tools). */
+struct tb_backend_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_backend_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* The same for a model. */
+struct tb_model_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_model_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* Finds backend plugin `name`, validates `settings` ("key = value" lines of its
+ * [backend] section, as in a file) against its keys, and creates an instance. On failure
+ * *b is left empty and err says why. Close with tb_backend_close(). */
+int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err);
+void tb_backend_close(struct tb_backend_instance *b);
+
+/* The same for a dataset split. */
+struct tb_dataset_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_dataset_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* The same for a platform. */
+struct tb_platform_instance {
+    struct tb_plugin_handle *h;
+    const struct tb_platform_ops *ops;
+    void *ctx;
+    struct tb_config *cfg;
+    struct tb_section *sec;
+};
+
+/* As tb_backend_open, for platform plugin `name` and its [platform] settings. Read its
+ * link with tb_platform_link(p->h->p, p->ctx, &link) (core/config/platform_internal.h). */
+int tb_platform_open(const char *name, const char *settings, struct tb_platform_instance *p, struct tb_err *err);
+void tb_platform_close(struct tb_platform_instance *p);
+
+/* As tb_backend_open, for model plugin `name` and its [model] settings. */
+int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err);
+void tb_model_close(struct tb_model_instance *m);
+
+/* As tb_backend_open, for split `split` of dataset plugin `name` and its [dataset]
+ * settings. */
+int tb_dataset_open(const char *name, const char *split, const char *settings, struct tb_dataset_instance *d,
+                    struct tb_err *err);
+void tb_dataset_close(struct tb_dataset_instance *d);
+
+#endif

@@ -1,0 +1,707 @@
+/* exec.c: runs a graph on an engine: forward, the losses, backward in reverse.
+ *
+ * Memory follows the schedule: an activation is allocated by the step that produces it
+ * and freed right after its last use (forward or backward); a gradient is allocated by
+ * the first backward step that writes it, accumulated into by later ones, and freed after
+ * its producer's backward has read it. Parameters and buffers belong to the engine, inputs
+ * to the executor. Every step is timed.
+ *
+ * Before a step runs, every tensor it touches is pinned (not to be moved) and made
+ * resident; after, unpinned. Device memory goes through the memory manager (swapmem.c),
+ * which moves unpinned activations and gradients to host memory when the swap policy
+ * says so, and brings them back before a step needs them. */
+#include "config.h"
+
+#include "core/engine/engine_internal.h"
+#include "core/util/clock_internal.h"
+
+#include "core/dist/gradsync_internal.h"
+#include "core/engine/swapmem_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct tb_exec {
+    struct tb_engine *e;
+    struct tb_graph *g;
+    struct tb_schedule *s;
+    void **state;            /* [nops] backend op states */
+    struct tb_tensor *t;     /* [ntensors]; data NULL while not allocated */
+    struct tb_param **param; /* [ntensors]; the engine entry behind a PARAM/BUFFER node or PARAM_GRAD */
+    bool *written;           /* [ntensors]; gradients: holds this step's first contribution */
+    uint64_t *allocs;        /* [ntensors] */
+    uint32_t *pins;          /* [ntensors] */
+    double *seconds;         /* [nsteps] */
+    double *starts;          /* [nsteps] when each step's op began (CLOCK_MONOTONIC), for traces */
+    struct tb_swap_mem mem;  /* residency and swapping of t[] */
+    bool mem_ready;
+    struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
+};
+
+static size_t bytes_of(void *arg, const struct tb_tensor_desc *d)
+{
+    struct tb_engine *e = arg;
+    return e->ops->tensor_bytes(e->ctx, d);
+}
+
+const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x)
+{
+    return x->s;
+}
+
+const struct tb_op *tb_exec_step_op(const struct tb_exec *x, size_t step, bool *backward, char *how, size_t how_size)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    if (backward)
+        *backward = st->backward;
+    if (how && how_size) {
+        how[0] = '\0';
+        if (x->e->op_describe)
+            x->e->op_describe(x->e->ctx, x->state[st->op], how, how_size);
+    }
+    return &x->g->ops[st->op].op;
+}
+
+const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x)
+{
+    return &x->mem.stats;
+}
+
+const double *tb_exec_step_seconds(const struct tb_exec *x)
+{
+    return x->seconds;
+}
+
+uint64_t tb_exec_allocations(const struct tb_exec *x, size_t i)
+{
+    return i < x->s->ntensors ? x->allocs[i] : 0;
+}
+
+bool tb_exec_resident(const struct tb_exec *x, size_t i)
+{
+    return i < x->s->ntensors && x->t[i].data != NULL;
+}
+
+uint32_t tb_exec_pins(const struct tb_exec *x, size_t i)
+{
+    return i < x->s->ntensors ? x->pins[i] : 0;
+}
+
+static void pin_step(struct tb_exec *x, size_t step)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    for (uint32_t i = 0; i < st->ntensors; i++)
+        x->pins[st->tensors[i]]++;
+}
+
+static void unpin_step(struct tb_exec *x, size_t step)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    for (uint32_t i = 0; i < st->ntensors; i++)
+        x->pins[st->tensors[i]]--;
+}
+
+/* Tensors the executor allocates and frees as the step goes. */
+static bool transient(const struct tb_exec *x, size_t i)
+{
+    enum tb_sched_kind k = x->s->tensors[i].kind;
+    return k == TB_SCHED_ACTIVATION || k == TB_SCHED_GRADIENT;
+}
+
+/* Out of device memory for `bytes` of `what` at step `step`: say for what, how full the
+ * device is (and how fragmented), what holds it, and what to change. */
+static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t bytes, struct tb_err *err)
+{
+    struct tb_mem_stats st = { 0 };
+    if (x->e->ops->mem_stats)
+        x->e->ops->mem_stats(x->e->ctx, x->e->device, &st);
+    size_t top[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
+    for (size_t j = 0; j < x->s->ntensors; j++) {
+        if (!x->t[j].data)
+            continue;
+        for (int r = 0; r < 3; r++) {
+            if (top[r] == SIZE_MAX || x->s->tensors[j].bytes > x->s->tensors[top[r]].bytes) {
+                for (int q = 2; q > r; q--)
+                    top[q] = top[q - 1];
+                top[r] = j;
+                break;
+            }
+        }
+    }
+    char largest[1024] = "";
+    size_t o = 0;
+    for (int r = 0; r < 3 && top[r] != SIZE_MAX && o < sizeof largest; r++)
+        o += (size_t)snprintf(largest + o, sizeof largest - o, "%s%s %.1f MiB", r ? ", " : "",
+                              x->s->tensors[top[r]].name, (double)x->s->tensors[top[r]].bytes / 1048576.0);
+    /* Free bytes split into blocks too small for the request: say so, or the numbers
+     * seem to contradict the failure. */
+    char frag[160] = "";
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    const uint64_t free_b = total > st.in_use ? total - st.in_use : 0;
+    if (x->e->largest_free_known && free_b)
+        snprintf(frag, sizeof frag, ", %.1f MiB free but in blocks of at most %.1f MiB (fragmentation %.0f%%)",
+                 (double)free_b / 1048576.0, (double)st.largest_free / 1048576.0,
+                 100.0 * (1.0 - (double)st.largest_free / (double)free_b));
+    const char *step_name = step < x->s->nsteps ? x->s->steps[step].name : "setup";
+    const struct tb_swap_policy *pol = &x->e->swap;
+    const char *hint = pol->ops && pol->ops->make_room
+                           ? "; the swap policy could not make room: lower [swap] min_size, or"
+                           : "; set [swap] plugin = lru (or prefetch) to move activations to host memory, or";
+    return tb_err_set(err, TB_ERR_NOMEM,
+                      "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use%s "
+                      "(largest live: %s)%s lower [train] batch or the image size, or raise [backend] device_memory",
+                      step_name, what, (double)bytes / 1048576.0, (double)st.capacity / 1048576.0,
+                      (double)st.in_use / 1048576.0, frag, *largest ? largest : "none", hint);
+}
+
+static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+{
+    return oom_report(x, step, x->s->tensors[i].name, x->s->tensors[i].bytes, err);
+}
+
+/* Device memory of `bytes` for step `step`, through the memory manager once it exists;
+ * NULL with *status and err set (out of memory for tensor i, or the policy failed). */
+static void *device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err)
+{
+    void *p;
+    int perr = TB_OK;
+    if (x->mem_ready)
+        p = tb_swapmem_alloc(&x->mem, step, bytes, &perr, err);
+    else
+        p = x->e->ops->mem_alloc(x->e->ctx, x->e->device, bytes ? bytes : 1);
+    *status = p ? TB_OK : perr ? perr : out_of_memory(x, step, i, err);
+    return p;
+}
+
+static int alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+{
+    if (x->t[i].data)
+        return TB_OK;
+    int rc;
+    x->t[i].data = device_alloc(x, step, i, (size_t)x->s->tensors[i].bytes, &rc, err);
+    if (!x->t[i].data)
+        return rc;
+    if (x->mem_ready)
+        tb_swapmem_produced(&x->mem, i);
+    x->allocs[i]++;
+    return TB_OK;
+}
+
+static void free_tensor(struct tb_exec *x, size_t i)
+{
+    if (x->pins[i] && x->t[i].data) {
+        /* Freeing what a running step uses: a bug in the executor's bookkeeping. */
+        fprintf(stderr, "trainbig: internal error: freeing pinned tensor %s\n", x->s->tensors[i].name);
+        abort();
+    }
+    if (x->mem_ready) {
+        tb_swapmem_drop(&x->mem, i);
+    } else if (x->t[i].data) {
+        x->e->ops->mem_free(x->e->ctx, x->e->device, x->t[i].data);
+        x->t[i].data = NULL;
+    }
+}
+
+/* Frees every transient tensor still held (the previous step's outputs). */
+static void release_transients(struct tb_exec *x)
+{
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        if (transient(x, i))
+            free_tensor(x, i);
+}
+
+void tb_exec_free(struct tb_exec *x)
+{
+    if (!x)
+        return;
+    if (x->s) {
+        release_transients(x);
+        for (size_t i = 0; i < x->s->ntensors; i++)
+            if (x->s->tensors[i].kind == TB_SCHED_INPUT)
+                free_tensor(x, i);
+        if (x->mem_ready)
+            tb_swapmem_fini(&x->mem);
+        tb_grad_sync_free(&x->sync);
+        for (size_t k = 0; x->state && k < x->g->nops; k++)
+            if (x->state[k])
+                x->e->ops->op_release(x->e->ctx, x->state[k]);
+    }
+    tb_schedule_free(x->s);
+    free(x->state);
+    free(x->t);
+    free(x->param);
+    free(x->written);
+    free(x->allocs);
+    free(x->pins);
+    free(x->seconds);
+    free(x->starts);
+    free(x);
+}
+
+/* The gradient of every parameter backward will write (the inputs backward's grad_target
+ * reaches, the same test), allocated now rather than at the first backward: they live
+ * for the whole run, and made now they sit beside the parameters instead of in holes
+ * between the first step's activations, where they would split the free memory for good.
+ * Owned by the engine (tb_param.grad), like the lazily made ones were. */
+static int alloc_param_grads(struct tb_exec *x, struct tb_err *err)
+{
+    if (!x->g->training)
+        return TB_OK;
+    for (size_t step = x->s->nforward; step < x->s->nsteps; step++) {
+        const struct tb_gop *o = &x->g->ops[x->s->steps[step].op];
+        const uint32_t gin = tb_op_grad_inputs(&o->op);
+        for (uint32_t i = 0; i < o->op.nin; i++) {
+            const uint32_t gi = x->s->grad_of[o->in[i]->id];
+            struct tb_param *p = gi != UINT32_MAX && (gin >> i & 1) ? x->param[gi] : NULL;
+            if (!p || p->grad.data)
+                continue;
+            int rc;
+            p->grad = p->value;
+            p->grad.data = device_alloc(x, SIZE_MAX, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
+            if (!p->grad.data)
+                return rc;
+        }
+    }
+    return TB_OK;
+}
+
+int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err)
+{
+    *out = NULL;
+    if (tb_graph_error(g))
+        return tb_err_set(err, TB_ERR_RUNTIME, "the graph is broken: %s", tb_graph_error(g));
+    struct tb_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    x->e = e;
+    x->g = g;
+    x->s = tb_schedule_build(g, bytes_of, e);
+    if (!x->s) {
+        free(x);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory scheduling the graph");
+    }
+    size_t nt = x->s->ntensors ? x->s->ntensors : 1;
+    x->state = calloc(g->nops ? g->nops : 1, sizeof *x->state);
+    x->t = calloc(nt, sizeof *x->t);
+    x->param = calloc(nt, sizeof *x->param);
+    x->written = calloc(nt, sizeof *x->written);
+    x->allocs = calloc(nt, sizeof *x->allocs);
+    x->pins = calloc(nt, sizeof *x->pins);
+    x->seconds = calloc(x->s->nsteps ? x->s->nsteps : 1, sizeof *x->seconds);
+    x->starts = calloc(x->s->nsteps ? x->s->nsteps : 1, sizeof *x->starts);
+    int rc = TB_OK;
+    if (!x->state || !x->t || !x->param || !x->written || !x->allocs || !x->pins || !x->seconds || !x->starts) {
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < x->s->ntensors; i++) {
+        x->t[i].desc = x->s->tensors[i].desc;
+        x->t[i].device = e->device;
+    }
+    /* Leaves: parameters and buffers from the engine, inputs of our own. */
+    for (size_t i = 0; i < g->nnodes; i++) {
+        struct tb_node *n = g->nodes[i];
+        if (n->kind == TB_NODE_PARAM || n->kind == TB_NODE_BUFFER) {
+            rc = tb_engine_param(e, n->name, n->kind == TB_NODE_PARAM, n->desc, n->init, &x->param[i], err);
+            if (rc)
+                goto fail;
+            x->t[i] = x->param[i]->value;
+            uint32_t gi = x->s->grad_of[i];
+            if (gi != UINT32_MAX)
+                x->param[gi] = x->param[i];
+        } else if (n->kind == TB_NODE_INPUT) {
+            rc = alloc_tensor(x, SIZE_MAX, i, err);
+            if (rc)
+                goto fail;
+        }
+    }
+    rc = alloc_param_grads(x, err);
+    if (rc)
+        goto fail;
+    for (size_t k = 0; k < g->nops; k++) {
+        rc = e->ops->op_prepare(e->ctx, e->device, &g->ops[k].op, &x->state[k], err);
+        if (rc) {
+            tb_err_prefix(err, "preparing %s", g->ops[k].name);
+            goto fail;
+        }
+    }
+    rc = tb_swapmem_init(&x->mem, e->ops, e->ctx, e->device, x->s, x->t, x->pins, &e->swap, err);
+    if (rc)
+        goto fail;
+    x->mem.release_scratch = e->release_scratch;
+    x->mem_ready = true;
+    rc = tb_grad_sync_plan(&x->sync, e, g, x->s, x->param, err);
+    if (rc)
+        goto fail;
+    *out = x;
+    return TB_OK;
+fail:
+    tb_exec_free(x);
+    return rc;
+}
+
+static struct tb_node *find_named(const struct tb_named_node *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0)
+            return list[i].x;
+    return NULL;
+}
+
+int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, struct tb_err *err)
+{
+    struct tb_node *n = tb_graph_find(x->g, name);
+    if (!n || n->kind != TB_NODE_INPUT)
+        return tb_err_set(err, TB_ERR_RUNTIME, "the graph has no input named '%s'", name);
+    return x->e->ops->tensor_write(x->e->ctx, &x->t[n->id], host, err);
+}
+
+int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err *err)
+{
+    struct tb_node *n = find_named(x->g->outputs, x->g->noutputs, name);
+    if (!n)
+        n = find_named(x->g->losses, x->g->nlosses, name);
+    if (!n)
+        return tb_err_set(err, TB_ERR_RUNTIME, "the graph has no output or loss named '%s'", name);
+    if (x->mem_ready && tb_swap_residency(&x->mem, n->id) != TB_RES_NONE) {
+        int rc = tb_swapmem_fetch(&x->mem, n->id, err); /* a policy may have moved it out */
+        if (rc)
+            return rc;
+    }
+    if (!x->t[n->id].data)
+        return tb_err_set(err, TB_ERR_RUNTIME, "output '%s' has not been computed (run forward first)", name);
+    return x->e->ops->tensor_read(x->e->ctx, &x->t[n->id], host, err);
+}
+
+/* An op failed with TB_ERR_NOMEM: when it was its own scratch that did not fit (the
+ * backend says how much), free that much through the memory manager. True when the op
+ * may run again. */
+static bool room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err)
+{
+    if (*rc != TB_ERR_NOMEM || !x->e->alloc_failed_bytes)
+        return false;
+    uint64_t bytes = x->e->alloc_failed_bytes(x->e->ctx, x->e->device);
+    if (!bytes)
+        return false;
+    struct tb_err why;
+    tb_err_clear(&why);
+    int perr;
+    if (!tb_swapmem_make_room(&x->mem, step, bytes, &perr, &why)) {
+        if (perr) {
+            *err = why;
+            *rc = perr;
+        } else {
+            /* The op's own memory does not fit and nothing can move: the full report. */
+            tb_err_clear(err);
+            *rc = oom_report(x, step, "the op's scratch space", bytes, err);
+        }
+        return false;
+    }
+    tb_err_clear(err);
+    return true;
+}
+
+/* After a step: free what no later step needs. */
+static void retire(struct tb_exec *x, size_t step)
+{
+    const struct tb_sched_step *st = &x->s->steps[step];
+    for (uint32_t i = 0; i < st->ntensors; i++) {
+        uint32_t t = st->tensors[i];
+        if (transient(x, t) && x->s->tensors[t].last_use == (int32_t)step)
+            free_tensor(x, t);
+    }
+}
+
+int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
+{
+    release_transients(x);
+    /* The backend draws dropout masks from (step, op, element): mixing the run seed in
+     * makes two seeds drop differently at the same step. */
+    step ^= x->e->seed * 0x9E3779B97F4A7C15ull;
+    /* Data parallel: each rank's images are other images, so they get other masks (the
+     * element indices of every rank's share start at 0). Rank 0 keeps one process's. */
+    if (x->e->comm)
+        step ^= (uint64_t)x->e->comm->rank * 0xD1B54A32D192ED03ull;
+    for (size_t k = 0; k < x->s->nforward; k++) {
+        const struct tb_gop *o = &x->g->ops[k];
+        struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
+        pin_step(x, k);
+        int rc = tb_swapmem_before_step(&x->mem, k, err);
+        for (uint32_t j = 0; j < o->op.nout && rc == TB_OK; j++)
+            rc = alloc_tensor(x, k, o->out[j]->id, err);
+        if (rc) {
+            unpin_step(x, k);
+            return rc;
+        }
+        double t0;
+        do {
+            /* Read each time: making room for the op's scratch may move its tensors. */
+            for (uint32_t i = 0; i < o->op.nin; i++)
+                in[i] = x->t[o->in[i]->id];
+            for (uint32_t j = 0; j < o->op.nout; j++)
+                out[j] = x->t[o->out[j]->id];
+            t0 = tb_now();
+            rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
+        } while (room_for_op(x, k, &rc, err));
+        x->starts[k] = t0;
+        x->seconds[k] = tb_now() - t0;
+        unpin_step(x, k);
+        if (rc)
+            return tb_err_prefix(err, "%s", o->name);
+        retire(x, k);
+        rc = tb_swapmem_after_step(&x->mem, k, err);
+        if (rc)
+            return rc;
+    }
+    return TB_OK;
+}
+
+/* The tensor backward writes the gradient of node n into: its gradient itself when this
+ * is the first contribution, else a temporary that is accumulated afterwards. */
+static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_tensor *target, bool *temporary,
+                       struct tb_err *err)
+{
+    *temporary = false;
+    struct tb_param *p = x->param[gi];
+    if (p) {
+        /* A parameter's gradient lives in the engine, across steps, for the optimizer. */
+        if (!p->grad.data) {
+            int rc;
+            p->grad = p->value;
+            p->grad.data = device_alloc(x, step, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
+            if (!p->grad.data)
+                return rc;
+        }
+        x->t[gi] = p->grad;
+        x->written[gi] = p->grad_written;
+    } else {
+        int rc = alloc_tensor(x, step, gi, err);
+        if (rc)
+            return rc;
+    }
+    if (!x->written[gi]) {
+        *target = x->t[gi];
+        return TB_OK;
+    }
+    *target = x->t[gi];
+    int rc;
+    target->data = device_alloc(x, step, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
+    if (!target->data)
+        return rc;
+    *temporary = true;
+    return TB_OK;
+}
+
+/* The device addresses of a backward op's tensors, read again before each try: making
+ * room for its scratch may have moved them (tb_swapmem_make_room). Temporaries are
+ * placed again in din itself (tb_swapmem_set_loose). */
+static void refresh_backward(struct tb_exec *x, const struct tb_gop *o, const bool *temp, struct tb_tensor *in,
+                             struct tb_tensor *out, struct tb_tensor *dout, struct tb_tensor *din)
+{
+    for (uint32_t j = 0; j < o->op.nout; j++) {
+        out[j].data = x->t[o->out[j]->id].data;
+        uint32_t gj = x->s->grad_of[o->out[j]->id];
+        dout[j].data = gj != UINT32_MAX ? x->t[gj].data : NULL;
+    }
+    for (uint32_t i = 0; i < o->op.nin; i++) {
+        in[i].data = x->t[o->in[i]->id].data;
+        uint32_t gi = x->s->grad_of[o->in[i]->id];
+        if (din[i].data && !temp[i] && gi != UINT32_MAX)
+            din[i].data = x->t[gi].data;
+    }
+}
+
+int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
+{
+    if (!x->g->training)
+        return tb_err_set(err, TB_ERR_RUNTIME, "backward on a graph built for inference");
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        x->written[i] = false;
+    for (size_t i = 0; i < x->e->nparams; i++)
+        x->e->params[i]->grad_written = false;
+    /* Seed: d objective / d loss = the loss's weight (summed when a node is added twice). */
+    for (size_t l = 0; l < x->g->nlosses; l++) {
+        const struct tb_node *n = x->g->losses[l].x;
+        uint32_t gi = x->s->grad_of[n->id];
+        if (gi == UINT32_MAX || x->written[gi])
+            continue; /* no parameter influences it, or seeded already */
+        float w = 0;
+        for (size_t m = l; m < x->g->nlosses; m++)
+            if (x->g->losses[m].x == n)
+                w += x->g->losses[m].weight;
+        /* Data parallel: the all-reduce averages gradients, which is the global batch's
+         * gradient for a loss that is a mean over the batch. A loss that sums over images
+         * is the sum of the ranks' losses: seed it with the rank count. */
+        if (tb_grad_sync_active(&x->sync) && tb_graph_loss_sums_images(x->g, n))
+            w *= (float)x->e->comm->size;
+        int rc = alloc_tensor(x, x->s->nforward, gi, err);
+        if (rc == TB_OK)
+            rc = x->e->ops->tensor_fill(x->e->ctx, &x->t[gi], w, err);
+        if (rc)
+            return rc;
+        x->written[gi] = true;
+    }
+    tb_grad_sync_begin(&x->sync);
+    for (size_t step = x->s->nforward; step < x->s->nsteps; step++) {
+        const struct tb_sched_step *st = &x->s->steps[step];
+        const struct tb_gop *o = &x->g->ops[st->op];
+        uint32_t rin, rout, gin = tb_op_grad_inputs(&o->op);
+        tb_op_backward_reads(&o->op, &rin, &rout);
+        struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT], dout[TB_OP_MAX_OUT], din[TB_OP_MAX_IN];
+        bool temp[TB_OP_MAX_IN] = { false };
+        pin_step(x, step);
+        int rc = tb_swapmem_before_step(&x->mem, step, err);
+        /* Resident now: read the device blocks. */
+        for (uint32_t j = 0; j < o->op.nout; j++) {
+            out[j] = x->t[o->out[j]->id];
+            uint32_t gj = x->s->grad_of[o->out[j]->id];
+            dout[j] = gj != UINT32_MAX ? x->t[gj] : x->t[o->out[j]->id];
+            if (gj == UINT32_MAX)
+                dout[j].data = NULL;
+        }
+        for (uint32_t i = 0; i < o->op.nin; i++) {
+            in[i] = x->t[o->in[i]->id];
+            din[i] = in[i];
+            din[i].data = NULL;
+        }
+        for (uint32_t i = 0; i < o->op.nin && rc == TB_OK; i++) {
+            uint32_t gi = x->s->grad_of[o->in[i]->id];
+            if ((gin >> i & 1) && gi != UINT32_MAX)
+                rc = grad_target(x, step, gi, &din[i], &temp[i], err);
+        }
+        if (rc == TB_OK) {
+            /* The temporaries hold nothing yet: making room for the op's scratch may
+             * place them again (din[i].data changes), so that they do not split it. */
+            void **loose[TB_OP_MAX_IN];
+            size_t loose_bytes[TB_OP_MAX_IN];
+            uint32_t nloose = 0;
+            for (uint32_t i = 0; i < o->op.nin; i++)
+                if (temp[i]) {
+                    loose[nloose] = &din[i].data;
+                    loose_bytes[nloose++] = (size_t)x->s->tensors[x->s->grad_of[o->in[i]->id]].bytes;
+                }
+            tb_swapmem_set_loose(&x->mem, loose, loose_bytes, nloose);
+            double t0;
+            do {
+                refresh_backward(x, o, temp, in, out, dout, din);
+                t0 = tb_now();
+                rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
+            } while (room_for_op(x, step, &rc, err));
+            tb_swapmem_set_loose(&x->mem, NULL, NULL, 0);
+            x->starts[step] = t0;
+            x->seconds[step] = tb_now() - t0;
+            if (rc)
+                tb_err_prefix(err, "%s (backward)", o->name);
+        }
+        /* Fold temporaries into their gradients; mark first contributions. */
+        for (uint32_t i = 0; i < o->op.nin; i++) {
+            if (!din[i].data)
+                continue;
+            uint32_t gi = x->s->grad_of[o->in[i]->id];
+            if (temp[i]) {
+                if (rc == TB_OK)
+                    rc = x->e->ops->tensor_accumulate(x->e->ctx, &x->t[gi], &din[i], 1.0f, err);
+                x->e->ops->mem_free(x->e->ctx, x->e->device, din[i].data);
+            }
+            x->written[gi] = true;
+            if (x->param[gi])
+                x->param[gi]->grad_written = true;
+            else
+                tb_swapmem_produced(&x->mem, gi); /* rewritten: a host copy is stale */
+        }
+        unpin_step(x, step);
+        if (rc)
+            return rc;
+        retire(x, step);
+        rc = tb_swapmem_after_step(&x->mem, step, err);
+        if (rc == TB_OK)
+            rc = tb_grad_sync_after_step(&x->sync, step, err);
+        if (rc)
+            return rc;
+    }
+    /* A parameter of this graph that no loss reaches has a zero gradient, not a stale one. */
+    for (size_t i = 0; i < x->g->nnodes; i++) {
+        struct tb_param *p = x->param[i];
+        if (p && p->trainable && p->grad.data && !p->grad_written) {
+            int rc = x->e->ops->tensor_fill(x->e->ctx, &p->grad, 0.0f, err);
+            if (rc)
+                return rc;
+            p->grad_written = true;
+        }
+    }
+    return tb_grad_sync_finish(&x->sync, err);
+}
+
+/* ------------------------------------------------------------------ traces */
+
+void tb_exec_trace_begin(struct tb_exec *x)
+{
+    tb_swapmem_trace_clear(&x->mem);
+    x->mem.tracing = true;
+}
+
+/* A JSON string: the name with quotes and backslashes replaced. */
+static void json_name(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        fputc(*s == '"' || *s == '\\' ? '_' : *s, f);
+    fputc('"', f);
+}
+
+int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
+{
+    struct tb_swap_mem *m = &x->mem;
+    m->tracing = false;
+    if (!x->e->event_time) {
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: this backend cannot time its copies (event_time, ABI 1.4)", path);
+    }
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", tmp, strerror(errno));
+    }
+    double t0 = x->starts[0];
+    for (size_t k = 0; k < x->s->nsteps; k++)
+        if (x->starts[k] > 0 && x->starts[k] < t0)
+            t0 = x->starts[k];
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+    static const char *const tracks[] = { "compute", "copy host to device", "copy device to host" };
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n", i + 1,
+                tracks[i]);
+    for (size_t k = 0; k < x->s->nsteps; k++) {
+        fputs("{\"name\":", f);
+        json_name(f, x->s->steps[k].name);
+        fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
+                (x->starts[k] - t0) * 1e6, x->seconds[k] * 1e6);
+    }
+    for (size_t c = 0; c < m->ntrace; c++) {
+        const struct tb_trace_copy *tc = &m->trace[c];
+        double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
+        fputs("{\"name\":", f);
+        json_name(f, x->s->tensors[tc->tensor].name);
+        fprintf(
+            f,
+            ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%" PRIu64
+            "}},\n",
+            tc->to_device ? "swap in" : "swap out", tc->to_device ? 2 : 3, (a - t0) * 1e6, (b - a) * 1e6,
+            x->s->tensors[tc->tensor].bytes);
+    }
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"trainbig\"}}]}\n", f);
+    tb_swapmem_trace_clear(m);
+    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
+        remove(tmp);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", path, strerror(errno));
+    }
+    return TB_OK;
+}

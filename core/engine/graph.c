@@ -1,0 +1,713 @@
+/* graph.c: the graph builder: shape inference, parameter naming, error recording. */
+#include "config.h"
+
+#include "core/engine/graph_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tb_graph *tb_graph_new(bool training)
+{
+    struct tb_graph *g = calloc(1, sizeof *g);
+    if (g)
+        g->training = training;
+    return g;
+}
+
+void tb_graph_free(struct tb_graph *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        free(g->nodes[i]->name);
+        free(g->nodes[i]);
+    }
+    for (size_t i = 0; i < g->nops; i++)
+        free(g->ops[i].name);
+    for (size_t i = 0; i < g->nlosses; i++)
+        free(g->losses[i].name);
+    for (size_t i = 0; i < g->noutputs; i++)
+        free(g->outputs[i].name);
+    free(g->nodes);
+    free(g->ops);
+    free(g->losses);
+    free(g->outputs);
+    free(g);
+}
+
+const char *tb_graph_error(const struct tb_graph *g)
+{
+    return g && g->error[0] ? g->error : NULL;
+}
+
+bool tb_graph_training(const struct tb_graph *g)
+{
+    return g->training;
+}
+
+static bool failed(const struct tb_graph *g)
+{
+    return g->error[0] != '\0';
+}
+
+/* Records the first error; later ones are consequences and are dropped. */
+static struct tb_node *fail(struct tb_graph *g, const char *fmt, ...) TB_PRINTF(2, 3);
+static struct tb_node *fail(struct tb_graph *g, const char *fmt, ...)
+{
+    if (failed(g))
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->error, sizeof g->error, fmt, ap);
+    va_end(ap);
+    if (!g->error[0])
+        snprintf(g->error, sizeof g->error, "graph error");
+    return NULL;
+}
+
+/* "NxCxHxW" for messages; a static buffer per slot. */
+static const char *shape_text(struct tb_shape s, int slot)
+{
+    static _Thread_local char buf[4][48];
+    snprintf(buf[slot & 3], sizeof buf[0], "%dx%dx%dx%d", s.n, s.c, s.h, s.w);
+    return buf[slot & 3];
+}
+
+void tb_graph_push_scope(struct tb_graph *g, const char *fmt, ...)
+{
+    if (g->depth >= 64) {
+        fail(g, "scopes nested deeper than 64");
+        return;
+    }
+    g->scope_len[g->depth++] = strlen(g->scope);
+    size_t len = strlen(g->scope);
+    if (len && len + 1 < sizeof g->scope)
+        g->scope[len++] = '.';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->scope + len, sizeof g->scope - len, fmt, ap);
+    va_end(ap);
+}
+
+void tb_graph_pop_scope(struct tb_graph *g)
+{
+    if (g->depth == 0) {
+        fail(g, "tb_graph_pop_scope without a matching push");
+        return;
+    }
+    g->scope[g->scope_len[--g->depth]] = '\0';
+}
+
+/* scope + "." + name, allocated. */
+static char *scoped(const struct tb_graph *g, const char *name)
+{
+    size_t n = strlen(g->scope) + strlen(name) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s%s", g->scope, *g->scope ? "." : "", name);
+    return s;
+}
+
+struct tb_tensor_desc tb_node_desc(const struct tb_node *x)
+{
+    struct tb_tensor_desc none = { 0 };
+    return x ? x->desc : none;
+}
+
+struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name)
+{
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i]->kind != TB_NODE_VALUE && strcmp(g->nodes[i]->name, name) == 0)
+            return g->nodes[i];
+    return NULL;
+}
+
+static struct tb_node *new_node(struct tb_graph *g, enum tb_node_kind kind, struct tb_tensor_desc d, char *name)
+{
+    if (!name)
+        return fail(g, "out of memory");
+    if (g->nnodes == g->nodes_cap) {
+        size_t cap = g->nodes_cap ? 2 * g->nodes_cap : 64;
+        void *p = realloc(g->nodes, cap * sizeof *g->nodes);
+        if (!p) {
+            free(name);
+            return fail(g, "out of memory");
+        }
+        g->nodes = p;
+        g->nodes_cap = cap;
+    }
+    struct tb_node *x = calloc(1, sizeof *x);
+    if (!x) {
+        free(name);
+        return fail(g, "out of memory");
+    }
+    x->id = (uint32_t)g->nnodes;
+    x->kind = kind;
+    x->desc = d;
+    x->name = name;
+    x->producer = -1;
+    g->nodes[g->nnodes++] = x;
+    return x;
+}
+
+static bool valid_shape(struct tb_shape s)
+{
+    return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0;
+}
+
+static struct tb_node *leaf(struct tb_graph *g, enum tb_node_kind kind, const char *name, enum tb_dtype dtype,
+                            struct tb_shape shape, enum tb_init init)
+{
+    if (failed(g))
+        return NULL;
+    if (!name || !*name)
+        return fail(g, "a graph %s needs a name", kind == TB_NODE_INPUT ? "input" : "parameter");
+    char *full = kind == TB_NODE_INPUT ? strdup(name) : scoped(g, name);
+    if (!full)
+        return fail(g, "out of memory");
+    if (!valid_shape(shape)) {
+        fail(g, "%s: shape %s has a side < 1", full, shape_text(shape, 0));
+        free(full);
+        return NULL;
+    }
+    if (tb_graph_find(g, full)) {
+        fail(g, "%s: the name is used twice in the graph", full);
+        free(full);
+        return NULL;
+    }
+    struct tb_tensor_desc d = { dtype, shape };
+    struct tb_node *x = new_node(g, kind, d, full);
+    if (x) {
+        x->init = init;
+        x->requires_grad = kind == TB_NODE_PARAM;
+    }
+    return x;
+}
+
+struct tb_node *tb_input(struct tb_graph *g, const char *name, enum tb_dtype dtype, struct tb_shape shape)
+{
+    if (!failed(g) && dtype != TB_F32 && dtype != TB_U8)
+        return fail(g, "input %s: unknown dtype %d", name ? name : "?", (int)dtype);
+    return leaf(g, TB_NODE_INPUT, name, dtype, shape, TB_INIT_ZEROS);
+}
+
+struct tb_node *tb_parameter(struct tb_graph *g, const char *name, struct tb_shape shape, enum tb_init init)
+{
+    return leaf(g, TB_NODE_PARAM, name, TB_F32, shape, init);
+}
+
+struct tb_node *tb_buffer(struct tb_graph *g, const char *name, struct tb_shape shape, enum tb_init init)
+{
+    return leaf(g, TB_NODE_BUFFER, name, TB_F32, shape, init);
+}
+
+/* ------------------------------------------------------------------ ops */
+
+uint32_t tb_op_grad_inputs(const struct tb_op *op)
+{
+    switch (op->kind) {
+    case TB_OP_BATCHNORM:
+        return 0x7; /* x, gamma, beta: not the running statistics */
+    case TB_OP_CONV2D:
+    case TB_OP_CONCAT:
+    case TB_OP_ADD:
+    case TB_OP_MUL:
+        return (1u << op->nin) - 1;
+    case TB_OP_CLASS_WEIGHTS:
+    case TB_OP_MASK_LABELS:
+        return 0; /* not differentiable */
+    default:
+        return 0x1; /* x or logits only: labels, targets, weights carry no gradient */
+    }
+}
+
+uint32_t tb_op_grad_outputs(const struct tb_op *op)
+{
+    (void)op;
+    return 0x1; /* only the first output: saved statistics and masks carry none */
+}
+
+/* Starts an op named `name` (scoped) or kind+number; NULL after an earlier error. */
+static struct tb_gop *new_op(struct tb_graph *g, enum tb_op_kind kind, const char *name)
+{
+    if (failed(g))
+        return NULL;
+    if (g->nops == g->ops_cap) {
+        size_t cap = g->ops_cap ? 2 * g->ops_cap : 64;
+        void *p = realloc(g->ops, cap * sizeof *g->ops);
+        if (!p) {
+            fail(g, "out of memory");
+            return NULL;
+        }
+        g->ops = p;
+        g->ops_cap = cap;
+    }
+    struct tb_gop *o = &g->ops[g->nops];
+    memset(o, 0, sizeof *o);
+    o->op.kind = kind;
+    o->op.id = (uint32_t)g->nops;
+    if (name) {
+        o->name = scoped(g, name);
+    } else {
+        char auto_name[64];
+        snprintf(auto_name, sizeof auto_name, "%s%zu", tb_op_kind_name(kind), g->nops);
+        o->name = scoped(g, auto_name);
+    }
+    if (!o->name) {
+        fail(g, "out of memory");
+        return NULL;
+    }
+    return o;
+}
+
+static void add_input(struct tb_gop *o, struct tb_node *x)
+{
+    o->in[o->op.nin] = x;
+    o->op.in[o->op.nin++] = x->desc;
+}
+
+/* Adds the outputs to the graph and commits the op; returns output 0. */
+static struct tb_node *commit(struct tb_graph *g, struct tb_gop *o, uint32_t nout, const struct tb_tensor_desc *outs)
+{
+    bool grad = false;
+    uint32_t gin = tb_op_grad_inputs(&o->op);
+    for (uint32_t i = 0; i < o->op.nin; i++)
+        if ((gin >> i & 1) && o->in[i]->requires_grad)
+            grad = true;
+    uint32_t gout = tb_op_grad_outputs(&o->op);
+    for (uint32_t j = 0; j < nout; j++) {
+        char *name;
+        if (j == 0)
+            name = strdup(o->name);
+        else {
+            size_t n = strlen(o->name) + 16;
+            name = malloc(n);
+            if (name)
+                snprintf(name, n, "%s:%u", o->name, j);
+        }
+        struct tb_node *y = new_node(g, TB_NODE_VALUE, outs[j], name);
+        if (!y) {
+            free(o->name);
+            return NULL;
+        }
+        y->producer = (int32_t)g->nops;
+        y->out_index = j;
+        y->requires_grad = grad && (gout >> j & 1) && outs[j].dtype == TB_F32;
+        o->out[j] = y;
+        o->op.out[j] = outs[j];
+    }
+    o->op.nout = nout;
+    g->nops++;
+    return o->out[0];
+}
+
+/* The common checks of every op's input. */
+static bool usable(struct tb_graph *g, const char *op, struct tb_node *x, enum tb_dtype dtype)
+{
+    if (failed(g))
+        return false;
+    if (!x) {
+        fail(g, "%s: an input is NULL (a node from another graph, or a bug in the model)", op);
+        return false;
+    }
+    if (x->desc.dtype != dtype) {
+        fail(g, "%s: input %s is %s, expected %s", op, x->name, x->desc.dtype == TB_U8 ? "u8" : "f32",
+             dtype == TB_U8 ? "u8" : "f32");
+        return false;
+    }
+    return true;
+}
+
+static struct tb_node *unary(struct tb_graph *g, enum tb_op_kind kind, struct tb_node *x)
+{
+    const char *what = tb_op_kind_name(kind);
+    if (!usable(g, what, x, TB_F32))
+        return NULL;
+    struct tb_gop *o = new_op(g, kind, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, x);
+    return commit(g, o, 1, &x->desc);
+}
+
+struct tb_node *tb_relu(struct tb_graph *g, struct tb_node *x)
+{
+    return unary(g, TB_OP_RELU, x);
+}
+
+struct tb_node *tb_sigmoid(struct tb_graph *g, struct tb_node *x)
+{
+    return unary(g, TB_OP_SIGMOID, x);
+}
+
+struct tb_node *tb_conv2d(struct tb_graph *g, const char *name, struct tb_node *x, int out_channels, int kernel,
+                          int stride, int padding, int dilation, bool bias)
+{
+    if (!usable(g, "conv2d", x, TB_F32))
+        return NULL;
+    if (padding < 0)
+        padding = dilation * (kernel - 1) / 2;
+    struct tb_shape s = x->desc.shape;
+    int ext = dilation * (kernel - 1) + 1;
+    if (out_channels < 1 || kernel < 1 || stride < 1 || dilation < 1 || s.h + 2 * padding < ext ||
+        s.w + 2 * padding < ext) {
+        char *full = scoped(g, name ? name : "conv2d");
+        fail(g,
+             "conv2d %s: input %s, out_channels %d, kernel %d, stride %d, padding %d, dilation %d: the kernel "
+             "does not fit the padded input, or a parameter is < 1",
+             full ? full : "?", shape_text(s, 0), out_channels, kernel, stride, padding, dilation);
+        free(full);
+        return NULL;
+    }
+    struct tb_gop *o = new_op(g, TB_OP_CONV2D, name ? name : "conv");
+    if (!o)
+        return NULL;
+    /* Parameters live in the op's own scope: <op name>.weight. */
+    char *wname = malloc(strlen(o->name) + 16), *bname = malloc(strlen(o->name) + 16);
+    if (!wname || !bname) {
+        free(wname);
+        free(bname);
+        free(o->name);
+        return fail(g, "out of memory");
+    }
+    sprintf(wname, "%s.weight", o->name);
+    sprintf(bname, "%s.bias", o->name);
+    struct tb_shape ws = { out_channels, s.c, kernel, kernel };
+    struct tb_shape bs = { 1, out_channels, 1, 1 };
+    /* Leaves are named in full already: create them outside the scope. */
+    char saved[sizeof g->scope];
+    memcpy(saved, g->scope, sizeof saved);
+    g->scope[0] = '\0';
+    struct tb_node *w = leaf(g, TB_NODE_PARAM, wname, TB_F32, ws, TB_INIT_KAIMING_NORMAL);
+    struct tb_node *b = bias ? leaf(g, TB_NODE_PARAM, bname, TB_F32, bs, TB_INIT_ZEROS) : NULL;
+    memcpy(g->scope, saved, sizeof saved);
+    free(wname);
+    free(bname);
+    if (!w || (bias && !b)) {
+        free(o->name);
+        return NULL;
+    }
+    add_input(o, x);
+    add_input(o, w);
+    if (b)
+        add_input(o, b);
+    struct tb_conv2d_params *p = &o->op.p.conv;
+    p->kh = p->kw = kernel;
+    p->stride_h = p->stride_w = stride;
+    p->pad_h = p->pad_w = padding;
+    p->dil_h = p->dil_w = dilation;
+    p->has_bias = bias;
+    struct tb_tensor_desc y = {
+        TB_F32, { s.n, out_channels, (s.h + 2 * padding - ext) / stride + 1, (s.w + 2 * padding - ext) / stride + 1 }
+    };
+    return commit(g, o, 1, &y);
+}
+
+struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_node *x)
+{
+    if (!usable(g, "batchnorm", x, TB_F32))
+        return NULL;
+    struct tb_gop *o = new_op(g, TB_OP_BATCHNORM, name ? name : "bn");
+    if (!o)
+        return NULL;
+    struct tb_shape v = { 1, x->desc.shape.c, 1, 1 };
+    static const char *const suffix[4] = { "weight", "bias", "running_mean", "running_var" };
+    static const enum tb_init init[4] = { TB_INIT_ONES, TB_INIT_ZEROS, TB_INIT_ZEROS, TB_INIT_ONES };
+    struct tb_node *leaves[4];
+    char saved[sizeof g->scope];
+    memcpy(saved, g->scope, sizeof saved);
+    char *base = o->name;
+    g->scope[0] = '\0';
+    for (int i = 0; i < 4; i++) {
+        char full[1100];
+        snprintf(full, sizeof full, "%s.%s", base, suffix[i]);
+        leaves[i] = leaf(g, i < 2 ? TB_NODE_PARAM : TB_NODE_BUFFER, full, TB_F32, v, init[i]);
+    }
+    memcpy(g->scope, saved, sizeof saved);
+    if (failed(g)) {
+        free(o->name);
+        return NULL;
+    }
+    add_input(o, x);
+    for (int i = 0; i < 4; i++)
+        add_input(o, leaves[i]);
+    o->op.p.bn.eps = 1e-5f;
+    o->op.p.bn.momentum = 0.1f;
+    o->op.p.bn.training = g->training;
+    o->op.p.bn.sync = g->training && g->sync_bn;
+    struct tb_tensor_desc outs[3] = { x->desc, { TB_F32, v }, { TB_F32, v } };
+    return commit(g, o, 3, outs);
+}
+
+struct tb_node *tb_maxpool(struct tb_graph *g, struct tb_node *x, int kernel, int stride, int padding)
+{
+    if (!usable(g, "maxpool", x, TB_F32))
+        return NULL;
+    struct tb_shape s = x->desc.shape;
+    if (kernel < 1 || stride < 1 || padding < 0 || 2 * padding > kernel || s.h + 2 * padding < kernel ||
+        s.w + 2 * padding < kernel)
+        return fail(g, "maxpool: input %s, kernel %d, stride %d, padding %d: the window does not fit", shape_text(s, 0),
+                    kernel, stride, padding);
+    struct tb_gop *o = new_op(g, TB_OP_MAXPOOL, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, x);
+    o->op.p.pool.k = kernel;
+    o->op.p.pool.stride = stride;
+    o->op.p.pool.pad = padding;
+    struct tb_tensor_desc y = {
+        TB_F32, { s.n, s.c, (s.h + 2 * padding - kernel) / stride + 1, (s.w + 2 * padding - kernel) / stride + 1 }
+    };
+    return commit(g, o, 1, &y);
+}
+
+struct tb_node *tb_global_avgpool(struct tb_graph *g, struct tb_node *x)
+{
+    if (!usable(g, "global_avgpool", x, TB_F32))
+        return NULL;
+    struct tb_gop *o = new_op(g, TB_OP_GLOBAL_AVGPOOL, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, x);
+    struct tb_tensor_desc y = { TB_F32, { x->desc.shape.n, x->desc.shape.c, 1, 1 } };
+    return commit(g, o, 1, &y);
+}
+
+struct tb_node *tb_resize(struct tb_graph *g, struct tb_node *x, int out_h, int out_w, bool align_corners)
+{
+    if (!usable(g, "resize", x, TB_F32))
+        return NULL;
+    if (out_h < 1 || out_w < 1)
+        return fail(g, "resize: input %s to %dx%d: the output needs a side >= 1", shape_text(x->desc.shape, 0), out_h,
+                    out_w);
+    struct tb_gop *o = new_op(g, TB_OP_RESIZE, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, x);
+    o->op.p.resize.out_h = out_h;
+    o->op.p.resize.out_w = out_w;
+    o->op.p.resize.align_corners = align_corners;
+    struct tb_tensor_desc y = { TB_F32, { x->desc.shape.n, x->desc.shape.c, out_h, out_w } };
+    return commit(g, o, 1, &y);
+}
+
+struct tb_node *tb_concat(struct tb_graph *g, int n, struct tb_node *const *xs)
+{
+    if (failed(g))
+        return NULL;
+    if (n < 2 || n > TB_OP_MAX_IN)
+        return fail(g, "concat: %d inputs; between 2 and %d are allowed", n, TB_OP_MAX_IN);
+    int c = 0;
+    for (int i = 0; i < n; i++) {
+        if (!usable(g, "concat", xs[i], TB_F32))
+            return NULL;
+        struct tb_shape a = xs[0]->desc.shape, b = xs[i]->desc.shape;
+        if (a.n != b.n || a.h != b.h || a.w != b.w)
+            return fail(g, "concat: input %d (%s, %s) differs from input 0 (%s, %s) in N, H or W", i, xs[i]->name,
+                        shape_text(b, 0), xs[0]->name, shape_text(a, 1));
+        c += b.c;
+    }
+    struct tb_gop *o = new_op(g, TB_OP_CONCAT, NULL);
+    if (!o)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        add_input(o, xs[i]);
+    struct tb_tensor_desc y = { TB_F32, { xs[0]->desc.shape.n, c, xs[0]->desc.shape.h, xs[0]->desc.shape.w } };
+    return commit(g, o, 1, &y);
+}
+
+struct tb_node *tb_add(struct tb_graph *g, struct tb_node *a, struct tb_node *b)
+{
+    if (!usable(g, "add", a, TB_F32) || !usable(g, "add", b, TB_F32))
+        return NULL;
+    if (!tb_shape_eq(a->desc.shape, b->desc.shape))
+        return fail(g, "add: %s (%s) and %s (%s) differ in shape", a->name, shape_text(a->desc.shape, 0), b->name,
+                    shape_text(b->desc.shape, 1));
+    struct tb_gop *o = new_op(g, TB_OP_ADD, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, a);
+    add_input(o, b);
+    return commit(g, o, 1, &a->desc);
+}
+
+struct tb_node *tb_mul(struct tb_graph *g, struct tb_node *x, struct tb_node *gate)
+{
+    if (!usable(g, "mul", x, TB_F32) || !usable(g, "mul", gate, TB_F32))
+        return NULL;
+    struct tb_shape a = x->desc.shape, b = gate->desc.shape;
+    if (a.n != b.n || a.h != b.h || a.w != b.w || (b.c != a.c && b.c != 1))
+        return fail(g, "mul: gate %s (%s) must match %s (%s), or have 1 channel", gate->name, shape_text(b, 0), x->name,
+                    shape_text(a, 1));
+    struct tb_gop *o = new_op(g, TB_OP_MUL, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, x);
+    add_input(o, gate);
+    return commit(g, o, 1, &x->desc);
+}
+
+struct tb_node *tb_dropout(struct tb_graph *g, struct tb_node *x, float p, bool channelwise)
+{
+    if (!usable(g, "dropout", x, TB_F32))
+        return NULL;
+    if (!(p >= 0 && p < 1))
+        return fail(g, "dropout: p = %g; allowed: 0 <= p < 1", (double)p);
+    struct tb_gop *o = new_op(g, TB_OP_DROPOUT, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, x);
+    o->op.p.dropout.p = p;
+    o->op.p.dropout.channelwise = channelwise;
+    o->op.p.dropout.training = g->training;
+    struct tb_shape s = x->desc.shape;
+    struct tb_tensor_desc outs[2] = { x->desc, { TB_U8, { s.n, s.c, channelwise ? 1 : s.h, channelwise ? 1 : s.w } } };
+    return commit(g, o, 2, outs);
+}
+
+struct tb_node *tb_softmax_ce(struct tb_graph *g, struct tb_node *logits, struct tb_node *labels,
+                              struct tb_node *weights, int ignore_label, bool per_image)
+{
+    if (!usable(g, "softmax_ce", logits, TB_F32) || !usable(g, "softmax_ce", labels, TB_U8))
+        return NULL;
+    struct tb_shape l = logits->desc.shape, y = labels->desc.shape;
+    if (y.n != l.n || y.c != 1 || y.h != l.h || y.w != l.w)
+        return fail(g, "softmax_ce: labels %s (%s) must be %dx1x%dx%d to match logits %s (%s)", labels->name,
+                    shape_text(y, 0), l.n, l.h, l.w, logits->name, shape_text(l, 1));
+    if (weights) {
+        if (!usable(g, "softmax_ce", weights, TB_F32))
+            return NULL;
+        struct tb_shape w = weights->desc.shape;
+        if (w.n != l.n || w.c != l.c || w.h != 1 || w.w != 1)
+            return fail(g, "softmax_ce: class weights %s (%s) must be %dx%dx1x1", weights->name, shape_text(w, 0), l.n,
+                        l.c);
+    }
+    struct tb_gop *o = new_op(g, TB_OP_SOFTMAX_CE, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, logits);
+    add_input(o, labels);
+    if (weights)
+        add_input(o, weights);
+    o->op.p.ce.ignore_label = ignore_label;
+    o->op.p.ce.weighted = weights != NULL;
+    o->op.p.ce.per_image = per_image;
+    struct tb_tensor_desc loss = { TB_F32, { 1, 1, 1, 1 } };
+    return commit(g, o, 1, &loss);
+}
+
+struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct tb_node *targets)
+{
+    if (!usable(g, "bce_logits", logits, TB_F32) || !usable(g, "bce_logits", targets, TB_U8))
+        return NULL;
+    struct tb_shape l = logits->desc.shape, t = targets->desc.shape;
+    if (l.c != 1 || !tb_shape_eq(l, t))
+        return fail(g, "bce_logits: logits %s (%s) and targets %s (%s) must both be Nx1xHxW", logits->name,
+                    shape_text(l, 0), targets->name, shape_text(t, 1));
+    struct tb_gop *o = new_op(g, TB_OP_BCE_LOGITS, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, logits);
+    add_input(o, targets);
+    struct tb_tensor_desc loss = { TB_F32, { 1, 1, 1, 1 } };
+    return commit(g, o, 1, &loss);
+}
+
+struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label)
+{
+    if (!usable(g, "class_weights", labels, TB_U8))
+        return NULL;
+    struct tb_shape l = labels->desc.shape;
+    if (l.c != 1 || classes < 1)
+        return fail(g, "class_weights: labels %s (%s) must be Nx1xHxW and classes (%d) at least 1", labels->name,
+                    shape_text(l, 0), classes);
+    struct tb_gop *o = new_op(g, TB_OP_CLASS_WEIGHTS, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, labels);
+    o->op.p.label.ignore_label = ignore_label;
+    struct tb_tensor_desc w = { TB_F32, { l.n, classes, 1, 1 } };
+    return commit(g, o, 1, &w);
+}
+
+struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struct tb_node *x, float threshold,
+                               int ignore_label)
+{
+    if (!usable(g, "mask_labels", labels, TB_U8) || !usable(g, "mask_labels", x, TB_F32))
+        return NULL;
+    struct tb_shape l = labels->desc.shape, s = x->desc.shape;
+    if (l.c != 1 || !tb_shape_eq(l, s))
+        return fail(g, "mask_labels: labels %s (%s) and x %s (%s) must both be Nx1xHxW", labels->name, shape_text(l, 0),
+                    x->name, shape_text(s, 1));
+    struct tb_gop *o = new_op(g, TB_OP_MASK_LABELS, NULL);
+    if (!o)
+        return NULL;
+    add_input(o, labels);
+    add_input(o, x);
+    o->op.p.label.ignore_label = ignore_label;
+    o->op.p.label.threshold = threshold;
+    return commit(g, o, 1, &labels->desc);
+}
+
+static void add_named(struct tb_graph *g, struct tb_named_node **list, size_t *n, const char *what, const char *name,
+                      struct tb_node *x, float weight)
+{
+    if (failed(g))
+        return;
+    if (!x || !name) {
+        fail(g, "%s %s: %s", what, name ? name : "(unnamed)", x ? "needs a name" : "the node is NULL");
+        return;
+    }
+    void *p = realloc(*list, (*n + 1) * sizeof **list);
+    if (!p) {
+        fail(g, "out of memory");
+        return;
+    }
+    *list = p;
+    (*list)[*n].name = strdup(name);
+    (*list)[*n].x = x;
+    (*list)[*n].weight = weight;
+    if (!(*list)[*n].name) {
+        fail(g, "out of memory");
+        return;
+    }
+    (*n)++;
+}
+
+void tb_graph_loss(struct tb_graph *g, const char *name, struct tb_node *x, float weight)
+{
+    if (!failed(g) && x && !tb_shape_eq(x->desc.shape, (struct tb_shape){ 1, 1, 1, 1 })) {
+        fail(g, "loss %s: %s is %s; a loss is 1x1x1x1", name ? name : "?", x->name, shape_text(x->desc.shape, 0));
+        return;
+    }
+    add_named(g, &g->losses, &g->nlosses, "loss", name, x, weight);
+}
+
+void tb_graph_output(struct tb_graph *g, const char *name, struct tb_node *x)
+{
+    add_named(g, &g->outputs, &g->noutputs, "output", name, x, 0);
+}
+
+double tb_graph_conv_flops(const struct tb_graph *g)
+{
+    double flops = 0;
+    for (size_t k = 0; k < g->nops; k++) {
+        const struct tb_op *op = &g->ops[k].op;
+        if (op->kind != TB_OP_CONV2D)
+            continue;
+        const double f =
+            2.0 * (double)tb_shape_elems(op->out[0].shape) * op->in[0].shape.c * op->p.conv.kh * op->p.conv.kw;
+        flops += g->ops[k].in[0]->requires_grad ? 3 * f : 2 * f;
+    }
+    return flops;
+}
+
+bool tb_graph_loss_sums_images(const struct tb_graph *g, const struct tb_node *n)
+{
+    if (n->producer < 0 || (size_t)n->producer >= g->nops)
+        return false;
+    const struct tb_op *op = &g->ops[n->producer].op;
+    return op->kind == TB_OP_SOFTMAX_CE && op->p.ce.per_image;
+}

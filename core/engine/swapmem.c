@@ -1,0 +1,622 @@
+/* swapmem.c: the memory manager behind an executor: residency, swap copies, the policy's
+ * hooks and the counters.
+ *
+ * A swap-out queues, on the device-to-host stream, a wait for the compute done so far and
+ * a copy into the tensor's pinned host buffer; the device block is freed once that copy's
+ * event has completed (checked at each allocation and step, or waited for when memory is
+ * short). A swap-in allocates a device block and queues the copy back on the host-to-device
+ * stream; the step that needs the tensor makes the compute stream wait for it, and the
+ * time that wait takes is the stall. A tensor brought back keeps its host copy (BOTH), so
+ * moving it out again costs no copy unless a step rewrites it. */
+#include "config.h"
+
+#include "core/engine/swapmem_internal.h"
+#include "core/util/clock_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool movable_kind(const struct tb_swap_mem *m, size_t i)
+{
+    enum tb_sched_kind k = m->s->tensors[i].kind;
+    return k == TB_SCHED_ACTIVATION || k == TB_SCHED_GRADIENT;
+}
+
+static size_t bytes_of(const struct tb_swap_mem *m, size_t i)
+{
+    size_t b = (size_t)m->s->tensors[i].bytes;
+    return b ? b : 1;
+}
+
+/* ------------------------------------------------------------------ what policies see */
+
+enum tb_residency tb_swap_residency(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors ? (enum tb_residency)m->res[i] : TB_RES_NONE;
+}
+
+bool tb_swap_movable(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors && movable_kind(m, i) && m->pins[i] == 0 &&
+           (m->res[i] == TB_RES_DEVICE || m->res[i] == TB_RES_BOTH);
+}
+
+uint64_t tb_swap_last_used(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors ? m->used[i] : 0;
+}
+
+uint64_t tb_swap_tensor_bytes(const struct tb_swap_mem *m, size_t i)
+{
+    return i < m->s->ntensors ? m->s->tensors[i].bytes : 0;
+}
+
+uint64_t tb_swap_capacity(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    return st.capacity;
+}
+
+uint64_t tb_swap_in_use(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    return st.in_use;
+}
+
+/* ------------------------------------------------------------------ copies */
+
+static int need_event(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (!m->ev[i] && !(m->ev[i] = m->be->event_create(m->be_ctx, m->device)))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory for a swap event");
+    return TB_OK;
+}
+
+/* Tracing: an event on `stream` now, before a copy (start) or after it (end). */
+static struct tb_event *trace_mark(struct tb_swap_mem *m, enum tb_stream stream)
+{
+    struct tb_event *ev = m->be->event_create(m->be_ctx, m->device);
+    if (ev && m->be->event_record(m->be_ctx, ev, stream) != TB_OK) {
+        m->be->event_destroy(m->be_ctx, ev);
+        ev = NULL;
+    }
+    return ev;
+}
+
+/* Keeps a traced copy; one that cannot be kept is left out of the trace, the step goes on. */
+static void trace_copy(struct tb_swap_mem *m, size_t i, bool to_device, struct tb_event *start, struct tb_event *end)
+{
+    if (start && end && m->ntrace == m->trace_cap) {
+        size_t cap = m->trace_cap ? 2 * m->trace_cap : 64;
+        struct tb_trace_copy *t = realloc(m->trace, cap * sizeof *t);
+        if (t) {
+            m->trace = t;
+            m->trace_cap = cap;
+        }
+    }
+    if (!start || !end || m->ntrace == m->trace_cap) {
+        if (start)
+            m->be->event_destroy(m->be_ctx, start);
+        if (end)
+            m->be->event_destroy(m->be_ctx, end);
+        return;
+    }
+    m->trace[m->ntrace++] = (struct tb_trace_copy){ (uint32_t)i, to_device, start, end };
+}
+
+void tb_swapmem_trace_clear(struct tb_swap_mem *m)
+{
+    for (size_t k = 0; k < m->ntrace; k++) {
+        m->be->event_destroy(m->be_ctx, m->trace[k].start);
+        m->be->event_destroy(m->be_ctx, m->trace[k].end);
+    }
+    free(m->trace);
+    m->trace = NULL;
+    m->ntrace = m->trace_cap = 0;
+}
+
+/* Queues on `stream` a wait for the compute submitted so far. */
+static int after_compute(struct tb_swap_mem *m, enum tb_stream stream, struct tb_err *err)
+{
+    int rc = m->be->event_record(m->be_ctx, m->compute_ev, TB_STREAM_COMPUTE);
+    if (!rc)
+        rc = m->be->stream_wait(m->be_ctx, m->device, stream, m->compute_ev);
+    if (rc)
+        return tb_err_set(err, rc, "ordering a swap copy after the compute stream failed");
+    return TB_OK;
+}
+
+/* Whether tensor i's copy (out or in) is done; with wait, once it is: the step waits,
+ * which is stall too. */
+static bool copy_done(struct tb_swap_mem *m, size_t i, bool wait)
+{
+    if (!wait)
+        return m->be->event_query(m->be_ctx, m->ev[i]) == 1;
+    double t0 = tb_now();
+    m->be->event_sync(m->be_ctx, m->ev[i]);
+    m->stats.stall_seconds += tb_now() - t0;
+    return true;
+}
+
+/* Settles tensor i if it is moving and its copy is done (with wait, once it is); true
+ * when it settled. A move out gives up its device block (it is on the host now); a move
+ * in is on both sides, so a policy may move it out again for free. */
+static bool settle_one(struct tb_swap_mem *m, size_t i, bool wait)
+{
+    const uint8_t r = m->res[i];
+    if ((r != TB_RES_MOVING_OUT && r != TB_RES_MOVING_IN) || !copy_done(m, i, wait))
+        return false;
+    if (r == TB_RES_MOVING_OUT) {
+        m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+        m->t[i].data = NULL;
+        m->res[i] = TB_RES_HOST;
+    } else {
+        m->res[i] = TB_RES_BOTH;
+    }
+    return true;
+}
+
+/* Settles every tensor in state `moving`; true when any settled. Brought in ahead of
+ * their use, tensors hold memory the policy can only take back once they are settled. */
+static bool settle(struct tb_swap_mem *m, uint8_t moving, bool wait)
+{
+    bool settled = false;
+    for (size_t i = 0; i < m->s->ntensors; i++)
+        if (m->res[i] == moving)
+            settled |= settle_one(m, i, wait);
+    return settled;
+}
+
+static bool settle_outs(struct tb_swap_mem *m, bool wait)
+{
+    return settle(m, TB_RES_MOVING_OUT, wait);
+}
+
+static bool settle_ins(struct tb_swap_mem *m, bool wait)
+{
+    return settle(m, TB_RES_MOVING_IN, wait);
+}
+
+/* Moves resident tensor i (on the device, or on both sides) to the host. */
+static int move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+{
+    if (m->res[i] == TB_RES_BOTH) {
+        /* The host copy is current: nothing to copy. */
+        m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+        m->t[i].data = NULL;
+        m->res[i] = TB_RES_HOST;
+        return TB_OK;
+    }
+    const size_t bytes = bytes_of(m, i);
+    if (!m->host[i]) {
+        if (!(m->host[i] = m->be->host_alloc(m->be_ctx, bytes)))
+            return tb_err_set(err, TB_ERR_NOMEM, "out of pinned host memory swapping out %s (%.1f MiB)",
+                              m->s->tensors[i].name, (double)bytes / 1048576.0);
+        m->stats.host_bytes += bytes;
+    }
+    int rc = need_event(m, i, err);
+    if (!rc)
+        rc = after_compute(m, TB_STREAM_D2H, err);
+    struct tb_event *start = !rc && m->tracing ? trace_mark(m, TB_STREAM_D2H) : NULL;
+    if (!rc)
+        rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_D2H, m->host[i], m->t[i].data, bytes, err);
+    if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_D2H)) != 0)
+        tb_err_set(err, rc, "recording a swap-out event failed");
+    if (m->tracing)
+        trace_copy(m, i, false, start, !rc ? trace_mark(m, TB_STREAM_D2H) : NULL);
+    if (rc)
+        return tb_err_prefix(err, "swapping out %s", m->s->tensors[i].name);
+    m->res[i] = TB_RES_MOVING_OUT;
+    m->stats.bytes_out += bytes;
+    m->stats.swaps_out++;
+    if (wait)
+        settle_one(m, i, true);
+    return TB_OK;
+}
+
+int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
+{
+    if (!tb_swap_movable(m, i))
+        return TB_OK;
+    return move_out(m, i, wait, err);
+}
+
+/* Queues the copy of tensor i (on the host only) into the device block data. */
+static int start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *err)
+{
+    const size_t bytes = bytes_of(m, i);
+    m->t[i].data = data;
+    int rc = need_event(m, i, err);
+    if (!rc)
+        rc = after_compute(m, TB_STREAM_H2D, err);
+    struct tb_event *start = !rc && m->tracing ? trace_mark(m, TB_STREAM_H2D) : NULL;
+    if (!rc)
+        rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_H2D, data, m->host[i], bytes, err);
+    if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_H2D)) != 0)
+        tb_err_set(err, rc, "recording a swap-in event failed");
+    if (m->tracing)
+        trace_copy(m, i, true, start, !rc ? trace_mark(m, TB_STREAM_H2D) : NULL);
+    if (rc) {
+        m->be->mem_free(m->be_ctx, m->device, data);
+        m->t[i].data = NULL;
+        return tb_err_prefix(err, "swapping in %s", m->s->tensors[i].name);
+    }
+    m->res[i] = TB_RES_MOVING_IN;
+    m->stats.bytes_in += bytes;
+    m->stats.swaps_in++;
+    return TB_OK;
+}
+
+int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (i >= m->s->ntensors || m->res[i] != TB_RES_HOST)
+        return TB_OK;
+    settle_outs(m, false);
+    void *data = m->be->mem_alloc(m->be_ctx, m->device, bytes_of(m, i));
+    if (!data)
+        return tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s now", m->s->tensors[i].name);
+    return start_in(m, i, data, err);
+}
+
+/* ------------------------------------------------------------------ the executor's side */
+
+int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void *be_ctx, int device,
+                    const struct tb_schedule *s, struct tb_tensor *t, const uint32_t *pins,
+                    const struct tb_swap_policy *policy, struct tb_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->be_ctx = be_ctx;
+    m->device = device;
+    m->s = s;
+    m->t = t;
+    m->pins = pins;
+    if (policy)
+        m->policy = *policy;
+    const size_t n = s->ntensors ? s->ntensors : 1;
+    m->res = calloc(n, sizeof *m->res);
+    m->host = calloc(n, sizeof *m->host);
+    m->ev = calloc(n, sizeof *m->ev);
+    m->used = calloc(n, sizeof *m->used);
+    m->compute_ev = be->event_create(be_ctx, device);
+    if (!m->res || !m->host || !m->ev || !m->used || !m->compute_ev) {
+        tb_swapmem_fini(m);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory for the memory manager");
+    }
+    for (size_t i = 0; i < s->ntensors; i++)
+        m->res[i] = t[i].data ? TB_RES_DEVICE : TB_RES_NONE;
+    if (m->policy.ops && m->policy.ops->plan) {
+        struct tb_mem_stats st = { 0 };
+        be->mem_stats(be_ctx, device, &st);
+        int rc = m->policy.ops->plan(m->policy.ctx, m, (const struct tb_schedule *)s, st.capacity, m->policy.link, err);
+        if (rc) {
+            tb_err_prefix(err, "swap policy '%s' planning", m->policy.name);
+            tb_swapmem_fini(m);
+            return rc;
+        }
+    }
+    return TB_OK;
+}
+
+void tb_swapmem_fini(struct tb_swap_mem *m)
+{
+    if (!m->be)
+        return;
+    if (m->res && m->s) {
+        for (size_t i = 0; i < m->s->ntensors; i++) {
+            if (m->res[i] == TB_RES_MOVING_OUT)
+                settle_one(m, i, true);
+            else if (m->res[i] == TB_RES_MOVING_IN)
+                m->be->event_sync(m->be_ctx, m->ev[i]);
+        }
+    }
+    tb_swapmem_trace_clear(m);
+    if (m->policy.ops && m->policy.ops->forget)
+        m->policy.ops->forget(m->policy.ctx, m);
+    for (size_t i = 0; m->s && i < m->s->ntensors; i++) {
+        if (m->host && m->host[i])
+            m->be->host_free(m->be_ctx, m->host[i]);
+        if (m->ev && m->ev[i])
+            m->be->event_destroy(m->be_ctx, m->ev[i]);
+    }
+    if (m->compute_ev)
+        m->be->event_destroy(m->be_ctx, m->compute_ev);
+    free(m->res);
+    free(m->host);
+    free(m->ev);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+/* An allocation of `bytes`: with keep, the block (the caller's); without, only whether
+ * one fits now (an op's scratch, which the backend allocates itself: the block is freed
+ * again at once, and its place is there when the op asks). */
+static void *try_alloc(struct tb_swap_mem *m, size_t bytes, bool keep)
+{
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p && !keep) {
+        m->be->mem_free(m->be_ctx, m->device, p);
+        return m; /* any non-NULL pointer: it fits */
+    }
+    return p;
+}
+
+/* Free device bytes by the backend's accounts: the cap (or, without one, what it has
+ * reserved) less what is in use. They need not be one block. */
+static uint64_t free_bytes(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    return total > st.in_use ? total - st.in_use : 0;
+}
+
+/* The policy moves tensors out, in its own order, until the allocation of `bytes`
+ * succeeds: not merely until that many bytes are free, since free memory can be split
+ * into blocks none of which holds it (fragmentation). Each round asks for `bytes`; when a
+ * round moves nothing, tensors still coming in are waited for (they become movable), and
+ * then the policy is asked once for more than is free now (bytes + free), which any
+ * policy counting free bytes must answer by moving something. NULL when nothing is left
+ * to move and it still does not fit. */
+static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, int *policy_err,
+                              struct tb_err *err)
+{
+    settle_ins(m, false);
+    bool more = false;
+    for (;;) {
+        const uint64_t before = tb_swap_in_use(m);
+        const uint64_t ask = more ? bytes + free_bytes(m) : bytes;
+        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, ask, err);
+        if (rc) {
+            *policy_err = rc;
+            tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+            return NULL;
+        }
+        settle_outs(m, true);
+        void *p = try_alloc(m, bytes, keep);
+        if (p) {
+            m->stats.evicting_allocs++;
+            return p;
+        }
+        if (tb_swap_in_use(m) < before) {
+            more = false; /* it moved something: the next round asks for `bytes` again */
+            continue;
+        }
+        if (settle_ins(m, true))
+            continue;
+        if (more)
+            return NULL; /* asked for more than is free, and nothing moved */
+        more = true;
+    }
+}
+
+/* The last resort, once nothing else can move: the running step's own activations and
+ * gradients (pinned, so no policy moves them) and the executor's loose blocks for the op
+ * may split the free memory where they lie. The tensors go to the host and wait there,
+ * the loose blocks (nothing written in them yet) are freed, the block is taken, then
+ * both come back, to places around it. With keep the block is the caller's; without (an
+ * op's scratch) it is freed again for the op to take (best fit finds the same hole).
+ * Values travel through exact copies; the executor reads the addresses again before it
+ * runs the op. NULL when even that does not make it fit (a loose block that then found
+ * no room at all is NULL too: the caller's op fails with it). */
+static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+{
+    if (step >= m->s->nsteps)
+        return NULL;
+    const struct tb_sched_step *st = &m->s->steps[step];
+    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved), n = 0;
+    if (!moved)
+        return NULL;
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        if (!movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
+            continue;
+        if (move_out(m, i, true, err) != TB_OK)
+            break;
+        moved[n++] = i;
+    }
+    uint32_t freed = 0; /* bit l: loose block l was freed and comes back */
+    for (uint32_t l = 0; l < m->nloose; l++)
+        if (*m->loose[l]) {
+            m->be->mem_free(m->be_ctx, m->device, *m->loose[l]);
+            *m->loose[l] = NULL;
+            freed |= 1u << l;
+        }
+    void *hole = n || freed ? m->be->mem_alloc(m->be_ctx, m->device, bytes) : NULL;
+    bool ok = true;
+    /* Back, every one that left (a tensor still on the host is one the step is waiting
+     * for), then the loose blocks: when one finds no room beside the block, the block
+     * goes and the request fails. */
+    for (uint32_t k = 0; k < n + m->nloose && ok; k++) {
+        const bool tensor = k < n;
+        const uint32_t i = tensor ? moved[k] : 0, l = tensor ? 0 : k - n;
+        if (!tensor && !(freed >> l & 1))
+            continue;
+        const size_t want = tensor ? bytes_of(m, i) : m->loose_bytes[l];
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, want);
+        if (!p && hole) {
+            m->be->mem_free(m->be_ctx, m->device, hole);
+            hole = NULL;
+            p = m->be->mem_alloc(m->be_ctx, m->device, want);
+        }
+        if (!tensor) {
+            *m->loose[l] = p;
+            ok = p != NULL;
+            continue;
+        }
+        if (!p || start_in(m, i, p, err) != TB_OK) {
+            ok = false;
+            break;
+        }
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    free(moved);
+    if (hole && ok && keep)
+        return hole;
+    if (hole)
+        m->be->mem_free(m->be_ctx, m->device, hole);
+    return ok && hole ? m : NULL; /* any non-NULL pointer: it fits */
+}
+
+_Static_assert(TB_OP_MAX_IN <= 32, "relocate_step keeps the loose blocks it freed in a 32-bit mask");
+
+void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const size_t *bytes, uint32_t n)
+{
+    m->nloose = n;
+    for (uint32_t k = 0; k < n; k++) {
+        m->loose[k] = blocks[k];
+        m->loose_bytes[k] = bytes[k];
+    }
+}
+
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    if (bytes > SIZE_MAX)
+        return false;
+    /* True only when something was freed and the op's allocation fits now: the op runs
+     * again only when it can get further than it did. */
+    const uint64_t before = tb_swap_in_use(m);
+    settle_outs(m, true);
+    if (tb_swap_in_use(m) < before && try_alloc(m, (size_t)bytes, false))
+        return true;
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return false;
+    if (evict_until_fits(m, step, (size_t)bytes, false, policy_err, err))
+        return true;
+    if (*policy_err)
+        return false;
+    if (!relocate_step(m, step, (size_t)bytes, false, err))
+        return false;
+    m->stats.evicting_allocs++;
+    return true;
+}
+
+void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    bytes = bytes ? bytes : 1;
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p)
+        return p;
+    /* Blocks whose copies are done, then those still copying. */
+    if (settle_outs(m, false) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+        return p;
+    if (settle_outs(m, true) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+        return p;
+    if (m->release_scratch) {
+        /* The backend's scratch comes back by the next op that needs it. */
+        m->release_scratch(m->be_ctx, m->device);
+        if ((p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+            return p;
+    }
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return NULL;
+    if ((p = evict_until_fits(m, step, bytes, true, policy_err, err)) || *policy_err)
+        return p;
+    if ((p = relocate_step(m, step, bytes, true, err)))
+        m->stats.evicting_allocs++;
+    return p;
+}
+
+void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)
+{
+    if (m->res[i] == TB_RES_MOVING_OUT || m->res[i] == TB_RES_MOVING_IN) {
+        /* Freed while its copy runs: the step waits for the copy, which is stall too. */
+        double t0 = tb_now();
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->stats.stall_seconds += tb_now() - t0;
+    }
+    if (m->t[i].data)
+        m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+    m->t[i].data = NULL;
+    m->res[i] = TB_RES_NONE;
+}
+
+void tb_swapmem_produced(struct tb_swap_mem *m, size_t i)
+{
+    m->res[i] = TB_RES_DEVICE; /* any host copy is stale now */
+}
+
+int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    settle_outs(m, false);
+    if (m->policy.ops && m->policy.ops->before_step) {
+        int rc = m->policy.ops->before_step(m->policy.ctx, m, step, err);
+        if (rc)
+            return tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+    }
+    const struct tb_sched_step *st = &m->s->steps[step];
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        switch (m->res[i]) {
+        case TB_RES_HOST: {
+            /* Not brought back in time: fetch it now and wait. */
+            int perr;
+            void *p = tb_swapmem_alloc(m, step, bytes_of(m, i), &perr, err);
+            if (!p)
+                return perr ? perr
+                            : tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s", m->s->tensors[i].name);
+            int rc = start_in(m, i, p, err);
+            if (rc)
+                return rc;
+            m->stats.demand_ins++;
+        }
+            /* fall through */
+        case TB_RES_MOVING_IN: {
+            double t0 = tb_now();
+            int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
+            m->stats.stall_seconds += tb_now() - t0;
+            if (rc)
+                return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
+            m->res[i] = TB_RES_BOTH;
+            break;
+        }
+        case TB_RES_MOVING_OUT: {
+            /* Needed again before its copy finished: keep the block, and the copy. */
+            double t0 = tb_now();
+            m->be->event_sync(m->be_ctx, m->ev[i]);
+            m->stats.stall_seconds += tb_now() - t0;
+            m->res[i] = TB_RES_BOTH;
+            break;
+        }
+        default:
+            break;
+        }
+        m->used[i] = m->clock;
+    }
+    return TB_OK;
+}
+
+int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (m->res[i] == TB_RES_HOST) {
+        int perr;
+        void *p = tb_swapmem_alloc(m, SIZE_MAX, bytes_of(m, i), &perr, err);
+        if (!p)
+            return perr ? perr
+                        : tb_err_set(err, TB_ERR_NOMEM, "no device memory to bring back %s", m->s->tensors[i].name);
+        int rc = start_in(m, i, p, err);
+        if (rc)
+            return rc;
+    }
+    if (m->res[i] == TB_RES_MOVING_IN || m->res[i] == TB_RES_MOVING_OUT) {
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    return TB_OK;
+}
+
+int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    m->clock++;
+    if (m->policy.ops && m->policy.ops->after_step) {
+        int rc = m->policy.ops->after_step(m->policy.ctx, m, step, err);
+        if (rc)
+            return tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+    }
+    return TB_OK;
+}

@@ -1,0 +1,109 @@
+/* core/engine/swapmem_internal.h: the memory manager of an executor (swapmem.c): device memory
+ * for its tensors, their residency, the copies that move them between device and pinned
+ * host memory, the swap policy's hooks, and the accounting. See trainbig/swap.h. */
+#ifndef TB_CORE_SWAPMEM_INTERNAL_H
+#define TB_CORE_SWAPMEM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <trainbig/backend.h>
+#include <trainbig/swap.h>
+
+#include "core/engine/schedule_internal.h"
+
+/* Counters, cumulative since the manager was made. */
+struct tb_swap_stats {
+    uint64_t bytes_out, bytes_in; /* copied device to host, host to device */
+    uint64_t swaps_out, swaps_in;
+    uint64_t demand_ins;      /* swap-ins a step had to wait for from the start */
+    double stall_seconds;     /* the training thread waiting for swap copies */
+    uint64_t evicting_allocs; /* allocations that fitted only after moving tensors out */
+    uint64_t host_bytes;      /* pinned host memory held for copies */
+};
+
+/* A policy instance, shared by the executors of a run (not owned). */
+struct tb_swap_policy {
+    const char *name;
+    const struct tb_swap_ops *ops; /* NULL: none */
+    void *ctx;
+    const struct tb_link *link; /* NULL when no platform describes the link */
+};
+
+/* One copy of a traced step: events recorded on its stream before and after it. */
+struct tb_trace_copy {
+    uint32_t tensor;
+    bool to_device;
+    struct tb_event *start, *end;
+};
+
+struct tb_swap_mem {
+    const struct tb_backend_ops *be;
+    void *be_ctx;
+    int device;
+    void (*release_scratch)(void *ctx, int device); /* the backend's, or NULL */
+    const struct tb_schedule *s;
+    struct tb_tensor *t;  /* the executor's tensors: data is the device block or NULL */
+    const uint32_t *pins; /* the executor's: > 0 while a running step uses the tensor */
+    struct tb_swap_policy policy;
+    uint8_t *res;                /* [ntensors] enum tb_residency */
+    void **host;                 /* [ntensors] pinned copy, kept for reuse (sizes do not change) */
+    struct tb_event **ev;        /* [ntensors] its latest copy */
+    uint64_t *used;              /* [ntensors] clock at its last use */
+    uint64_t clock;              /* steps run */
+    struct tb_event *compute_ev; /* orders copies after the compute that made their data */
+    bool tracing;                /* record each copy's start and end (tb_exec_trace_begin) */
+    struct tb_trace_copy *trace;
+    size_t ntrace, trace_cap;
+    struct tb_swap_stats stats;
+    /* Blocks the executor holds for the running op outside any tensor (a backward op's
+     * gradient temporaries, not yet written): the last resort frees and re-allocates
+     * them around the block it makes room for, so they must not split it. Each entry is
+     * where the executor keeps the address; it reads it again before the op runs. */
+    void **loose[TB_OP_MAX_IN];
+    size_t loose_bytes[TB_OP_MAX_IN];
+    uint32_t nloose;
+};
+
+/* Sets m up for executor tensors t (and their pins) of schedule s, with a policy (may be
+ * NULL: none). Calls the policy's plan(). On failure everything is released. */
+int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void *be_ctx, int device,
+                    const struct tb_schedule *s, struct tb_tensor *t, const uint32_t *pins,
+                    const struct tb_swap_policy *policy, struct tb_err *err);
+/* Waits for every copy, frees host copies and events (device blocks are the executor's
+ * to free, after tb_swapmem_drop). */
+void tb_swapmem_fini(struct tb_swap_mem *m);
+
+/* `bytes` of device memory for step `step` (SIZE_MAX: setup): when they do not fit, first
+ * the blocks of finished swap-outs are freed, then the backend's scratch, then the policy
+ * moves tensors out until the allocation succeeds (free bytes are not enough: they may be
+ * split into blocks too small for it), and last the step's own tensors are moved around
+ * it (through the host; their data pointers change). NULL when nothing is left to move and it still
+ * does not fit (the caller reports the out-of-memory); *policy_err is set, with err, when
+ * the policy itself failed. */
+void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err);
+/* Makes room for `bytes` that something other than a tensor needs (an op's scratch, which
+ * the backend allocates itself): finished swap-outs first, else through the policy, until
+ * an allocation of `bytes` would succeed. True when memory was freed and it would (the op
+ * may run again); *policy_err (with err) when the policy failed. */
+/* The running op's loose blocks (see struct tb_swap_mem), n <= TB_OP_MAX_IN; n = 0
+ * forgets them (the op has run). */
+void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const size_t *bytes, uint32_t n);
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err);
+/* Tensor i's value is dead: its device block (after any copy reading it) and residency
+ * go; the host buffer is kept for the next step. */
+void tb_swapmem_drop(struct tb_swap_mem *m, size_t i);
+
+/* Around a step: before_step runs the policy's hook, then makes every tensor the step
+ * touches resident (swapping in what is on the host, waiting for copies under way);
+ * after_step marks what the step wrote and runs the policy's hook. */
+int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err);
+int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err);
+/* Brings tensor i back to the device and waits for it (reading an output a policy moved
+ * out). */
+int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err);
+/* Drops the traced copies and their events. */
+void tb_swapmem_trace_clear(struct tb_swap_mem *m);
+/* Tensor i now holds a new value on the device (an op wrote it). */
+void tb_swapmem_produced(struct tb_swap_mem *m, size_t i);
+
+#endif

@@ -1,0 +1,285 @@
+/* checkpoint.c: an engine's parameters, buffers and momentum in a safetensors file, and
+ * back. See core/train/checkpoint_internal.h for what is stored. */
+#include "config.h"
+
+#include "core/train/checkpoint_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <trainbig/version.h>
+
+#include "core/util/hash_internal.h"
+#include "core/train/safetensors_internal.h"
+
+static const char format_name[] = "trainbig-checkpoint-1";
+static const char momentum_prefix[] = "momentum/";
+
+/* A tensor's checksum: its name, then its bytes 8 at a time through a multiply-xorshift
+ * mix (FNV-1a byte by byte would take seconds on a full G-SCNN). */
+static uint64_t tensor_sum(const char *name, const float *data, size_t n)
+{
+    uint64_t h = tb_fnv1a(name, strlen(name), TB_FNV1A_INIT);
+    const unsigned char *p = (const unsigned char *)data;
+    size_t bytes = n * sizeof *data, i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    return tb_fnv1a(p + i, bytes - i, h);
+}
+
+void tb_text_first_difference(const char *here, const char *there, char *buf, size_t size)
+{
+    const char *a = here ? here : "", *b = there ? there : "";
+    while (*a || *b) {
+        size_t na = strcspn(a, "\n"), nb = strcspn(b, "\n");
+        if (na != nb || memcmp(a, b, na) != 0) {
+            snprintf(buf, size, "'%.*s' here, '%.*s' there", (int)(na < 200 ? na : 200), a, (int)(nb < 200 ? nb : 200),
+                     b);
+            return;
+        }
+        a += na + (a[na] == '\n');
+        b += nb + (b[nb] == '\n');
+    }
+    snprintf(buf, size, "no difference");
+}
+
+int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err)
+{
+    const size_t np = tb_engine_param_count(e);
+    size_t nt = 0, elems = 0;
+    for (size_t i = 0; i < np; i++) {
+        struct tb_param *p = tb_engine_param_at(e, i);
+        size_t n = tb_shape_elems(p->value.desc.shape);
+        nt += 1 + (p->momentum.data != NULL);
+        elems += n * (1 + (p->momentum.data != NULL));
+    }
+    /* One host buffer for everything: the writer needs all tensors at once. */
+    struct tb_st_tensor *t = calloc(nt ? nt : 1, sizeof *t);
+    char **names = calloc(nt ? nt : 1, sizeof *names);
+    float *host = malloc((elems ? elems : 1) * sizeof *host);
+    int rc = TB_OK;
+    if (!t || !names || !host) {
+        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for a %zu-byte checkpoint", path, elems * sizeof *host);
+        goto out;
+    }
+    uint64_t checksum = 0;
+    size_t k = 0, off = 0;
+    for (size_t i = 0; i < np && !rc; i++) {
+        struct tb_param *p = tb_engine_param_at(e, i);
+        for (int m = 0; m < 2 && !rc; m++) {
+            const struct tb_tensor *src = m ? &p->momentum : &p->value;
+            if (!src->data)
+                continue;
+            if (p->value.desc.dtype != TB_F32) {
+                rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: parameter %s is not f32; checkpoints hold f32 only", path,
+                                p->name);
+                break;
+            }
+            size_t n = tb_shape_elems(src->desc.shape);
+            rc = e->ops->tensor_read(e->ctx, src, host + off, err);
+            if (rc) {
+                tb_err_prefix(err, "%s: reading %s%s from the device", path, m ? momentum_prefix : "", p->name);
+                break;
+            }
+            size_t len = strlen(p->name) + sizeof momentum_prefix;
+            names[k] = malloc(len);
+            if (!names[k]) {
+                rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+                break;
+            }
+            snprintf(names[k], len, "%s%s", m ? momentum_prefix : "", p->name);
+            t[k] = (struct tb_st_tensor){ names[k], src->desc.shape, host + off };
+            checksum += tensor_sum(names[k], host + off, n);
+            k++;
+            off += n;
+        }
+    }
+    if (!rc) {
+        char epoch[32], iteration[32], seed[32], lr[40], hash[24], sum[24];
+        snprintf(epoch, sizeof epoch, "%" PRIu64, info->epoch);
+        snprintf(iteration, sizeof iteration, "%" PRIu64, info->iteration);
+        snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
+        snprintf(lr, sizeof lr, "%.17g", info->lr);
+        const char *config = info->config ? info->config : "";
+        snprintf(hash, sizeof hash, "%016" PRIx64, tb_fnv1a(config, strlen(config), TB_FNV1A_INIT));
+        snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
+        const char *meta[] = {
+            "format",
+            format_name,
+            "trainbig_version",
+            TB_VERSION,
+            "epoch",
+            epoch,
+            "iteration",
+            iteration,
+            "seed",
+            seed,
+            "lr",
+            lr,
+            "model",
+            info->model ? info->model : "",
+            "training",
+            info->training ? info->training : "",
+            "config",
+            config,
+            "config_hash",
+            hash,
+            "checksum",
+            sum,
+        };
+        rc = tb_safetensors_write(path, t, k, meta, sizeof meta / sizeof meta[0] / 2, err);
+    }
+out:
+    for (size_t i = 0; names && i < nt; i++)
+        free(names[i]);
+    free(names);
+    free(t);
+    free(host);
+    return rc;
+}
+
+static int parse_u64(const struct tb_safetensors *st, const char *path, const char *key, uint64_t *out,
+                     struct tb_err *err)
+{
+    const char *v = tb_safetensors_meta(st, key);
+    char *end;
+    if (!v || !*v || (*out = strtoull(v, &end, 10), *end))
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata '%s' is missing or not a number", path, key);
+    return TB_OK;
+}
+
+int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, struct tb_ckpt_info *info,
+                       char **training_there, struct tb_err *err)
+{
+    if (training_there)
+        *training_there = NULL;
+    struct tb_safetensors *st;
+    int rc = tb_safetensors_read(path, &st, err);
+    if (rc)
+        return rc;
+    const char *format = tb_safetensors_meta(st, "format");
+    if (!format || strcmp(format, format_name) != 0) {
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: not a trainbig checkpoint (metadata 'format' is %s%s%s, expected '%s')", path,
+                        format ? "'" : "", format ? format : "missing", format ? "'" : "", format_name);
+        goto out;
+    }
+    /* The checksum first: a flipped byte anywhere is a corrupt file, whatever else it says. */
+    uint64_t want, have = 0;
+    const char *sum = tb_safetensors_meta(st, "checksum");
+    char *end;
+    if (!sum || (want = strtoull(sum, &end, 16), *end || end == sum)) {
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata 'checksum' is missing or malformed", path);
+        goto out;
+    }
+    const size_t nt = tb_safetensors_count(st);
+    for (size_t i = 0; i < nt; i++) {
+        struct tb_shape shape;
+        const float *data;
+        const char *name = tb_safetensors_at(st, i, &shape, &data);
+        have += tensor_sum(name, data, tb_shape_elems(shape));
+    }
+    if (have != want) {
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: the checkpoint is corrupt: its tensors do not match its checksum (%016" PRIx64
+                        " computed, %016" PRIx64 " recorded); use an earlier checkpoint",
+                        path, have, want);
+        goto out;
+    }
+    const char *model = tb_safetensors_meta(st, "model");
+    if (!model || strcmp(model, info->model ? info->model : "") != 0) {
+        char diff[600];
+        tb_text_first_difference(info->model, model, diff, sizeof diff);
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: the checkpoint was written for another model configuration (%s); resume with the "
+                        "[model] settings it was trained with",
+                        path, diff);
+        goto out;
+    }
+    struct tb_ckpt_info got = *info;
+    rc = parse_u64(st, path, "epoch", &got.epoch, err);
+    if (!rc)
+        rc = parse_u64(st, path, "iteration", &got.iteration, err);
+    if (!rc)
+        rc = parse_u64(st, path, "seed", &got.seed, err);
+    const char *lr = tb_safetensors_meta(st, "lr");
+    if (!rc && (!lr || (got.lr = strtod(lr, &end), *end || end == lr)))
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata 'lr' is missing or not a number", path);
+    if (rc)
+        goto out;
+
+    /* Every tensor of the file must belong to the engine, every parameter and buffer of the
+     * engine must be in the file, shapes equal: checked before anything is loaded. */
+    const size_t np = tb_engine_param_count(e);
+    size_t found = 0;
+    for (size_t i = 0; i < nt; i++) {
+        struct tb_shape shape;
+        const float *data;
+        const char *name = tb_safetensors_at(st, i, &shape, &data);
+        bool is_m = strncmp(name, momentum_prefix, sizeof momentum_prefix - 1) == 0;
+        struct tb_param *p = tb_engine_find_param(e, is_m ? name + sizeof momentum_prefix - 1 : name);
+        if (!p || (is_m && !p->trainable)) {
+            rc = tb_err_set(err, TB_ERR_RUNTIME,
+                            "%s: the checkpoint holds '%s', which this model does not have: it was written for "
+                            "another network",
+                            path, name);
+            goto out;
+        }
+        struct tb_shape want_shape = p->value.desc.shape;
+        if (memcmp(&shape, &want_shape, sizeof shape) != 0) {
+            rc = tb_err_set(err, TB_ERR_RUNTIME,
+                            "%s: '%s' is (%d,%d,%d,%d) in the checkpoint and (%d,%d,%d,%d) in this model", path, name,
+                            shape.n, shape.c, shape.h, shape.w, want_shape.n, want_shape.c, want_shape.h, want_shape.w);
+            goto out;
+        }
+        found += !is_m;
+    }
+    if (found != np) {
+        for (size_t i = 0; i < np; i++) {
+            struct tb_param *p = tb_engine_param_at(e, i);
+            struct tb_shape shape;
+            if (!tb_safetensors_find(st, p->name, &shape)) {
+                rc = tb_err_set(err, TB_ERR_RUNTIME,
+                                "%s: the checkpoint lacks '%s', which this model has: it was written for another "
+                                "network",
+                                path, p->name);
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < nt && !rc; i++) {
+        struct tb_shape shape;
+        const float *data;
+        const char *name = tb_safetensors_at(st, i, &shape, &data);
+        bool is_m = strncmp(name, momentum_prefix, sizeof momentum_prefix - 1) == 0;
+        if (is_m && !momentum)
+            continue;
+        struct tb_param *p = tb_engine_find_param(e, is_m ? name + sizeof momentum_prefix - 1 : name);
+        if (is_m)
+            rc = tb_param_momentum(e, p, err);
+        if (!rc)
+            rc = e->ops->tensor_write(e->ctx, is_m ? &p->momentum : &p->value, data, err);
+        if (rc)
+            tb_err_prefix(err, "%s: loading %s", path, name);
+    }
+    if (rc)
+        goto out;
+    info->epoch = got.epoch;
+    info->iteration = got.iteration;
+    info->seed = got.seed;
+    info->lr = got.lr;
+    if (training_there) {
+        const char *tr = tb_safetensors_meta(st, "training");
+        *training_there = strdup(tr ? tr : "");
+        if (!*training_there)
+            rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    }
+out:
+    tb_safetensors_free(st);
+    return rc;
+}

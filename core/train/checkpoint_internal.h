@@ -1,0 +1,50 @@
+/* core/train/checkpoint_internal.h: training checkpoints (checkpoint.c): every parameter and
+ * buffer of an engine by its dotted name, each momentum buffer as "momentum/NAME", and
+ * what a run needs to continue exactly where it stopped, in one safetensors file written
+ * atomically (core/train/safetensors_internal.h).
+ *
+ * Metadata (all strings): format "trainbig-checkpoint-1", trainbig_version, epoch
+ * (epochs completed), iteration (steps completed over the run), seed, lr (of the last
+ * step, %.17g), model (the text that identifies the network: plugin, [model] keys,
+ * classes), training (the settings that decide the weights a run reaches: [run] seed and
+ * epochs, [train], [dataset]), config (the effective configuration as `trainbig config`
+ * prints it, for people), config_hash (FNV-1a of config, hex), checksum (of every tensor
+ * with its name, so flipped bytes are found, not trained on). */
+#ifndef TB_CORE_CHECKPOINT_INTERNAL_H
+#define TB_CORE_CHECKPOINT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <trainbig/error.h>
+
+#include "core/engine/engine_internal.h"
+
+struct tb_ckpt_info {
+    uint64_t epoch;     /* epochs completed */
+    uint64_t iteration; /* steps completed since the run began */
+    uint64_t seed;
+    double lr;
+    const char *model;    /* see above; save: given, load: compared */
+    const char *training; /* save: given; load: *training_there receives the file's */
+    const char *config;   /* save only */
+};
+
+/* Writes every parameter, buffer and momentum buffer of e, and info, to path. */
+int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err);
+
+/* Reads path and loads it into e, whose parameters must all exist already (the graphs'
+ * executors made them). Refuses, naming the file and the difference, a file that is not
+ * a trainbig checkpoint, is truncated or corrupt, was written for another model
+ * (info->model differs: the first differing line is named), or lacks or has extra
+ * tensors or other shapes. With momentum, every momentum buffer in the file is loaded
+ * too (training resumes); without, they are ignored (prediction). Nothing is loaded
+ * unless everything checks. On success info's counters are the file's, and
+ * *training_there (when not NULL) a copy of its training text, the caller's to free. */
+int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, struct tb_ckpt_info *info,
+                       char **training_there, struct tb_err *err);
+
+/* The first line where texts a and b differ, as "A (here) / B (there)" into buf; for
+ * messages about configurations that differ. */
+void tb_text_first_difference(const char *here, const char *there, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,127 @@
+/* fit.c: `trainbig fit CONFIG --vary batch|crop`: the largest batch (or training crop)
+ * whose training step completes with the configured device memory, under each swap
+ * policy, and what a step then costs against the same step with unlimited memory and no
+ * swapping. This is the study's "use of LMS" measurement.
+ *
+ * The search doubles the value until a step runs out of device memory, then bisects
+ * between the last that fitted and the first that did not. Each probe is a real step
+ * (tb_time_steps: the setup `trainbig train` makes, warm-up steps, a timed step). */
+#include "config.h"
+
+#include "tools/fit_internal.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/steptime_internal.h"
+
+enum { MAX_SETS = 64, TIMED_STEPS = 3, MAX_VALUE = 1 << 16 };
+
+struct probe_ctx {
+    const char *path;
+    const char *policy; /* the configuration's own [swap] plugin: its keys apply to it */
+    const char *const *sets;
+    int nsets;
+    const char *key; /* "train.batch" or "dataset.crop" */
+};
+
+/* One step at `value` under `policy` (NULL: no swapping, unlimited memory). 1 = fits,
+ * 0 = out of device memory or more than the data has, -1 = another error (err). */
+static int probe(const struct probe_ctx *c, const char *policy, int value, struct tb_step_timing *t, struct tb_err *err)
+{
+    const char *sets[MAX_SETS + 4];
+    char v[64], p[64];
+    int n = 0;
+    for (int i = 0; i < c->nsets && n < MAX_SETS; i++)
+        sets[n++] = c->sets[i];
+    snprintf(v, sizeof v, "%s=%d", c->key, value);
+    sets[n++] = v;
+    if (policy) {
+        snprintf(p, sizeof p, "swap.plugin=%s", policy);
+        sets[n++] = p;
+    } else {
+        sets[n++] = "swap.plugin=none";
+        sets[n++] = "backend.device_memory=0";
+    }
+    tb_err_clear(err);
+    /* The file's [swap] keys are for its own policy: the others get those they share. */
+    int rc = policy && strcmp(policy, c->policy) == 0 ? tb_time_steps(c->path, sets, n, TIMED_STEPS, t, err)
+                                                      : tb_time_steps_swap(c->path, sets, n, TIMED_STEPS, t, err);
+    if (rc == TB_OK)
+        return 1;
+    if (rc == TB_ERR_NOMEM || (rc == TB_ERR_CONFIG && strstr(err->msg, "the train split has only")))
+        return 0;
+    return -1;
+}
+
+int tb_fit(const char *path, const char *policy, const char *const *sets, int nsets, const char *vary, FILE *out,
+           struct tb_err *err)
+{
+    const bool batch = strcmp(vary, "batch") == 0;
+    if (!batch && strcmp(vary, "crop") != 0)
+        return tb_err_set(err, TB_ERR_CONFIG, "--vary %s: allowed are batch and crop", vary);
+    if (nsets > MAX_SETS)
+        return tb_err_set(err, TB_ERR_CONFIG, "at most %d --set options with fit", MAX_SETS);
+    const struct probe_ctx c = { path, policy, sets, nsets, batch ? "train.batch" : "dataset.crop" };
+    static const char *const policies[] = { "none", "lru", "prefetch" };
+    const int start = batch ? 2 : 64; /* batch norm trains on 2 images or more */
+    int largest[3] = { 0 };
+    fprintf(out, "fit: the largest %s whose training step completes with the configured device memory\n",
+            batch ? "batch" : "training crop");
+    fprintf(out, "%-9s %8s %10s %14s %9s %9s %12s\n", "policy", vary, "step ms", "no-swap step", "overhead", "stall %",
+            "vs none");
+    for (int k = 0; k < 3; k++) {
+        struct tb_step_timing best = { 0 }, t;
+        int lo = 0, hi = 0; /* lo fits (0: nothing yet), hi does not (0: not found yet) */
+        for (int v = start; v <= MAX_VALUE; v *= 2) {
+            int r = probe(&c, policies[k], v, &t, err);
+            if (r < 0)
+                return tb_err_prefix(err, "fit, %s = %d, swap %s", c.key, v, policies[k]);
+            if (!r) {
+                hi = v;
+                break;
+            }
+            lo = v;
+            best = t;
+        }
+        while (hi && lo && hi - lo > (batch ? 1 : 8)) {
+            int mid = lo + (hi - lo) / 2;
+            if (!batch)
+                mid -= mid % 8;
+            int r = probe(&c, policies[k], mid, &t, err);
+            if (r < 0)
+                return tb_err_prefix(err, "fit, %s = %d, swap %s", c.key, mid, policies[k]);
+            if (r) {
+                lo = mid;
+                best = t;
+            } else {
+                hi = mid;
+            }
+        }
+        largest[k] = lo;
+        if (!lo) {
+            fprintf(out, "%-9s %8s (not even %s = %d fits: %s)\n", policies[k], "-", vary, start, err->msg);
+            continue;
+        }
+        struct tb_step_timing ref;
+        int r = probe(&c, NULL, lo, &ref, err);
+        if (r < 0)
+            return tb_err_prefix(err, "fit, %s = %d without swapping", c.key, lo);
+        char ref_ms[32] = "-", over[32] = "-", gain[32] = "-";
+        if (r > 0) {
+            snprintf(ref_ms, sizeof ref_ms, "%.0f", ref.step_s * 1e3);
+            snprintf(over, sizeof over, "%.0f%%", 100.0 * (best.step_s / ref.step_s - 1));
+        }
+        if (largest[0] > 0) {
+            const double px = batch ? (double)lo / largest[0] : ((double)lo * lo) / ((double)largest[0] * largest[0]);
+            snprintf(gain, sizeof gain, "%.2fx", px);
+        }
+        fprintf(out, "%-9s %8d %10.0f %14s %9s %8.1f%% %12s\n", policies[k], lo, best.step_s * 1e3, ref_ms, over,
+                100.0 * best.stall_s / best.step_s, gain);
+        fflush(out);
+    }
+    tb_err_clear(err);
+    return TB_OK;
+}

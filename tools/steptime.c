@@ -1,0 +1,246 @@
+/* steptime.c: times training steps of a configuration: the setup `trainbig train` would
+ * make, the first batch of the train split, warm-up steps, then timed steps with their
+ * swap counters and peak device memory. */
+#include "config.h"
+
+#include "tools/steptime_internal.h"
+#include "core/util/clock_internal.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config/config_internal.h"
+#include "core/data/dataloader_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/engine/graph_internal.h"
+#include "core/config/loader_internal.h"
+#include "core/train/run_internal.h"
+#include "core/config/setup_internal.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether `key` is [swap] plugin or one the policy whose key table is `arg` declares. */
+static bool declared(const char *key, void *arg)
+{
+    if (strcmp(key, "plugin") == 0)
+        return true;
+    for (const struct tb_key *k = arg; k && k->name; k++)
+        if (strcmp(k->name, key) == 0)
+            return true;
+    return false;
+}
+
+/* Leaves out the [swap] keys the policy named there does not declare: the file's keys
+ * were written for its own policy; those another policy shares (min_size) still apply. */
+static int drop_foreign_swap_keys(struct tb_config *cfg, struct tb_err *err)
+{
+    const struct tb_entry *e = tb_config_find(cfg, "swap", "plugin");
+    if (!e || strchr(e->value, '/')) {
+        tb_config_drop_section(cfg, "swap", declared, NULL); /* a policy by path: its plugin only */
+        return TB_OK;
+    }
+    struct tb_plugin_handle *h = NULL;
+    int rc = tb_plugin_find(TB_KIND_SWAP, e->value, &h, err);
+    if (rc)
+        return rc;
+    tb_config_drop_section(cfg, "swap", declared, (void *)h->p->keys);
+    tb_plugin_close(h);
+    return TB_OK;
+}
+
+/* The file at path, or an empty configuration when path is NULL; *cfg is NULL when that
+ * fails (the error returned). */
+static int load_config(const char *path, struct tb_config **cfg, struct tb_err *err)
+{
+    if (path)
+        return tb_config_load(path, cfg, err);
+    if (!(*cfg = tb_config_new("steps")))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    return TB_OK;
+}
+
+static int time_steps(const char *path, bool drop_swap, const char *trace, const char *const *sets, int nsets,
+                      int steps, struct tb_step_timing *out, struct tb_err *err)
+{
+    struct tb_config *cfg = NULL;
+    int rc = load_config(path, &cfg, err);
+    if (!cfg)
+        return rc;
+    if (rc)
+        return rc;
+    for (int i = 0; i < nsets && !rc; i++)
+        rc = tb_config_set(cfg, sets[i], err);
+    if (!rc && drop_swap)
+        rc = drop_foreign_swap_keys(cfg, err);
+    struct tb_setup *s = NULL;
+    if (!rc)
+        rc = tb_setup_resolve(cfg, &s, err);
+    struct tb_run r;
+    memset(&r, 0, sizeof r);
+    struct tb_graph *g = NULL;
+    struct tb_exec *x = NULL;
+    void *ds = NULL;
+    const struct tb_dataset_ops *dops = NULL;
+    double *times = NULL;
+    if (!rc)
+        rc = tb_run_open(&r, s, err);
+    if (!rc) {
+        dops = s->slot[TB_SEC_DATASET].plugin->p->ops.dataset;
+        rc = dops->open(s->slot[TB_SEC_DATASET].section, "train", &ds, err);
+        if (rc)
+            ds = NULL;
+    }
+    const int batch = s ? (int)tb_section_int(s->slot[TB_SEC_TRAIN].section, "batch") : 0;
+    struct tb_data_settings set;
+    uint32_t w = 0, h = 0;
+    struct tb_data_loader *l = NULL;
+    if (!rc)
+        rc = tb_data_settings_read(s->slot[TB_SEC_DATASET].section, &set, err);
+    if (!rc && (size_t)batch > dops->count(ds))
+        rc = tb_err_set(err, TB_ERR_CONFIG, "batch %d: the train split has only %zu samples", batch, dops->count(ds));
+    if (!rc)
+        rc = tb_data_image_size(dops, ds, &set, true, &w, &h, err);
+    if (!rc) {
+        const struct tb_class *classes;
+        const int k = (int)dops->classes(ds, &classes);
+        const struct tb_model_input in = { batch, 3, (int)h, (int)w, k, 255 };
+        rc = tb_run_graph(&r, true, &in, &g, &x, err);
+    }
+    if (!rc) {
+        const struct tb_data_loader_config lc = {
+            .ops = dops,
+            .ctx = ds,
+            .what = "train split",
+            .train = true,
+            .batch = batch,
+            .rank = 0,
+            .world = 1,
+            .seed = 1,
+            .width = w,
+            .height = h,
+            .set = &set,
+        };
+        rc = tb_data_loader_open(&lc, &l, err);
+    }
+    struct tb_loaded lb;
+    if (!rc) {
+        tb_data_loader_start(l, 0, 1);
+        rc = tb_data_loader_next(l, &lb, err);
+    }
+    if (!rc) {
+        const char *names[] = { "image", "canny", "labels", "edges" };
+        const void *data[] = { lb.b->image, lb.b->canny, lb.b->labels, lb.b->edges };
+        for (int i = 0; i < 4 && !rc; i++)
+            if (tb_graph_find(g, names[i]))
+                rc = tb_exec_set_input(x, names[i], data[i], err);
+    }
+    out->width = (int)w;
+    out->height = (int)h;
+    out->batch = batch;
+    if (!rc && !(times = malloc((size_t)steps * sizeof *times)))
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    const int warmup = 2;
+    struct tb_swap_stats before = { 0 };
+    double drain = 0; /* the timed steps' ends, waiting for their last copies */
+    double ops = 0;   /* the timed steps' ops, forward and backward, as they ran */
+    for (int k = 0; k < warmup + steps && !rc; k++) {
+        if (k == warmup) {
+            before = *tb_exec_swap_stats(x);
+            r.engine.ops->mem_reset_peak(r.engine.ctx, r.engine.device);
+        }
+        const bool traced = trace && k == warmup + steps - 1;
+        if (traced)
+            tb_exec_trace_begin(x);
+        double t0 = tb_now();
+        rc = tb_exec_forward(x, (uint64_t)k, err);
+        if (!rc)
+            rc = tb_exec_backward(x, err);
+        if (!rc)
+            rc = tb_sgd_step(&r.engine, 0.001f, 0.9f, 1e-4f, err);
+        /* The step is done when its copies are: nothing may spill into the next. */
+        const double t1 = tb_now();
+        if (!rc)
+            r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
+        if (!rc && k >= warmup) {
+            times[k - warmup] = tb_now() - t0;
+            drain += tb_now() - t1;
+            const double *sec = tb_exec_step_seconds(x);
+            for (size_t i = 0; i < tb_exec_schedule(x)->nsteps; i++)
+                ops += sec[i];
+        }
+        if (!rc && traced)
+            rc = tb_exec_trace_write(x, trace, err);
+    }
+    if (!rc) {
+        const struct tb_swap_stats *a = tb_exec_swap_stats(x);
+        qsort(times, (size_t)steps, sizeof *times, cmp_double);
+        out->step_s = times[steps / 2];
+        out->stall_s = (a->stall_seconds - before.stall_seconds + drain) / steps;
+        out->ops_s = ops / steps;
+        out->out_bytes = (double)(a->bytes_out - before.bytes_out) / steps;
+        out->in_bytes = (double)(a->bytes_in - before.bytes_in) / steps;
+        struct tb_mem_stats ms = { 0 };
+        r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);
+        out->peak = ms.peak;
+        out->conv_flops = tb_graph_conv_flops(g);
+    }
+    free(times);
+    tb_data_loader_close(l);
+    tb_exec_free(x);
+    tb_graph_free(g);
+    if (ds)
+        dops->close(ds);
+    tb_run_close(&r);
+    tb_setup_free(s);
+    tb_config_free(cfg);
+    return rc;
+}
+
+int tb_time_steps(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
+                  struct tb_err *err)
+{
+    return time_steps(path, false, NULL, sets, nsets, steps, out, err);
+}
+
+int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
+                       struct tb_err *err)
+{
+    return time_steps(path, true, NULL, sets, nsets, steps, out, err);
+}
+
+int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, int steps, const char *trace,
+                         struct tb_step_timing *out, struct tb_err *err)
+{
+    return time_steps(path, false, trace, sets, nsets, steps, out, err);
+}
+
+int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
+                 struct tb_err *err)
+{
+    struct tb_config *cfg = NULL;
+    int rc = load_config(path, &cfg, err);
+    if (!cfg)
+        return rc;
+    for (int i = 0; i < nsets && !rc; i++)
+        rc = tb_config_set(cfg, sets[i], err);
+    struct tb_setup *s = NULL;
+    if (!rc)
+        rc = tb_setup_resolve(cfg, &s, err);
+    struct tb_run r;
+    memset(&r, 0, sizeof r);
+    if (!rc)
+        rc = tb_run_open(&r, s, err);
+    if (!rc) {
+        *link = r.link;
+        *platform = r.platform_link;
+    }
+    tb_run_close(&r);
+    tb_setup_free(s);
+    tb_config_free(cfg);
+    return rc;
+}

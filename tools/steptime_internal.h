@@ -1,0 +1,43 @@
+/* tools/steptime_internal.h: timing training steps of a configuration (steptime.c), for
+ * `trainbig fit` and bench/lms. */
+#ifndef TB_TOOLS_STEPTIME_INTERNAL_H
+#define TB_TOOLS_STEPTIME_INTERNAL_H
+
+#include <stdint.h>
+#include <trainbig/error.h>
+#include <trainbig/platform.h>
+
+struct tb_step_timing {
+    double step_s;              /* median step time */
+    double stall_s;             /* per step: waiting for copies (the swap's stalls, and the end of the step
+                                 * waiting for its last copies out) */
+    double ops_s;               /* per step: the ops' own time, forward and backward (each op's kernels, not
+                                 * the memory manager's work around them) */
+    double out_bytes, in_bytes; /* per step: swapped out and in */
+    uint64_t peak;              /* device memory, over the timed steps */
+    double conv_flops;          /* per step: the convolutions' (tb_graph_conv_flops) */
+    int width, height, batch;   /* what was trained on */
+};
+
+/* Loads `path` (NULL: an empty configuration), applies the `nsets` assignments, and times
+ * `steps` training steps on the first batch of the train split (after 2 warm-up steps:
+ * the prefetch policy tunes itself on the first), forward, backward and SGD, each ending
+ * when its copies have. Out of device memory is TB_ERR_NOMEM with err saying where. */
+int tb_time_steps(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
+                  struct tb_err *err);
+/* The same, with the file's [swap] section forgotten before the assignments: each policy
+ * with only what they set. */
+/* The same, writing a Chrome trace of the last timed step to `trace` (tb_exec_trace_write). */
+int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, int steps, const char *trace,
+                         struct tb_step_timing *out, struct tb_err *err);
+int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
+                       struct tb_err *err);
+
+/* The link the run's copies see (the backend's set_platform may rewrite it: with the cpu
+ * backend's emulate_link, this CPU as the accelerator and the scaled rates) and the
+ * platform's own, for the configuration of `path` (NULL: empty) and the assignments;
+ * nothing trains. */
+int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
+                 struct tb_err *err);
+
+#endif
