@@ -3,9 +3,12 @@
 
 #include "core/config/setup_internal.h"
 
+#include "core/config/platform_internal.h"
 #include "core/data/dataloader_internal.h"
+#include "core/dist/comm_internal.h"
 #include "core/util/log_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <trainbig/trainbig.h>
@@ -221,6 +224,30 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
     return rc;
 }
 
+/* Defaults that depend on other settings, applied once everything is valid: a rank's
+ * device under mpirun, and the platform's swap_defaults (its instance is made for them
+ * and closed again: the run makes its own). Keys the user set are kept. */
+static int apply_implied_defaults(struct tb_setup *s, struct tb_err *err)
+{
+    const struct tb_comm *world = tb_comm_world();
+    if (world->size > 1) {
+        /* One process per device: a rank takes the device of its local rank. */
+        char value[16], why[256];
+        snprintf(value, sizeof value, "%d", world->local_rank);
+        if (tb_section_default(s->slot[TB_SEC_BACKEND].section, "device", value, "local rank (mpirun)", why,
+                               sizeof why) < 0)
+            return tb_err_set(err, TB_ERR_CONFIG, "[backend] device = %s (this rank's local rank): %s", value, why);
+    }
+    const struct tb_plugin *plat = s->slot[TB_SEC_PLATFORM].plugin->p;
+    void *ctx = NULL;
+    int rc = plat->ops.platform->create(s->slot[TB_SEC_PLATFORM].section, &ctx, err);
+    if (rc)
+        return tb_err_prefix(err, "platform '%s'", plat->name);
+    rc = tb_platform_apply_swap(plat, ctx, s->slot[TB_SEC_SWAP].section, s->swap_note, sizeof s->swap_note, err);
+    plat->ops.platform->destroy(ctx);
+    return rc;
+}
+
 int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err)
 {
     *out = NULL;
@@ -241,6 +268,8 @@ int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct 
         if (i == TB_SEC_RUN && r == TB_OK)
             tb_log_set_level((enum tb_log_level)tb_section_enum(slot->section, "log_level"), false);
     }
+    if (rc == TB_OK)
+        rc = apply_implied_defaults(s, err);
     if (rc) {
         tb_setup_free(s);
         return err->status ? err->status : rc;

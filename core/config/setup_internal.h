@@ -43,12 +43,17 @@ struct tb_setup_slot {
 struct tb_setup {
     const struct tb_config *cfg; /* not owned: outlives the setup */
     struct tb_setup_slot slot[TB_SEC_COUNT];
+    /* The [swap] keys the platform's swap_defaults filled ("min_size = 256K, ..."), or
+     * "": what tb_setup_resolve applied, for the run's log line. */
+    char swap_note[512];
 };
 
 /* Validates all of cfg and loads its plugins. Every problem found is one line in err
  * (TB_ERR_CONFIG or TB_ERR_PLUGIN): nothing runs until the whole file is right. Applies
- * [run] log_level. On success *out is the caller's (tb_setup_free), and cfg must outlive
- * it. */
+ * [run] log_level, then the defaults other settings imply, where the user set none: the
+ * platform's swap_defaults in [swap], and under an MPI launcher with more than one rank
+ * [backend] device = the local rank; so tb_setup_print shows what a run uses. On success
+ * *out is the caller's (tb_setup_free), and cfg must outlive it. */
 int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err);
 void tb_setup_free(struct tb_setup *s);
 

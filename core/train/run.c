@@ -30,15 +30,8 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
                           "nothing can be trained with it",
                           r->model->name);
     const struct tb_comm *world = tb_comm_world();
-    if (world->size > 1) {
-        /* One process per device: a rank takes the device of its local rank unless
-         * [backend] device says otherwise. */
-        char value[16], why[256];
-        snprintf(value, sizeof value, "%d", world->local_rank);
-        if (tb_section_default(s->slot[TB_SEC_BACKEND].section, "device", value, "local rank (mpirun)", why,
-                               sizeof why) < 0)
-            return tb_err_set(err, TB_ERR_CONFIG, "[backend] device = %s (this rank's local rank): %s", value, why);
-    }
+    /* [backend] device under mpirun and the platform's [swap] defaults were applied by
+     * tb_setup_resolve, so `trainbig config` shows them. */
     int rc = r->backend->ops.backend->create(s->slot[TB_SEC_BACKEND].section, &r->backend_ctx, err);
     if (rc) {
         r->backend_ctx = NULL;
@@ -76,14 +69,8 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         if (note[0])
             tb_log(TB_LOG_INFO, "%s (platform '%s')", note, r->platform->name);
     }
-    /* The platform's defaults for the policy's keys, where the user set none. */
-    char swap_note[512];
-    rc = tb_platform_apply_swap(r->platform, r->platform_ctx, s->slot[TB_SEC_SWAP].section, swap_note, sizeof swap_note,
-                                err);
-    if (rc)
-        return rc;
-    if (swap_note[0])
-        tb_log(TB_LOG_INFO, "[swap] %s from platform '%s' (its swap_defaults)", swap_note, r->platform->name);
+    if (s->swap_note[0])
+        tb_log(TB_LOG_INFO, "[swap] %s from platform '%s' (its swap_defaults)", s->swap_note, r->platform->name);
     r->swap = s->slot[TB_SEC_SWAP].plugin->p;
     rc = r->swap->ops.swap->create(s->slot[TB_SEC_SWAP].section, &r->swap_ctx, err);
     if (rc) {
