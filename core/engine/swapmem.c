@@ -223,6 +223,26 @@ int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err)
     return move_out(m, i, wait, err);
 }
 
+int tb_swap_out_until(struct tb_swap_mem *m, const size_t *order, size_t n, uint64_t bytes, uint64_t *freed,
+                      struct tb_err *err)
+{
+    const uint64_t cap = tb_swap_capacity(m), use = tb_swap_in_use(m);
+    uint64_t gone = 0;
+    int rc = TB_OK;
+    /* Called when an allocation failed: at least `bytes` (the backend may round sizes
+     * up), and more while the accounts say it would not fit. */
+    for (size_t k = 0; k < n && !rc && (gone < bytes || (cap && use - gone + bytes > cap)); k++) {
+        if (!tb_swap_movable(m, order[k]))
+            continue;
+        rc = tb_swap_out(m, order[k], false, err);
+        if (!rc)
+            gone += tb_swap_tensor_bytes(m, order[k]);
+    }
+    if (freed)
+        *freed = gone;
+    return rc;
+}
+
 /* Queues the copy of tensor i (on the host only) into the device block data. */
 static int start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *err)
 {
@@ -424,28 +444,54 @@ static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, boo
             *m->loose[l] = NULL;
             freed |= 1u << l;
         }
-    void *hole = n || freed ? m->be->mem_alloc(m->be_ctx, m->device, bytes) : NULL;
+    /* Everything placed again, largest first (first fit decreasing packs far better than
+     * any fixed order: a small block taken first can split the one hole a large one
+     * needed): the block, the tensors that left (a tensor still on the host is one the
+     * step is waiting for) and the loose blocks. When a tensor or loose block finds no
+     * room beside the block, the block goes and the request fails. */
+    const uint32_t nitems = 1 + n + m->nloose;
+    struct place {
+        size_t bytes;
+        uint32_t what; /* 0: the block; 1 + k: moved[k]; 1 + n + l: loose block l */
+        void *p;
+    } *items = malloc(nitems * sizeof *items);
+    if (!items) {
+        free(moved);
+        return NULL;
+    }
+    uint32_t ni = 0;
+    if (n || freed)
+        items[ni++] = (struct place){ bytes, 0, NULL };
+    for (uint32_t k = 0; k < n; k++)
+        items[ni++] = (struct place){ bytes_of(m, moved[k]), 1 + k, NULL };
+    for (uint32_t l = 0; l < m->nloose; l++)
+        if (freed >> l & 1)
+            items[ni++] = (struct place){ m->loose_bytes[l], 1 + n + l, NULL };
+    for (uint32_t a = 1; a < ni; a++) /* insertion sort, largest first; ties keep their order */
+        for (uint32_t b = a; b > 0 && items[b].bytes > items[b - 1].bytes; b--) {
+            struct place t = items[b];
+            items[b] = items[b - 1];
+            items[b - 1] = t;
+        }
+    void *hole = NULL;
     bool ok = true;
-    /* Back, every one that left (a tensor still on the host is one the step is waiting
-     * for), then the loose blocks: when one finds no room beside the block, the block
-     * goes and the request fails. */
-    for (uint32_t k = 0; k < n + m->nloose && ok; k++) {
-        const bool tensor = k < n;
-        const uint32_t i = tensor ? moved[k] : 0, l = tensor ? 0 : k - n;
-        if (!tensor && !(freed >> l & 1))
+    for (uint32_t k = 0; k < ni && ok; k++) {
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
+        if (items[k].what == 0) {
+            hole = p;
             continue;
-        const size_t want = tensor ? bytes_of(m, i) : m->loose_bytes[l];
-        void *p = m->be->mem_alloc(m->be_ctx, m->device, want);
+        }
         if (!p && hole) {
             m->be->mem_free(m->be_ctx, m->device, hole);
             hole = NULL;
-            p = m->be->mem_alloc(m->be_ctx, m->device, want);
+            p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
         }
-        if (!tensor) {
-            *m->loose[l] = p;
+        if (items[k].what > n) {
+            *m->loose[items[k].what - 1 - n] = p;
             ok = p != NULL;
             continue;
         }
+        const uint32_t i = moved[items[k].what - 1];
         if (!p || start_in(m, i, p, err) != TB_OK) {
             ok = false;
             break;
@@ -453,6 +499,7 @@ static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, boo
         m->be->event_sync(m->be_ctx, m->ev[i]);
         m->res[i] = TB_RES_BOTH;
     }
+    free(items);
     free(moved);
     if (hole && ok && keep)
         return hole;
@@ -472,6 +519,29 @@ void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const siz
     }
 }
 
+/* The last resorts, once the policy has nothing more to move: first every tensor that
+ * may move goes to the host, those the policy passes over included (smaller than its
+ * min_size: a preference, and small blocks left between large ones split the free
+ * memory), to come back on demand; then the running step's own tensors are placed again
+ * around the block (relocate_step). With keep the block is the caller's; without, only
+ * whether it fits (non-NULL). */
+static void *last_resort(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+{
+    bool moved = false;
+    for (size_t i = 0; i < m->s->ntensors; i++)
+        if (tb_swap_movable(m, i)) {
+            if (move_out(m, i, true, err) != TB_OK)
+                return NULL;
+            moved = true;
+        }
+    void *p = moved ? try_alloc(m, bytes, keep) : NULL;
+    if (!p)
+        p = relocate_step(m, step, bytes, keep, err);
+    if (p)
+        m->stats.evicting_allocs++;
+    return p;
+}
+
 bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
 {
     *policy_err = TB_OK;
@@ -489,10 +559,7 @@ bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, in
         return true;
     if (*policy_err)
         return false;
-    if (!relocate_step(m, step, (size_t)bytes, false, err))
-        return false;
-    m->stats.evicting_allocs++;
-    return true;
+    return last_resort(m, step, (size_t)bytes, false, err) != NULL;
 }
 
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
@@ -517,9 +584,7 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
         return NULL;
     if ((p = evict_until_fits(m, step, bytes, true, policy_err, err)) || *policy_err)
         return p;
-    if ((p = relocate_step(m, step, bytes, true, err)))
-        m->stats.evicting_allocs++;
-    return p;
+    return last_resort(m, step, bytes, true, err);
 }
 
 void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)

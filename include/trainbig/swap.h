@@ -61,6 +61,12 @@ uint64_t tb_swap_in_use(const struct tb_swap_mem *m);
  * A tensor that is not movable is left alone (TB_OK). Fails only when host memory runs
  * out (TB_ERR_NOMEM, err filled). */
 int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err);
+/* The eviction loop every make_room hook needs: moves out order[0], order[1], ... (the
+ * policy's choice, most expendable first; tensors not movable are skipped) until at
+ * least `bytes` have gone and, under a capacity, `bytes` more would fit by the accounts.
+ * *freed (may be NULL) gets the bytes moved. Fails as tb_swap_out does. */
+int tb_swap_out_until(struct tb_swap_mem *m, const size_t *order, size_t n, uint64_t bytes, uint64_t *freed,
+                      struct tb_err *err);
 /* Starts bringing tensor i back to the device ahead of its use (prefetch). Returns
  * TB_ERR_NOMEM without side effects when the device cannot hold it now. A tensor that is
  * not on the host only is left alone (TB_OK). */

@@ -76,16 +76,11 @@ static int lru_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t
             l->order[n++] = i;
     sort_mem = m; /* hooks run one at a time, on the training thread */
     qsort(l->order, n, sizeof *l->order, by_last_use);
-    const uint64_t cap = tb_swap_capacity(m);
-    uint64_t freed = 0, use = tb_swap_in_use(m);
-    /* Called only when the allocation failed: free at least `bytes` (the backend may round
-     * sizes up), and more while the accounts say it would not fit. */
-    for (size_t k = 0; k < n && (freed < bytes || (cap && use - freed + bytes > cap)); k++) {
-        int rc = tb_swap_out(m, l->order[k], false, err);
-        if (rc)
-            return rc;
-        freed += tb_swap_tensor_bytes(m, l->order[k]);
-    }
+    const uint64_t cap = tb_swap_capacity(m), use = tb_swap_in_use(m);
+    uint64_t freed = 0;
+    int rc = tb_swap_out_until(m, l->order, n, bytes, &freed, err);
+    if (rc)
+        return rc;
     tb_log(TB_LOG_DEBUG, "lru: step %zu needs %.1f MiB: %zu candidates, moved %.1f MiB out (%.1f of %.1f MiB in use)",
            step, (double)bytes / 1048576.0, n, (double)freed / 1048576.0, (double)use / 1048576.0,
            (double)cap / 1048576.0);

@@ -377,13 +377,7 @@ static int prefetch_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uin
     sort_plan = pl; /* hooks run one at a time, on the training thread */
     sort_step = step == SIZE_MAX ? 0 : step;
     qsort(cand, n, sizeof *cand, by_next_use_desc);
-    const uint64_t cap = tb_swap_capacity(m), use = tb_swap_in_use(m);
-    uint64_t freed = 0;
-    int rc = TB_OK;
-    for (size_t k = 0; k < n && !rc && (freed < bytes || (cap && use - freed + bytes > cap)); k++) {
-        rc = tb_swap_out(m, cand[k], false, err);
-        freed += tb_swap_tensor_bytes(m, cand[k]);
-    }
+    int rc = tb_swap_out_until(m, cand, n, bytes, NULL, err);
     free(cand);
     return rc;
 }
