@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/clock.h>
 #include <trainbig/image.h>
 #include <unistd.h>
 
@@ -29,13 +30,6 @@
 #include "core/data/png_internal.h"
 
 enum { WIDTH = 2048, HEIGHT = 1024, REPS = 5 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -213,16 +207,16 @@ static void put(struct bench *b)
 /* Seconds per sample of decoding alone. */
 static double run_decode(struct bench *b)
 {
-    double t0 = now();
+    double t0 = tb_now();
     for (int i = 0; i < b->samples; i++)
         decode(b);
-    return (now() - t0) / b->samples;
+    return (tb_now() - t0) / b->samples;
 }
 
 /* Seconds per sample of everything a loader thread does. */
 static double run_full(struct bench *b)
 {
-    double t0 = now();
+    double t0 = tb_now();
     for (int i = 0; i < b->samples; i++) {
         decode(b);
         struct tb_augment_draw d;
@@ -230,7 +224,7 @@ static double run_full(struct bench *b)
         augment(b, &d);
         put(b);
     }
-    return (now() - t0) / b->samples;
+    return (tb_now() - t0) / b->samples;
 }
 
 enum { DECODE, RESAMPLE, JITTER, BLUR, PUT, STAGES };
@@ -240,9 +234,9 @@ static void run_stages(struct bench *b, double stage[STAGES])
 {
     memset(stage, 0, STAGES * sizeof *stage);
     for (int i = 0; i < b->samples; i++) {
-        double t0 = now();
+        double t0 = tb_now();
         decode(b);
-        double t1 = now();
+        double t1 = tb_now();
         struct tb_augment_draw full, plain, unblurred;
         tb_augment_draw(&b->aug, (uint64_t)i, b->decoded.width, b->decoded.height, &full);
         unblurred = full;
@@ -251,13 +245,13 @@ static void run_stages(struct bench *b, double stage[STAGES])
         plain.brightness = plain.contrast = plain.saturation = 1;
         plain.hue = 0;
         augment(b, &plain);
-        double t2 = now();
+        double t2 = tb_now();
         augment(b, &unblurred);
-        double t3 = now();
+        double t3 = tb_now();
         augment(b, &full);
-        double t4 = now();
+        double t4 = tb_now();
         put(b);
-        double t5 = now();
+        double t5 = tb_now();
         stage[DECODE] += t1 - t0;
         stage[RESAMPLE] += t2 - t1;
         stage[JITTER] += (t3 - t2) - (t2 - t1);

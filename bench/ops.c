@@ -34,7 +34,7 @@ static void fill(struct bench_backend *b, struct tb_tensor *t, uint64_t seed)
 {
     size_t n = tb_shape_elems(t->desc.shape);
     float *h = malloc(n * sizeof *h);
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t s = seed * TB_GOLDEN64 + 1;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13;
         s ^= s >> 7;

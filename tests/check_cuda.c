@@ -162,7 +162,7 @@ static uint8_t *labels(size_t n, int k, int ignore_every, uint64_t seed)
 {
     uint8_t *l = malloc(n + 1);
     ck_assert_ptr_nonnull(l);
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 5;
+    uint64_t s = seed * TB_GOLDEN64 + 5;
     for (size_t i = 0; i < n; i++) {
         uint64_t r = next_rand(&s);
         l[i] = ignore_every && r % (uint64_t)ignore_every == 0 ? 255 : (uint8_t)(r / 64 % (uint64_t)k);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/config/loader_internal.h"
+#include "core/util/kind_internal.h"
 #include "testutil.h"
 
 static const char *test_plugins; /* $TB_TEST_PLUGINS */

@@ -93,7 +93,7 @@ static float *distinct(size_t n, uint64_t seed, float offset)
     ck_assert_ptr_nonnull(x);
     for (size_t i = 0; i < n; i++)
         x[i] = 0.01f * (float)i - offset;
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+    uint64_t s = seed * TB_GOLDEN64 + 7;
     for (size_t i = n; i > 1; i--) {
         size_t j = next_rand(&s) % i;
         float t = x[i - 1];
@@ -1064,7 +1064,7 @@ static uint8_t *ce_labels(const struct ce_case *cc, uint64_t seed, int empty)
 {
     size_t n = (size_t)cc->n * (size_t)cc->h * (size_t)cc->w, per = (size_t)cc->h * (size_t)cc->w;
     uint8_t *l = bytes(n);
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 3;
+    uint64_t s = seed * TB_GOLDEN64 + 3;
     for (size_t i = 0; i < n; i++) {
         uint64_t r = next_rand(&s);
         l[i] = r % 5 == 0 ? 255 : (uint8_t)(r / 5 % (uint64_t)cc->k);

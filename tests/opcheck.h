@@ -79,7 +79,7 @@ static inline void test_download(struct test_backend *b, const struct tb_tensor 
 /* Deterministic pseudo-random floats in [lo, hi). */
 static inline void test_random(float *x, size_t n, uint64_t seed, float lo, float hi)
 {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t s = seed * TB_GOLDEN64 + 1;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13;
         s ^= s >> 7;

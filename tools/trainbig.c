@@ -12,6 +12,7 @@
 #include "core/dist/comm_internal.h"
 #include "core/config/config_internal.h"
 #include "core/config/keys_internal.h"
+#include "core/util/kind_internal.h"
 #include "core/util/log_internal.h"
 #include "core/config/loader_internal.h"
 #include "core/config/setup_internal.h"

@@ -3,6 +3,7 @@
 #include "core/config/loader_internal.h"
 
 #include "core/config/keys_internal.h"
+#include "core/util/kind_internal.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -24,21 +25,6 @@
 #ifndef TB_PLUGINSDIR
 #error "TB_PLUGINSDIR must be defined by the build"
 #endif
-
-static const char *const kind_names[] = { NULL, "backend", "platform", "model", "dataset", "swap" };
-
-const char *tb_kind_name(int kind)
-{
-    return kind >= TB_KIND_FIRST && kind <= TB_KIND_LAST ? kind_names[kind] : NULL;
-}
-
-int tb_kind_from_name(const char *name)
-{
-    for (int k = TB_KIND_FIRST; k <= TB_KIND_LAST; k++)
-        if (strcmp(kind_names[k], name) == 0)
-            return k;
-    return 0;
-}
 
 /* ------------------------------------------------------------------ directories */
 

@@ -58,7 +58,4 @@ void tb_plugin_list_free(struct tb_plugin_list *l);
 
 void tb_plugin_close(struct tb_plugin_handle *h);
 
-/* The kind for a section name ("backend"), or 0. */
-int tb_kind_from_name(const char *name);
-
 #endif

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/random.h>
 
 #include "core/data/augment_internal.h"
 
@@ -30,19 +31,10 @@ enum {
 
 /* ------------------------------------------------------------------ random draws */
 
-/* splitmix64: each call advances the state by a constant and mixes it. */
-static uint64_t rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1). */
 static double rng_unit(uint64_t *state)
 {
-    return (double)(rng_next(state) >> 11) * 0x1.0p-53;
+    return (double)(tb_splitmix64(state) >> 11) * 0x1.0p-53;
 }
 
 /* Uniform in [lo, hi] (lo when they are equal). */
@@ -54,7 +46,7 @@ static float rng_range(uint64_t *state, float lo, float hi)
 /* Uniform in [0, n), n >= 1 (the top 32 bits scaled: no modulo bias worth the name). */
 static uint32_t rng_below(uint64_t *state, uint64_t n)
 {
-    return (uint32_t)(((rng_next(state) >> 32) * n) >> 32);
+    return (uint32_t)(((tb_splitmix64(state) >> 32) * n) >> 32);
 }
 
 /* The side of the scaled image: round(n * scale), at least 1. */
@@ -82,7 +74,7 @@ void tb_augment_draw(const struct tb_augment *a, uint64_t seed, uint32_t in_w, u
     /* Mix the seed first, so that seeds a multiple of the increment apart do not give
      * shifted copies of one stream. */
     uint64_t state = seed ^ 0x6A09E667F3BCC908ull;
-    state = rng_next(&state);
+    state = tb_splitmix64(&state);
 
     /* Every value is drawn whatever the settings, in this order, so that changing one
      * setting leaves the others' draws alone. */
@@ -90,7 +82,7 @@ void tb_augment_draw(const struct tb_augment *a, uint64_t seed, uint32_t in_w, u
     uint32_t sw = scaled_size(in_w, d->scale), sh = scaled_size(in_h, d->scale);
     d->off_x = draw_offset(&state, sw, a->crop_w);
     d->off_y = draw_offset(&state, sh, a->crop_h);
-    d->flip = (rng_next(&state) >> 63) != 0 && a->flip;
+    d->flip = (tb_splitmix64(&state) >> 63) != 0 && a->flip;
 
     const float j = a->jitter > 0 ? a->jitter : 0;
     const float lo = j < 1 ? 1 - j : 0;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/random.h>
 
 /* Bad samples in a row before skipping gives up: past this the dataset, not a file, is
  * likely what is wrong. */
@@ -70,19 +71,11 @@ int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *
     return TB_OK;
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 uint64_t tb_data_sample_seed(uint64_t seed, uint64_t epoch, size_t index)
 {
     uint64_t s = seed * 0x9E6C63D0676A9A99ull ^ (epoch + 1) * 0xD6E8FEB86659FD93ull;
-    s = splitmix64(&s) ^ ((uint64_t)index + 1) * 0xA3B195354A39B70Dull;
-    return splitmix64(&s);
+    s = tb_splitmix64(&s) ^ ((uint64_t)index + 1) * 0xA3B195354A39B70Dull;
+    return tb_splitmix64(&s);
 }
 
 void tb_data_shuffle(size_t *order, size_t n, uint64_t seed, uint64_t epoch)
@@ -91,7 +84,7 @@ void tb_data_shuffle(size_t *order, size_t n, uint64_t seed, uint64_t epoch)
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)(splitmix64(&state) % i);
+        size_t j = (size_t)(tb_splitmix64(&state) % i);
         size_t t = order[i - 1];
         order[i - 1] = order[j];
         order[j] = t;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/random.h>
 
 int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *ctx, int device, uint64_t seed,
                    struct tb_err *err)
@@ -86,14 +87,6 @@ struct normal_rng {
     double spare;
 };
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static double normal(struct normal_rng *r)
 {
     if (r->has_spare) {
@@ -101,8 +94,8 @@ static double normal(struct normal_rng *r)
         return r->spare;
     }
     /* Box-Muller on two uniforms in (0, 1]. */
-    double u1 = ((double)(splitmix(&r->state) >> 11) + 1.0) / 9007199254740992.0;
-    double u2 = (double)(splitmix(&r->state) >> 11) / 9007199254740992.0;
+    double u1 = ((double)(tb_splitmix64(&r->state) >> 11) + 1.0) / 9007199254740992.0;
+    double u2 = (double)(tb_splitmix64(&r->state) >> 11) / 9007199254740992.0;
     double rad = sqrt(-2.0 * log(u1)), ang = 2.0 * M_PI * u2;
     r->spare = rad * sin(ang);
     r->has_spare = true;
@@ -124,7 +117,7 @@ static int initialise(struct tb_engine *e, struct tb_param *p, enum tb_init init
     /* Started from 1469598103934665603 (FNV's offset basis with a digit lost) since the
      * first release: kept, so that a seed gives the same initial weights as before. */
     const uint64_t h = tb_fnv1a(p->name, strlen(p->name), 1469598103934665603ull);
-    struct normal_rng r = { h ^ (e->seed * 0x9E3779B97F4A7C15ull), false, 0 };
+    struct normal_rng r = { h ^ (e->seed * TB_GOLDEN64), false, 0 };
     for (size_t i = 0; i < n; i++)
         host[i] = (float)(std * normal(&r));
     int rc = e->ops->tensor_write(e->ctx, &p->value, host, err);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/random.h>
 
 struct tb_exec {
     struct tb_engine *e;
@@ -421,7 +422,7 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
     release_transients(x);
     /* The backend draws dropout masks from (step, op, element): mixing the run seed in
      * makes two seeds drop differently at the same step. */
-    step ^= x->e->seed * 0x9E3779B97F4A7C15ull;
+    step ^= x->e->seed * TB_GOLDEN64;
     /* Data parallel: each rank's images are other images, so they get other masks (the
      * element indices of every rank's share start at 0). Rank 0 keeps one process's. */
     if (x->e->comm)

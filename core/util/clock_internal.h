@@ -1,16 +1,8 @@
-/* core/util/clock_internal.h: the one clock the core times things with (header-only). */
+/* core/util/clock_internal.h: the one clock the core times things with, tb_now: the SDK's
+ * (trainbig/clock.h), so plugins time with the same one. */
 #ifndef TB_CORE_CLOCK_INTERNAL_H
 #define TB_CORE_CLOCK_INTERNAL_H
 
-#include <time.h>
-
-/* Seconds on CLOCK_MONOTONIC: the clock backends' event_time uses too, so op and copy
- * times line up in traces. */
-static inline double tb_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include <trainbig/clock.h>
 
 #endif

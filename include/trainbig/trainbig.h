@@ -13,6 +13,7 @@
 #include <trainbig/ops.h>
 #include <trainbig/platform.h>
 #include <trainbig/plugin.h>
+#include <trainbig/random.h>
 #include <trainbig/schedule.h>
 #include <trainbig/swap.h>
 #include <trainbig/tensor.h>

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/random.h>
 
 struct tb_arena_block {
     uintptr_t addr;
@@ -38,7 +39,7 @@ static unsigned bin_of(const struct tb_arena *a, size_t size)
 
 static size_t bucket_of(const struct tb_arena *a, uintptr_t addr)
 {
-    uint64_t h = (uint64_t)(addr >> a->shift) * 0x9E3779B97F4A7C15ull;
+    uint64_t h = (uint64_t)(addr >> a->shift) * TB_GOLDEN64;
     h ^= h >> 29;
     return (size_t)h & (a->nbuckets - 1);
 }

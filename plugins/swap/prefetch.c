@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/clock.h>
 #include <trainbig/trainbig.h>
 
 enum { DEFAULT_THRESHOLD = 8, DEFAULT_AHEAD = 2, MAX_EXECUTORS = 8 };
@@ -56,13 +57,6 @@ static const struct tb_key prefetch_keys[] = {
     { "min_size", TB_KEY_SIZE, "1M", NULL, "tensors smaller than this are never moved" },
     TB_KEYS_END,
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int prefetch_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
@@ -292,7 +286,7 @@ static int prefetch_before_step(void *ctx, struct tb_swap_mem *m, size_t step, s
     struct plan *pl = find_plan(ctx, m);
     if (!pl || step >= pl->nsteps)
         return TB_OK;
-    pl->t0 = now();
+    pl->t0 = tb_now();
     if (!pl->tuned && pl->capacity) {
         /* What is on the device besides transient tensors, at its largest. */
         double transient = 0;
@@ -325,7 +319,7 @@ static int prefetch_after_step(void *ctx, struct tb_swap_mem *m, size_t step, st
     if (!pl || step >= pl->nsteps)
         return TB_OK;
     if (!pl->tuned)
-        pl->seconds[step] = now() - pl->t0;
+        pl->seconds[step] = tb_now() - pl->t0;
     for (const uint32_t *i = pl->out_after[step]; i && *i != UINT32_MAX; i++) {
         int rc = tb_swap_out(m, *i, false, err);
         if (rc)

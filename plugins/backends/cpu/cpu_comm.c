@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/clock.h>
 
 #include "cpu_internal.h"
 
@@ -38,13 +39,6 @@ struct tb_cpu_comm {
     float *pack; /* the thread's packing buffer, grown as needed */
     size_t pack_cap;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void bucket_free(struct bucket *b)
 {
@@ -101,9 +95,9 @@ static void *comm_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         struct tb_err e;
         tb_err_clear(&e);
-        const double t0 = now_s();
+        const double t0 = tb_now();
         int rc = reduce(c, b, &e);
-        const double t1 = now_s();
+        const double t1 = tb_now();
         bucket_free(b);
         pthread_mutex_lock(&c->mu);
         c->busy += t1 - t0;
@@ -213,9 +207,9 @@ int tb_cpu_allreduce_start(void *ctx, const struct tb_tensor *t, size_t n, float
         b->total += b->count[i];
     }
     if (!c->started) {
-        const double t0 = now_s();
+        const double t0 = tb_now();
         int rc = reduce(c, b, err);
-        c->busy += now_s() - t0;
+        c->busy += tb_now() - t0;
         bucket_free(b);
         return rc;
     }
@@ -241,7 +235,7 @@ int tb_cpu_allreduce_wait(void *ctx, double *busy_s, double *waited_s, struct tb
         *waited_s = 0;
     if (!c)
         return TB_OK;
-    const double t0 = now_s();
+    const double t0 = tb_now();
     pthread_mutex_lock(&c->mu);
     while (c->pending)
         pthread_cond_wait(&c->done_cv, &c->mu);
@@ -254,6 +248,6 @@ int tb_cpu_allreduce_wait(void *ctx, double *busy_s, double *waited_s, struct tb
     c->busy = 0;
     pthread_mutex_unlock(&c->mu);
     if (waited_s)
-        *waited_s = c->started ? now_s() - t0 : 0;
+        *waited_s = c->started ? tb_now() - t0 : 0;
     return rc;
 }

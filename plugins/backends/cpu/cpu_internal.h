@@ -260,12 +260,8 @@ static inline size_t tb_cpu_at(struct tb_shape s, int n, int c, int y, int x)
 static inline float tb_cpu_uniform(uint64_t seed, uint64_t step, uint32_t op, uint64_t index)
 {
     /* splitmix64 over a mix of the four; 24 bits of it make the float. */
-    uint64_t z = seed ^ (step * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
+    uint64_t z = seed ^ (step * TB_GOLDEN64) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);
+    return (float)(tb_splitmix64(&z) >> 40) * (1.0f / 16777216.0f);
 }
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/clock.h>
 
 #include "cpu_internal.h"
 
@@ -34,13 +35,6 @@ struct tb_event {
     int refs;
     double done_time; /* CLOCK_MONOTONIC seconds when done_gen last advanced */
 };
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static struct tb_cpu_stream *copy_stream(struct tb_cpu_streams *s, enum tb_stream stream)
 {
@@ -97,7 +91,7 @@ static void *copy_engine(void *arg)
         } else if (it->kind == ITEM_RECORD) {
             if (it->ev->done_gen < it->gen) {
                 it->ev->done_gen = it->gen;
-                it->ev->done_time = mono_now();
+                it->ev->done_time = tb_now();
             }
         } else {
             while (it->ev->done_gen < it->gen && !s->stopping)
@@ -199,7 +193,7 @@ int tb_cpu_event_record(struct tb_cpu_streams *s, struct tb_event *ev, enum tb_s
     int rc = TB_OK;
     if (!st) {
         ev->done_gen = ev->gen; /* the compute stream's work has already run */
-        ev->done_time = mono_now();
+        ev->done_time = tb_now();
         pthread_cond_broadcast(&s->changed);
     } else {
         struct tb_cpu_item *it = calloc(1, sizeof *it);

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/clock.h>
 #ifdef HAVE_NCCL
 /* nccl.h declares ncclGroupStart() and a few more without (void) */
 #pragma GCC diagnostic push
@@ -62,13 +63,6 @@ struct tb_cuda_comm {
     ncclComm_t grads, bn; /* NULL without NCCL work to do (a world of one made without attach) */
 #endif
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 bool tb_cuda_comm_attached(const struct tb_cuda *cuda)
 {
@@ -497,10 +491,10 @@ int tb_cuda_allreduce_wait(struct tb_cuda *cuda, double *busy_s, double *waited_
      * what blocks. */
     const size_t nb = cc->nbuckets;
     cc->nbuckets = 0;
-    const double t = now_s();
+    const double t = tb_now();
     int rc = wait_polling(cc, cc->t1[nb - 1], NULL, err);
     if (waited_s)
-        *waited_s = now_s() - t;
+        *waited_s = tb_now() - t;
     if (rc)
         return rc;
     double busy = 0.0;

@@ -67,16 +67,6 @@ static int bn_prepare_state(const struct tb_op *op, struct bn_state *st, struct 
     return TB_OK;
 }
 
-int tb_cuda_bn_check_values(const struct tb_op *op, int ranks, struct tb_err *err)
-{
-    const struct tb_shape x = op->in[0].shape;
-    if (!op->p.bn.training || (int64_t)x.n * x.h * x.w * ranks >= 2)
-        return TB_OK;
-    return tb_err_set(err, TB_ERR_RUNTIME,
-                      "op %u (batchnorm): training needs more than 1 value per channel, input is (%d,%d,%d,%d)", op->id,
-                      x.n, x.c, x.h, x.w);
-}
-
 static int bn_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
 {
     (void)cuda;

@@ -94,6 +94,8 @@ struct tb_cuda {
     struct tb_cuda_comm *comm; /* NULL until comm_attach; owned, freed by tb_cuda_comm_fini */
 };
 
+/* ------------------------------------------------------------------ shared by every file (cuda_common.c) */
+
 /* Error reports: the call, the status and its string; op may be NULL. They fill err and
  * return TB_ERR_RUNTIME (TB_ERR_NOMEM for an out-of-memory status). */
 int tb_cuda_fail(struct tb_err *err, const char *call, cudaError_t e, const struct tb_op *op);
@@ -170,7 +172,7 @@ int tb_cuda_comm_sum_f64(struct tb_cuda *cuda, double *buf, size_t count, const 
  * tb_cuda_syncbn_active. */
 bool tb_cuda_syncbn_active(const struct tb_cuda *cuda, const struct tb_op *op);
 /* Batch norm in training needs 2 values a channel or more, over `ranks` ranks of op's
- * input (cuda_dnn.c): TB_OK, or the error naming the op. */
+ * input: TB_OK, or the error naming the op (cuda_dnn.c checks it too). */
 int tb_cuda_bn_check_values(const struct tb_op *op, int ranks, struct tb_err *err);
 int tb_cuda_syncbn_forward(struct tb_cuda *cuda, const struct tb_op *op, const struct tb_tensor *in,
                            const struct tb_tensor *out, struct tb_err *err);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <trainbig/random.h>
 
 #include "cuda_kernels.h"
 
@@ -53,12 +54,8 @@
 /* tb_cpu_uniform (cpu_internal.h), bit for bit: dropout masks must equal the CPU's. */
 __host__ __device__ static inline float tb_uniform(uint64_t seed, uint64_t step, uint32_t op, uint64_t index)
 {
-    uint64_t z = seed ^ (step * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
+    uint64_t z = seed ^ (step * TB_GOLDEN64) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);
+    return (float)(tb_splitmix64(&z) >> 40) * (1.0f / 16777216.0f);
 }
 
 /* ---- max pooling */

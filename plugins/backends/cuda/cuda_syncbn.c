@@ -27,6 +27,16 @@ bool tb_cuda_syncbn_active(const struct tb_cuda *cuda, const struct tb_op *op)
     return op->p.bn.sync && op->p.bn.training && tb_cuda_comm_attached(cuda);
 }
 
+int tb_cuda_bn_check_values(const struct tb_op *op, int ranks, struct tb_err *err)
+{
+    const struct tb_shape x = op->in[0].shape;
+    if (!op->p.bn.training || (int64_t)x.n * x.h * x.w * ranks >= 2)
+        return TB_OK;
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "op %u (batchnorm): training needs more than 1 value per channel, input is (%d,%d,%d,%d)", op->id,
+                      x.n, x.c, x.h, x.w);
+}
+
 static size_t pad256(size_t bytes)
 {
     return (bytes + 255) / 256 * 256;

@@ -66,21 +66,13 @@ struct synthetic {
 
 /* ------------------------------------------------------------------ random numbers */
 
-static uint64_t mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 struct rng {
     uint64_t s;
 };
 
 static uint64_t next(struct rng *r)
 {
-    r->s += 0x9e3779b97f4a7c15ull;
-    return mix(r->s);
+    return tb_splitmix64(&r->s);
 }
 
 /* Uniform in [lo, hi). */
@@ -97,7 +89,7 @@ static int irange(struct rng *r, int lo, int hi) /* [lo, hi] */
 /* Smooth value noise in [0, 1) on a lattice of `cell` pixels. */
 static double hash01(uint64_t key, int x, int y)
 {
-    return (double)(mix(key ^ ((uint64_t)(uint32_t)x << 32 | (uint32_t)y)) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(tb_mix64(key ^ ((uint64_t)(uint32_t)x << 32 | (uint32_t)y)) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static double value_noise(uint64_t key, int x, int y, int cell)
@@ -334,7 +326,7 @@ static int synthetic_open(const struct tb_section *cfg, const char *split, void 
     d->width = (int)tb_section_int(cfg, "width");
     d->height = (int)tb_section_int(cfg, "height");
     d->count = (size_t)tb_section_int(cfg, count_keys[which]);
-    d->seed = mix((uint64_t)tb_section_int(cfg, "seed") * 3 + (uint64_t)which);
+    d->seed = tb_mix64((uint64_t)tb_section_int(cfg, "seed") * 3 + (uint64_t)which);
     d->names = malloc(d->count * NAME_LEN);
     if (!d->names) {
         const size_t count = d->count;
@@ -372,13 +364,13 @@ static int synthetic_load(void *ctx, size_t i, struct tb_sample *out, struct tb_
     int rc = tb_sample_reserve(out, (uint32_t)d->width, (uint32_t)d->height, err);
     if (rc)
         return rc;
-    struct rng r = { mix(d->seed ^ mix((uint64_t)i + 1)) };
+    struct rng r = { tb_mix64(d->seed ^ tb_mix64((uint64_t)i + 1)) };
     struct canvas cv = { d->width, d->height, out->image, out->label, next(&r), uni(&r, 0.75, 1.15) };
     draw_scene(&cv, &r);
     /* sensor noise */
     const size_t n = (size_t)d->width * d->height * 3;
     for (size_t k = 0; k < n; k++) {
-        const int v = out->image[k] + (int)(mix(cv.key ^ (k * 0x9e3779b97f4a7c15ull)) % 13) - 6;
+        const int v = out->image[k] + (int)(tb_mix64(cv.key ^ (k * TB_GOLDEN64)) % 13) - 6;
         out->image[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
     }
     return TB_OK;

@@ -80,12 +80,10 @@ static int read_ratios(const struct tb_section *cfg, uint64_t ratios[3], struct 
     return TB_OK;
 }
 
+/* splitmix64 at z, leaving z as it was. */
 static uint64_t mix(uint64_t z)
 {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return tb_splitmix64(&z);
 }
 
 static int cmp_size(const void *a, const void *b)

@@ -33,12 +33,6 @@ static const struct tb_key gscnn_keys[] = {
     TB_KEYS_END,
 };
 
-int gscnn_scale(int channels, double scale)
-{
-    const long c = lround(channels * scale);
-    return c < 1 ? 1 : (int)c;
-}
-
 /* Reads a list key of exactly n integers in lo..hi into out. */
 static int int_list(const struct tb_section *cfg, const char *key, int n, int lo, int hi, int *out, struct tb_err *err)
 {

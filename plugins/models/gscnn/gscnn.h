@@ -2,6 +2,7 @@
 #ifndef TB_GSCNN_H
 #define TB_GSCNN_H
 
+#include <math.h>
 #include <trainbig/trainbig.h>
 
 #define GSCNN_MODULES 6 /* trunk modules with blocks: mod2 .. mod7 */
@@ -17,7 +18,11 @@ struct gscnn_cfg {
 };
 
 /* round(c * scale), at least 1. */
-int gscnn_scale(int channels, double scale);
+static inline int gscnn_scale(int channels, double scale)
+{
+    const long c = lround(channels * scale);
+    return c < 1 ? 1 : (int)c;
+}
 
 /* The trunk's feature maps that the rest of the network reads. */
 struct gscnn_trunk {

@@ -1,0 +1,155 @@
+/* platforms/platform.c: the shipped platform plugins, one source. A platform is data: its
+ * name, description, score() and its keys' defaults, one row below per platform. The
+ * build compiles this file once per plugin with TB_PLATFORM set to the row's number
+ * (Makefile.am: -DTB_PLATFORM=...), so each plugin is one .so exporting one
+ * trainbig_plugin; the behaviour is link.c's, shared by all of them.
+ *
+ * The help of the keys names where the defaults come from; each row's comment says why. */
+#include <stdio.h>
+
+#include "link.h"
+
+#define TB_PLATFORM_POWER9_NVLINK 1
+#define TB_PLATFORM_X86_PCIE 2
+
+#if TB_PLATFORM == TB_PLATFORM_POWER9_NVLINK
+
+/* platform/power9-nvlink: an IBM AC922, POWER9 CPUs with NVLink 2.0 to the GPUs.
+ *
+ * Where the defaults come from:
+ *   h2d_gbps, d2h_gbps = 68: measured between CPU and GPU on a 4-GPU AC922 in the study
+ *     this project reproduces (issue 6). The wire's nominal rate is 75 GB/s per direction:
+ *     in the 4-GPU AC922 each V100 has 3 NVLink 2.0 links to its POWER9, each 25 GB/s
+ *     per direction (IBM Redpaper REDP-5472, "IBM Power System AC922 Introduction and
+ *     Technical Overview": 150 GB/s both ways per GPU).
+ *   duplex_gbps = 60: an estimate, not a measurement we could find published. NVLink has
+ *     separate lanes per direction, so the wire allows the one-direction rate each way at
+ *     once; what costs is the host side, whose memory then feeds one stream and absorbs
+ *     the other (a POWER9 socket's DDR4 peaks near 170 GB/s). 60 is ~88% of the measured
+ *     one-direction figure; measure your machine and set it.
+ *   latency_us = 7: the fixed cost of one copy is the driver's and the copy engine's setup,
+ *     not the wire's: NVIDIA's gdrcopy README puts cudaMemcpy's overhead at 6-7 us. We
+ *     know of no published figure that differs for NVLink, so the same as x86-pcie.
+ *   accel_tflops = 15.7: V100 SXM2 fp32 peak (NVIDIA V100 datasheet), the AC922's GPU.
+ *   accel_efficiency = 0.7: an assumption, not a measurement: the fraction of that peak
+ *     cuDNN reaches on the large fp32 3x3 convolutions that make most of G-SCNN's work.
+ *     fp32 ResNet-50 training on one V100 is commonly reported at roughly 350-400
+ *     images/s, 55-65% of the peak over the whole step (~25 GFLOP per image, non-conv ops
+ *     included); the large convolutions alone run above that average. bench/step
+ *     --backend cuda on a V100 prints the achieved rate: set its share here.
+ *   nccl_env = NCCL_P2P_LEVEL=NVL: NCCL's documented level "use P2P when GPUs are
+ *     connected through NVLink"; in the 4-GPU AC922 the two GPUs of a socket are joined
+ *     by NVLink, and GPUs on different sockets talk through the host.
+ *   swap_defaults = min_size=256K: on NVLink the link is rarely what a step waits for
+ *     (bench/lms: lru and prefetch both within a few percent at the reference network's
+ *     balance), so more, smaller tensors may move and more fits, though a 256K copy
+ *     spends only 36% of its time moving data (3.9 us at 68 GB/s, plus 7 us fixed). */
+#define PLAT_NAME "power9-nvlink"
+#define PLAT_DESCRIPTION "IBM AC922: POWER9 host, GPUs on NVLink 2.0 to the CPU"
+#define PLAT_SCORE plat_score_power9
+#define PLAT_GBPS "68"
+#define PLAT_GBPS_NOTE "AC922 measured: ~68"
+#define PLAT_DUPLEX "60"
+#define PLAT_LATENCY "7"
+#define PLAT_TFLOPS "15.7"
+#define PLAT_TFLOPS_NOTE "V100 SXM2: 15.7"
+#define PLAT_NCCL_ENV "NCCL_P2P_LEVEL=NVL"
+#define PLAT_SWAP_DEFAULTS "min_size=256K"
+
+#elif TB_PLATFORM == TB_PLATFORM_X86_PCIE
+
+/* platform/x86-pcie: an x86 server with GPUs on PCIe 3.0 x16, like the DGX Station of the
+ * study: about 12 GB/s per direction to a GPU on the CPU's own NUMA node (far less across
+ * sockets).
+ *
+ * Where the defaults come from:
+ *   h2d_gbps, d2h_gbps = 12: measured on the DGX Station in the study this project
+ *     reproduces (issue 6). PCIe 3.0 x16's nominal rate is 15.75 GB/s per direction
+ *     (8 GT/s x 16 lanes x 128/130 encoding).
+ *   duplex_gbps = 10: an estimate, not a measurement we could find published. PCIe has
+ *     separate lanes per direction, but each direction's data needs acknowledgements and
+ *     flow-control credits sent on the other's lanes, and the host's memory serves both
+ *     streams, so copies both ways at once each lose some speed; 10 is ~83% of the
+ *     one-direction figure. Measure your machine and set it.
+ *   latency_us = 7: NVIDIA's gdrcopy README: "a cudaMemcpy can incur in a 6-7us
+ *     overhead" (driver and copy-engine setup per copy).
+ *   accel_tflops = 15.7: V100 SXM2 fp32 peak (NVIDIA V100 datasheet), the DGX Station's
+ *     GPU.
+ *   accel_efficiency = 0.7: an assumption, not a measurement: the fraction of that peak
+ *     cuDNN reaches on the large fp32 3x3 convolutions that make most of G-SCNN's work.
+ *     fp32 ResNet-50 training on one V100 is commonly reported at roughly 350-400
+ *     images/s, 55-65% of the peak over the whole step (~25 GFLOP per image, non-conv ops
+ *     included); the large convolutions alone run above that average. bench/step
+ *     --backend cuda on a V100 prints the achieved rate: set its share here.
+ *   nccl_env = NCCL_P2P_LEVEL=PHB: NCCL's documented level "use P2P when GPUs are on the
+ *     same NUMA node", through the CPU's PCIe host bridge, not across sockets.
+ *   swap_defaults = min_size=1M: on PCIe the link is what swapping waits for, so each
+ *     copy should move data most of its time: a 1M copy does for 93% of it (87 us at
+ *     12 GB/s, plus 7 us fixed); smaller tensors stay on the device. */
+#define PLAT_NAME "x86-pcie"
+#define PLAT_DESCRIPTION "x86 host, GPUs on PCIe 3.0 x16 (DGX Station class)"
+#define PLAT_SCORE plat_score_x86_pcie
+#define PLAT_GBPS "12"
+#define PLAT_GBPS_NOTE "PCIe 3.0 x16: ~12"
+#define PLAT_DUPLEX "10"
+#define PLAT_LATENCY "7"
+#define PLAT_TFLOPS "15.7"
+#define PLAT_TFLOPS_NOTE "V100 SXM2: 15.7"
+#define PLAT_NCCL_ENV "NCCL_P2P_LEVEL=PHB"
+#define PLAT_SWAP_DEFAULTS "min_size=1M"
+
+#else
+#error "TB_PLATFORM must name a platform of platform.c (the build defines it)"
+#endif
+
+static int platform_score(char *why, size_t why_size)
+{
+    struct plat_machine m;
+    plat_probe("", &m);
+    return PLAT_SCORE(&m, why, why_size);
+}
+
+static int platform_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
+{
+    return plat_create(&trainbig_plugin, cfg, ctx, err);
+}
+
+static const struct tb_key platform_keys[] = {
+    { "h2d_gbps", TB_KEY_FLOAT, PLAT_GBPS, PLAT_GBPS_RANGE,
+      "host-to-device bandwidth of one GPU's link, one direction alone, GB/s (" PLAT_GBPS_NOTE ")" },
+    { "d2h_gbps", TB_KEY_FLOAT, PLAT_GBPS, PLAT_GBPS_RANGE,
+      "device-to-host bandwidth of one GPU's link, one direction alone, GB/s (" PLAT_GBPS_NOTE ")" },
+    { "duplex_gbps", TB_KEY_FLOAT, PLAT_DUPLEX, PLAT_DUPLEX_RANGE,
+      "bandwidth of each direction while both copy at once, GB/s, at most h2d_gbps and d2h_gbps; 0 = as alone" },
+    { "latency_us", TB_KEY_FLOAT, PLAT_LATENCY, PLAT_LATENCY_RANGE, "fixed cost of one copy, microseconds" },
+    { "accel_tflops", TB_KEY_FLOAT, PLAT_TFLOPS, PLAT_TFLOPS_RANGE,
+      "fp32 TFLOP/s of the reference GPU (" PLAT_TFLOPS_NOTE ")" },
+    { "accel_efficiency", TB_KEY_FLOAT, PLAT_EFFICIENCY_DEFAULT, PLAT_EFFICIENCY_RANGE, PLAT_EFFICIENCY_HELP },
+    { "numa_node", TB_KEY_INT, "-1", PLAT_NUMA_RANGE,
+      "NUMA node of the host memory nearest the GPU; -1 = the first GPU's node from sysfs, or unknown" },
+    { "nccl_env", TB_KEY_LIST, PLAT_NCCL_ENV, NULL,
+      "NCCL_NAME=VALUE defaults set where the environment does not set them; empty = none" },
+    { "swap_defaults", TB_KEY_LIST, PLAT_SWAP_DEFAULTS, NULL,
+      "[swap] key=value defaults for the policy where the [swap] section does not set them; empty = none" },
+    TB_KEYS_END,
+};
+
+static const struct tb_platform_ops platform_ops = {
+    .score = platform_score,
+    .create = platform_create,
+    .destroy = plat_destroy,
+    .link = plat_link,
+    .env_defaults = plat_env_defaults,
+    .swap_defaults = plat_swap_defaults,
+};
+
+TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
+    .abi_major = TB_ABI_MAJOR,
+    .abi_minor = TB_ABI_MINOR,
+    .kind = TB_KIND_PLATFORM,
+    .name = PLAT_NAME,
+    .version = TB_VERSION,
+    .description = PLAT_DESCRIPTION,
+    .keys = platform_keys,
+    .ops.platform = &platform_ops,
+};
