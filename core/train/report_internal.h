@@ -94,8 +94,7 @@ void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row 
 
 /* At log level debug: where the epoch's step time went (op_seconds, per schedule step of
  * tx), the slowest ops first. */
-void tb_report_op_times(const struct tb_exec *tx, const double *op_seconds, double wait_seconds,
-                        double epoch_seconds);
+void tb_report_op_times(const struct tb_exec *tx, const double *op_seconds, double wait_seconds, double epoch_seconds);
 
 /* The epoch's statistics of every rank: min, mean and max of each, and the skipped
  * samples of all; the job's all-reduce figures become the ranks' mean. Every rank calls

@@ -1,9 +1,8 @@
 /* trainer.c: the training loop. Epochs of SGD steps over a shuffled training split,
- * validation on the model's inference graph (sharing the parameters by name), the
- * epoch's reports (report.c), checkpoints, and a clean stop on request. What the loop
- * runs on, its settings, splits, graphs and buffers, is built and freed by
- * trainer_setup.c (core/train/trainer_setup_internal.h); the loop allocates nothing
- * that outlives a call.
+ * validation when due (validation.c), the epoch's reports (report.c), checkpoints,
+ * and a clean stop on request. What the loop runs on, its settings, splits, graphs and
+ * buffers, is built and freed by trainer_setup.c (core/train/trainer_setup_internal.h);
+ * the loop allocates nothing that outlives a call.
  *
  * Batches come from the data loader (dataloader.c), whose worker threads prepare them
  * while the step before runs; the time a step waits for one is reported per epoch. A
@@ -25,13 +24,12 @@
 #include "core/train/checkpoint_internal.h"
 #include "core/dist/comm_internal.h"
 #include "core/data/dataloader_internal.h"
-#include "core/engine/graph_internal.h"
 #include "core/util/log_internal.h"
-#include "core/train/metrics_internal.h"
 #include "core/dist/replicas_internal.h"
 #include "core/train/report_internal.h"
 #include "core/train/run_internal.h"
 #include "core/train/trainer_setup_internal.h"
+#include "core/train/validation_internal.h"
 
 /* ------------------------------------------------------------------ checkpoints */
 
@@ -90,39 +88,6 @@ static int resume(struct tb_trainer *t, struct tb_err *err)
 
 /* ------------------------------------------------------------------ steps */
 
-/* The next batch of a split's loader, timed; its skipped samples logged and counted. */
-static int next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_loaded *lb, struct tb_err *err)
-{
-    const double w0 = tb_now();
-    int rc = tb_data_loader_next(sp->loader, lb, err);
-    if (sp == &t->train)
-        t->wait_seconds += tb_now() - w0;
-    if (rc)
-        return rc;
-    if (lb->nskipped)
-        tb_progress_clear(&t->progress);
-    for (int i = 0; i < lb->nskipped; i++)
-        tb_log(TB_LOG_WARN, "%s split: skipped %s", sp->name, lb->skipped[i]);
-    t->skipped += (uint64_t)lb->nskipped;
-    return TB_OK;
-}
-
-static int set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct tb_batch *b, struct tb_err *err)
-{
-    const struct {
-        const char *name;
-        const void *data;
-    } in[] = { { "image", b->image }, { "canny", b->canny }, { "labels", b->labels }, { "edges", b->edges } };
-    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
-        if (!tb_graph_find(g, in[i].name))
-            continue;
-        int rc = tb_exec_set_input(x, in[i].name, in[i].data, err);
-        if (rc)
-            return rc;
-    }
-    return TB_OK;
-}
-
 /* Data parallel: the step's loss terms become the global batch's (a term that sums over
  * images is the ranks' sum, one that averages is their mean), and a stop request seen by
  * any rank becomes every rank's, so that all stop after the same step. One collective. */
@@ -147,9 +112,9 @@ static int train_step(struct tb_trainer *t, double *loss, struct tb_err *err)
 {
     const uint64_t epoch = t->iteration / t->iters_per_epoch, step = t->iteration % t->iters_per_epoch;
     struct tb_loaded lb;
-    int rc = next_batch(t, &t->train, &lb, err);
+    int rc = tb_trainer_next_batch(t, &t->train, &lb, err);
     if (!rc)
-        rc = set_inputs(t->tx, t->tg, lb.b, err);
+        rc = tb_trainer_set_inputs(t->tx, t->tg, lb.b, err);
     if (!rc)
         rc = tb_exec_forward(t->tx, t->iteration, err);
     double values[TB_TERMS_MAX], objective = 0;
@@ -187,109 +152,6 @@ static int train_step(struct tb_trainer *t, double *loss, struct tb_err *err)
         t->op_seconds[i] += secs[i];
     t->last_lr = lr;
     *loss = objective;
-    return TB_OK;
-}
-
-/* Mean softmax cross-entropy of n images' logits over their labelled pixels: the plain
- * validation loss. *pixels receives how many pixels counted. */
-static double val_ce(const float *logits, const uint8_t *labels, int n, int k, size_t hw, uint64_t *pixels)
-{
-    double sum = 0;
-    uint64_t count = 0;
-    for (int i = 0; i < n; i++)
-        for (size_t p = 0; p < hw; p++) {
-            uint8_t y = labels[(size_t)i * hw + p];
-            if (y >= k)
-                continue;
-            const float *l = logits + (size_t)i * k * hw + p;
-            float m = l[0];
-            for (int c = 1; c < k; c++)
-                m = l[(size_t)c * hw] > m ? l[(size_t)c * hw] : m;
-            double z = 0;
-            for (int c = 0; c < k; c++)
-                z += exp((double)(l[(size_t)c * hw] - m));
-            sum += log(z) + m - l[(size_t)y * hw];
-            count++;
-        }
-    *pixels += count;
-    return sum;
-}
-
-/* Runs the validation split; *miou, *acc, *loss receive the results (NaN for none).
- * *stopped is set, and nothing else, when a stop request cuts it short. */
-static int validate(struct tb_trainer *t, double *miou, double *acc, double *loss, bool *stopped, struct tb_err *err)
-{
-    tb_confusion_clear(&t->confusion);
-    const size_t hw = (size_t)t->val.width * (size_t)t->val.height;
-    double ce = 0;
-    uint64_t pixels = 0, bad = 0;
-    const uint64_t batches = tb_data_loader_batches(t->val.loader);
-    tb_data_loader_start(t->val.loader, 0, batches);
-    for (uint64_t k = 0; k < batches; k++) {
-        /* With several ranks a stop waits for the end of validation: they must agree. */
-        if (t->world->size == 1 && t->req->stop && *t->req->stop) {
-            *stopped = true;
-            return TB_OK;
-        }
-        struct tb_loaded lb;
-        int rc = next_batch(t, &t->val, &lb, err);
-        const int n = lb.count;
-        if (!rc)
-            rc = set_inputs(t->vx, t->vg, lb.b, err);
-        if (!rc)
-            rc = tb_exec_forward(t->vx, 0, err);
-        if (!rc)
-            rc = tb_exec_read(t->vx, "seg_logits", t->val_logits, err);
-        if (rc)
-            return tb_err_prefix(err, "validation");
-        bad +=
-            tb_confusion_add(&t->confusion, t->val_logits, lb.b->labels, n, t->val.height, t->val.width, TB_IGNORE_LABEL);
-        ce += val_ce(t->val_logits, lb.b->labels, n, t->nclasses, hw, &pixels);
-    }
-    if (t->world->size > 1) {
-        /* Each rank saw its shard: the job's counts are the sums. */
-        double sums[2] = { ce, (double)pixels };
-        uint64_t more[2] = { bad, 0 };
-        int rc = tb_comm_allreduce(t->confusion.counts, (size_t)t->nclasses * (size_t)t->nclasses, TB_COMM_U64,
-                                   TB_COMM_SUM, err);
-        if (!rc)
-            rc = tb_comm_allreduce(sums, 2, TB_COMM_F64, TB_COMM_SUM, err);
-        if (!rc)
-            rc = tb_comm_allreduce(more, 2, TB_COMM_U64, TB_COMM_SUM, err);
-        if (rc)
-            return tb_err_prefix(err, "validation");
-        ce = sums[0];
-        pixels = (uint64_t)sums[1];
-        bad = more[0];
-    }
-    if (bad)
-        tb_log(TB_LOG_WARN, "validation: %" PRIu64 " pixels had labels outside 0..%d and 255; they were not counted",
-               bad, t->nclasses - 1);
-    *miou = tb_confusion_miou(&t->confusion);
-    *acc = tb_confusion_accuracy(&t->confusion);
-    *loss = pixels ? ce / (double)pixels : NAN;
-    return TB_OK;
-}
-
-/* Validates, prints the class table, and fills r. */
-static int run_validation(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_err *err)
-{
-    bool stopped = false;
-    int rc = validate(t, &r->miou, &r->acc, &r->val_loss, &stopped, err);
-    if (rc == TB_OK && stopped) {
-        tb_progress_clear(&t->progress);
-        tb_log(TB_LOG_INFO, "validation after epoch %" PRIu64 " cut short: a stop was requested", r->epoch);
-        return TB_OK;
-    }
-    if (rc)
-        return rc;
-    r->validated = true;
-    if (!t->lead)
-        return TB_OK;
-    tb_progress_clear(&t->progress);
-    printf("validation after epoch %" PRIu64 " (%zu images):\n", r->epoch, t->val.count);
-    tb_confusion_print(&t->confusion, t->classes, stdout);
-    fflush(stdout);
     return TB_OK;
 }
 
@@ -361,7 +223,7 @@ static int validate_at_start(struct tb_trainer *t, struct tb_err *err)
     t->swap_mark = tb_report_swap_total(t->tx, t->vx);
     int rc = align_buffers(t, err);
     if (!rc)
-        rc = run_validation(t, &r, err);
+        rc = tb_trainer_validate(t, &r, err);
     if (!rc)
         rc = report_epoch(t, &r, err);
     return rc;
@@ -478,7 +340,7 @@ static int end_epoch(struct tb_trainer *t, const struct epoch_run *e, char *path
     if (rc)
         return rc;
     if (t->cfg.val_every > 0 && ((e->epoch + 1) % (uint64_t)t->cfg.val_every == 0 || last)) {
-        rc = run_validation(t, &r, err);
+        rc = tb_trainer_validate(t, &r, err);
         if (rc)
             return rc;
     }

@@ -1,8 +1,9 @@
 /* trainer_setup.c: a training run's state built and torn down
  * (core/train/trainer_setup_internal.h): the settings read once, the run directory, the
- * dataset splits with their loaders, the training and validation graphs, the loss terms
- * and what the reports and checkpoints need. Everything made here belongs to the struct
- * tb_trainer and is freed by tb_trainer_teardown(). */
+ * dataset splits with their loaders and the batches they hand out, the training and
+ * validation graphs, the loss terms and what the reports and checkpoints need.
+ * Everything made here belongs to the struct tb_trainer and is freed by
+ * tb_trainer_teardown(). */
 #include "config.h"
 
 #include "core/train/trainer_setup_internal.h"
@@ -14,7 +15,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/data/batch_internal.h"
 #include "core/engine/graph_internal.h"
+#include "core/util/clock_internal.h"
+#include "core/util/log_internal.h"
 
 /* ------------------------------------------------------------------ splits */
 
@@ -71,6 +75,40 @@ static void close_split(struct tb_split *sp)
     if (sp->ctx)
         sp->ops->close(sp->ctx);
     sp->ctx = NULL;
+}
+
+/* ------------------------------------------------------------------ batches */
+
+int tb_trainer_next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_loaded *lb, struct tb_err *err)
+{
+    const double w0 = tb_now();
+    int rc = tb_data_loader_next(sp->loader, lb, err);
+    if (sp == &t->train)
+        t->wait_seconds += tb_now() - w0;
+    if (rc)
+        return rc;
+    if (lb->nskipped)
+        tb_progress_clear(&t->progress);
+    for (int i = 0; i < lb->nskipped; i++)
+        tb_log(TB_LOG_WARN, "%s split: skipped %s", sp->name, lb->skipped[i]);
+    t->skipped += (uint64_t)lb->nskipped;
+    return TB_OK;
+}
+
+int tb_trainer_set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct tb_batch *b, struct tb_err *err)
+{
+    const struct {
+        const char *name;
+        const void *data;
+    } in[] = { { "image", b->image }, { "canny", b->canny }, { "labels", b->labels }, { "edges", b->edges } };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        if (!tb_graph_find(g, in[i].name))
+            continue;
+        int rc = tb_exec_set_input(x, in[i].name, in[i].data, err);
+        if (rc)
+            return rc;
+    }
+    return TB_OK;
 }
 
 /* ------------------------------------------------------------------ settings */
@@ -197,9 +235,8 @@ static int setup_graphs(struct tb_trainer *t, bool validate, struct tb_err *err)
     if (!rc)
         rc = open_loader(t, &t->train, true, t->rank_batch, err);
     if (!rc && validate) {
-        const struct tb_model_input vin = {
-            t->rank_val_batch, 3, t->val.height, t->val.width, t->nclasses, TB_IGNORE_LABEL
-        };
+        const struct tb_model_input vin = { t->rank_val_batch, 3,           t->val.height,
+                                            t->val.width,      t->nclasses, TB_IGNORE_LABEL };
         rc = tb_run_graph(&t->run, false, &vin, &t->vg, &t->vx, err);
         if (!rc)
             rc = open_loader(t, &t->val, false, t->rank_val_batch, err);

@@ -1,8 +1,8 @@
 /* core/train/trainer_setup_internal.h: one training run's state (struct tb_trainer),
- * shared by the loop (trainer.c) and what builds and tears it down (trainer_setup.c):
- * the settings read once from the configuration, the run directory, the dataset splits
- * and their loaders, the training and validation graphs, the loss terms, reports and
- * progress display.
+ * shared by the loop (trainer.c), validation (validation.c) and what builds and tears
+ * it down and hands out the splits' batches (trainer_setup.c): the settings read once
+ * from the configuration, the run directory, the dataset splits and their loaders, the
+ * training and validation graphs, the loss terms, reports and progress display.
  *
  * Memory: tb_trainer_setup() fills a zeroed struct tb_trainer; everything it opens or
  * allocates (splits, loaders, graphs, executors, the run, buffers, texts, report files)
@@ -18,6 +18,7 @@
 #include <trainbig/error.h>
 
 #include "core/config/setup_internal.h"
+#include "core/data/batch_internal.h"
 #include "core/data/dataloader_internal.h"
 #include "core/dist/comm_internal.h"
 #include "core/train/metrics_internal.h"
@@ -95,5 +96,12 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err);
 
 /* Frees and closes everything setup made; t itself stays the caller's. */
 void tb_trainer_teardown(struct tb_trainer *t);
+
+/* The next batch of a split's loader, timed (training's wait counts in t->wait_seconds);
+ * its skipped samples logged and counted in t->skipped. The batch is the loader's. */
+int tb_trainer_next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_loaded *lb, struct tb_err *err);
+
+/* Sets each input of g that b holds (image, canny, labels, edges) on executor x. */
+int tb_trainer_set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct tb_batch *b, struct tb_err *err);
 
 #endif
