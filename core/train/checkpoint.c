@@ -1,16 +1,21 @@
 /* checkpoint.c: an engine's parameters, buffers and momentum in a safetensors file, and
- * back. See core/train/checkpoint_internal.h for what is stored. */
+ * back, and the retention of a run directory's newest checkpoints ([train] keep). See
+ * core/train/checkpoint_internal.h for what is stored. Nothing allocated here outlives
+ * a call but the training text tb_checkpoint_load() hands its caller. */
 #include "config.h"
 
 #include "core/train/checkpoint_internal.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <trainbig/version.h>
+#include <unistd.h>
 
 #include "core/util/hash_internal.h"
+#include "core/util/log_internal.h"
 #include "core/train/safetensors_internal.h"
 
 static const char format_name[] = "trainbig-checkpoint-1";
@@ -282,4 +287,56 @@ int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, str
 out:
     tb_safetensors_free(st);
     return rc;
+}
+
+/* ------------------------------------------------------------------ retention */
+
+static bool is_checkpoint_name(const char *n)
+{
+    unsigned e, s;
+    char tail[32];
+    if (sscanf(n, "epoch-%4u%31s", &e, tail) != 2)
+        return false;
+    return strcmp(tail, ".safetensors") == 0 ||
+           (sscanf(tail, "-step-%6u%31s", &s, tail) == 2 && strcmp(tail, ".safetensors") == 0);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void tb_checkpoint_prune(const char *dir, int keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!is_checkpoint_name(de->d_name))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i + (size_t)keep < n; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (unlink(path) == 0)
+            tb_log(TB_LOG_DEBUG, "%s: removed ([train] keep = %d)", path, keep);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
 }

@@ -43,6 +43,12 @@ int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ck
 int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, struct tb_ckpt_info *info,
                        char **training_there, struct tb_err *err);
 
+/* Deletes all but the newest `keep` checkpoints in dir (names sort in the order they
+ * were written): files named as the trainer names them, epoch-EEEE.safetensors and
+ * epoch-EEEE-step-SSSSSS.safetensors; no other file is touched. A file that cannot be
+ * removed stays (not an error); each one removed is logged at level debug. */
+void tb_checkpoint_prune(const char *dir, int keep);
+
 /* The first line where texts a and b differ, as "A (here) / B (there)" into buf; for
  * messages about configurations that differ. */
 void tb_text_first_difference(const char *here, const char *there, char *buf, size_t size);

@@ -1,0 +1,373 @@
+/* report.c: a training run's per-epoch reports (core/train/report_internal.h): the
+ * epochs.csv and epochs.jsonl rows, the epoch's log line and its op times, and the
+ * ranks' statistics gathered into a row. It owns the two report files of struct
+ * tb_report and allocates nothing else that outlives a call. */
+#include "config.h"
+
+#include "core/train/report_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/dist/comm_internal.h"
+#include "core/util/log_internal.h"
+
+static const char *const rank_stat_names[TB_RS_COUNT] = {
+    "peak_device_bytes", "data_wait_seconds", "swap_out_bytes",         "swap_in_bytes",
+    "stall_seconds",     "allreduce_seconds", "allreduce_wait_seconds", "seconds",
+};
+
+/* ------------------------------------------------------------------ numbers */
+
+static void json_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+static void csv_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+}
+
+uint64_t tb_report_free_bytes(const struct tb_mem_stats *ms)
+{
+    const uint64_t total = ms->capacity && ms->capacity != UINT64_MAX ? ms->capacity : ms->reserved;
+    return total > ms->in_use ? total - ms->in_use : 0;
+}
+
+/* 1 - largest free block / free bytes: 0 when the free memory is one block (or there is
+ * none), near 1 when it is in many small pieces. NaN when the backend does not say. */
+static double fragmentation(const struct tb_epoch_row *r)
+{
+    if (!r->frag_known)
+        return NAN;
+    return r->free_bytes ? 1.0 - (double)r->largest_free / (double)r->free_bytes : 0.0;
+}
+
+/* ------------------------------------------------------------------ swap counters */
+
+struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct tb_exec *vx)
+{
+    struct tb_swap_stats sum = { 0 };
+    const struct tb_exec *xs[2] = { tx, vx };
+    for (int k = 0; k < 2; k++) {
+        if (!xs[k])
+            continue;
+        const struct tb_swap_stats *a = tb_exec_swap_stats(xs[k]);
+        sum.bytes_out += a->bytes_out;
+        sum.bytes_in += a->bytes_in;
+        sum.swaps_out += a->swaps_out;
+        sum.swaps_in += a->swaps_in;
+        sum.demand_ins += a->demand_ins;
+        sum.stall_seconds += a->stall_seconds;
+        sum.evicting_allocs += a->evicting_allocs;
+        sum.host_bytes += a->host_bytes;
+    }
+    return sum;
+}
+
+struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const struct tb_exec *tx,
+                                          const struct tb_exec *vx)
+{
+    struct tb_swap_stats now_ = tb_report_swap_total(tx, vx), d = now_;
+    const struct tb_swap_stats *m = mark;
+    d.bytes_out -= m->bytes_out;
+    d.bytes_in -= m->bytes_in;
+    d.swaps_out -= m->swaps_out;
+    d.swaps_in -= m->swaps_in;
+    d.demand_ins -= m->demand_ins;
+    d.stall_seconds -= m->stall_seconds;
+    d.evicting_allocs -= m->evicting_allocs;
+    *mark = now_;
+    return d;
+}
+
+/* ------------------------------------------------------------------ files */
+
+static int open_one(const struct tb_section *rep, const char *rundir, const char *key, const char *file, FILE **out,
+                    bool *fresh, struct tb_err *err)
+{
+    const char *v = tb_section_string(rep, key);
+    char path[4200];
+    if (v[0])
+        snprintf(path, sizeof path, "%s", v);
+    else
+        snprintf(path, sizeof path, "%s/%s", rundir, file);
+    struct stat st;
+    *fresh = stat(path, &st) != 0 || st.st_size == 0;
+    *out = fopen(path, "a");
+    if (!*out)
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open the %s report ([report] %s): %s", path, key, key,
+                          strerror(errno));
+    return TB_OK;
+}
+
+int tb_report_open(struct tb_report *rep, const struct tb_section *report, const char *rundir, struct tb_err *err)
+{
+    bool fresh;
+    int rc = open_one(report, rundir, "csv", "epochs.csv", &rep->csv, &fresh, err);
+    if (rc)
+        return rc;
+    if (fresh) {
+        fputs("epoch,steps,seconds,images_per_s,loss", rep->csv);
+        for (int i = 0; i < rep->nterms; i++)
+            fprintf(rep->csv, ",loss_%s", rep->terms[i].name);
+        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
+              "swap_in_bytes,"
+              "swaps_out,swaps_in,stall_seconds,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
+              "largest_free_device_bytes,fragmentation\n",
+              rep->csv);
+    }
+    return open_one(report, rundir, "jsonl", "epochs.jsonl", &rep->jsonl, &fresh, err);
+}
+
+void tb_report_close(struct tb_report *rep)
+{
+    if (rep->csv)
+        fclose(rep->csv);
+    if (rep->jsonl)
+        fclose(rep->jsonl);
+    rep->csv = rep->jsonl = NULL;
+}
+
+/* ------------------------------------------------------------------ rows */
+
+static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r, const double *means)
+{
+    FILE *f = rep->csv;
+    fprintf(f, "%" PRIu64 ",%" PRIu64 ",", r->epoch, r->steps);
+    csv_number(f, r->seconds);
+    fputc(',', f);
+    csv_number(f, r->images_per_s);
+    fputc(',', f);
+    csv_number(f, r->steps ? r->loss : NAN);
+    for (int i = 0; i < rep->nterms; i++) {
+        fputc(',', f);
+        csv_number(f, means[i]);
+    }
+    fputc(',', f);
+    csv_number(f, r->steps ? r->lr : NAN);
+    fputc(',', f);
+    csv_number(f, r->validated ? r->miou : NAN);
+    fputc(',', f);
+    csv_number(f, r->validated ? r->acc : NAN);
+    fputc(',', f);
+    csv_number(f, r->validated ? r->val_loss : NAN);
+    fprintf(f, ",%" PRIu64 ",", r->peak_bytes);
+    csv_number(f, r->steps ? r->data_wait : NAN);
+    fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->skipped, r->swap.bytes_out,
+            r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in);
+    csv_number(f, r->swap.stall_seconds);
+    fprintf(f, ",%d,", rep->ranks);
+    csv_number(f, r->steps ? r->allreduce : NAN);
+    fputc(',', f);
+    csv_number(f, r->steps ? r->allreduce_wait : NAN);
+    if (r->frag_known)
+        fprintf(f, ",%" PRIu64 ",%" PRIu64 ",", r->free_bytes, r->largest_free);
+    else
+        fputs(",,,", f);
+    csv_number(f, fragmentation(r));
+    fputc('\n', f);
+    fflush(f);
+}
+
+/* The JSONL row's swap, ranks, all-reduce and free memory members. */
+static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch_row *r, FILE *f)
+{
+    fprintf(f,
+            ",\"swap\":{\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"swaps_out\":%" PRIu64
+            ",\"swaps_in\":%" PRIu64 ",\"demand_ins\":%" PRIu64 ",\"evicting_allocs\":%" PRIu64 ",\"stall_seconds\":",
+            r->swap.bytes_out, r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in, r->swap.demand_ins,
+            r->swap.evicting_allocs);
+    json_number(f, r->swap.stall_seconds);
+    fprintf(f, "},\"ranks\":%d,\"allreduce_seconds\":", rep->ranks);
+    json_number(f, r->steps ? r->allreduce : NAN);
+    fputs(",\"allreduce_wait_seconds\":", f);
+    json_number(f, r->steps ? r->allreduce_wait : NAN);
+    if (r->frag_known)
+        fprintf(f, ",\"free_device_bytes\":%" PRIu64 ",\"largest_free_device_bytes\":%" PRIu64, r->free_bytes,
+                r->largest_free);
+    else
+        fputs(",\"free_device_bytes\":null,\"largest_free_device_bytes\":null", f);
+    fputs(",\"fragmentation\":", f);
+    json_number(f, fragmentation(r));
+}
+
+/* The JSONL row's per_rank (several ranks) and class_iou (validated) members. */
+static void jsonl_ranks_classes(const struct tb_report *rep, const struct tb_epoch_row *r, FILE *f)
+{
+    if (rep->ranks > 1) {
+        fputs(",\"per_rank\":{", f);
+        for (int k = 0; k < TB_RS_COUNT; k++) {
+            fprintf(f, "%s\"%s\":{\"min\":", k ? "," : "", rank_stat_names[k]);
+            json_number(f, r->ranks[k].min);
+            fputs(",\"mean\":", f);
+            json_number(f, r->ranks[k].mean);
+            fputs(",\"max\":", f);
+            json_number(f, r->ranks[k].max);
+            fputc('}', f);
+        }
+        fputc('}', f);
+    }
+    if (r->validated) {
+        fputs(",\"class_iou\":{", f);
+        for (int c = 0; c < rep->nclasses; c++) {
+            fputs(c ? ",\"" : "\"", f);
+            for (const char *p = rep->classes[c].name; *p; p++)
+                fputc(*p == '"' || *p == '\\' ? '_' : *p, f);
+            fputs("\":", f);
+            json_number(f, tb_confusion_iou(rep->confusion, c));
+        }
+        fputc('}', f);
+    }
+}
+
+static void write_jsonl(const struct tb_report *rep, const struct tb_epoch_row *r, const double *means)
+{
+    FILE *f = rep->jsonl;
+    fprintf(f, "{\"epoch\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"seconds\":", r->epoch, r->steps);
+    json_number(f, r->seconds);
+    fputs(",\"images_per_s\":", f);
+    json_number(f, r->images_per_s);
+    fputs(",\"loss\":", f);
+    json_number(f, r->steps ? r->loss : NAN);
+    fputs(",\"losses\":{", f);
+    for (int i = 0; i < rep->nterms; i++) {
+        fprintf(f, "%s\"%s\":", i ? "," : "", rep->terms[i].name);
+        json_number(f, means[i]);
+    }
+    fputs("},\"lr\":", f);
+    json_number(f, r->steps ? r->lr : NAN);
+    fputs(",\"miou\":", f);
+    json_number(f, r->validated ? r->miou : NAN);
+    fputs(",\"pixel_accuracy\":", f);
+    json_number(f, r->validated ? r->acc : NAN);
+    fputs(",\"val_loss\":", f);
+    json_number(f, r->validated ? r->val_loss : NAN);
+    fprintf(f, ",\"peak_device_bytes\":%" PRIu64 ",\"data_wait_seconds\":", r->peak_bytes);
+    json_number(f, r->steps ? r->data_wait : NAN);
+    fprintf(f, ",\"skipped_samples\":%" PRIu64, r->skipped);
+    jsonl_swap_memory(rep, r, f);
+    jsonl_ranks_classes(rep, r, f);
+    fputs("}\n", f);
+    fflush(f);
+}
+
+void tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r)
+{
+    double means[TB_TERMS_MAX];
+    for (int i = 0; i < rep->nterms; i++)
+        means[i] = r->steps ? rep->terms[i].sum / (double)r->steps : NAN;
+    if (rep->csv)
+        write_csv(rep, r, means);
+    if (rep->jsonl)
+        write_jsonl(rep, r, means);
+}
+
+/* ------------------------------------------------------------------ log lines */
+
+void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row *r)
+{
+    char losses[512] = "";
+    size_t o = 0;
+    for (int i = 0; r->steps && i < rep->nterms && o < sizeof losses; i++)
+        o += (size_t)snprintf(losses + o, sizeof losses - o, "%s%s %.4f", i ? ", " : "", rep->terms[i].name,
+                              rep->terms[i].sum / (double)r->steps);
+    char val[128] = "";
+    if (r->validated)
+        snprintf(val, sizeof val, ", val mIoU %.4f (pixel accuracy %.4f, loss %.4f)", r->miou, r->acc, r->val_loss);
+    char skipped[256] = "";
+    size_t so = 0;
+    if (r->skipped)
+        so += (size_t)snprintf(skipped, sizeof skipped, ", %" PRIu64 " bad samples skipped", r->skipped);
+    if (r->swap.swaps_out || r->swap.swaps_in)
+        snprintf(skipped + so, sizeof skipped - so, ", swapped %.2f GiB out and %.2f GiB in, stalled %.2f s",
+                 (double)r->swap.bytes_out / 1073741824.0, (double)r->swap.bytes_in / 1073741824.0,
+                 r->swap.stall_seconds);
+    char frag[128] = "";
+    if (r->frag_known)
+        snprintf(frag, sizeof frag, " (now %.1f MiB free, largest block %.1f MiB: fragmentation %.0f%%)",
+                 (double)r->free_bytes / 1048576.0, (double)r->largest_free / 1048576.0, 100.0 * fragmentation(r));
+    tb_progress_clear(rep->progress);
+    if (r->steps)
+        tb_log(TB_LOG_INFO,
+               "epoch %" PRIu64 "/%d: %.1f s, %.1f img/s, loss %.4f (%s), lr %.3g%s, data wait %.2f s (%.1f%%)%s, "
+               "peak device memory %.1f MiB%s",
+               r->epoch, rep->epochs, r->seconds, r->images_per_s, r->loss, losses, r->lr, val, r->data_wait,
+               r->seconds > 0 ? 100.0 * r->data_wait / r->seconds : 0.0, skipped, (double)r->peak_bytes / 1048576.0,
+               frag);
+    else
+        tb_log(TB_LOG_INFO, "epoch %" PRIu64 " (before training)%s", r->epoch, val);
+}
+
+static const double *op_seconds_base;
+
+static int cmp_op_seconds(const void *a, const void *b)
+{
+    double x = op_seconds_base[*(const size_t *)a], y = op_seconds_base[*(const size_t *)b];
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void tb_report_op_times(const struct tb_exec *tx, const double *op_seconds, double wait_seconds, double epoch_seconds)
+{
+    const struct tb_schedule *sch = tb_exec_schedule(tx);
+    const size_t n = tb_schedule_steps(sch);
+    size_t *ix = malloc(n * sizeof *ix);
+    if (!ix || !tb_log_enabled(TB_LOG_DEBUG)) {
+        free(ix);
+        return;
+    }
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        ix[i] = i;
+        total += op_seconds[i];
+    }
+    op_seconds_base = op_seconds;
+    qsort(ix, n, sizeof *ix, cmp_op_seconds);
+    tb_log(TB_LOG_DEBUG, "epoch time %.2f s: ops %.2f s, data %.2f s, rest %.2f s; slowest ops:", epoch_seconds, total,
+           wait_seconds, epoch_seconds - total - wait_seconds);
+    for (size_t i = 0; i < n && i < 20; i++)
+        tb_log(TB_LOG_DEBUG, "  %6.3f s %5.1f%%  %s", op_seconds[ix[i]], 100.0 * op_seconds[ix[i]] / total,
+               tb_schedule_step_name(sch, ix[i]));
+    free(ix);
+}
+
+/* ------------------------------------------------------------------ ranks */
+
+int tb_report_gather_ranks(struct tb_epoch_row *r, int ranks, struct tb_err *err)
+{
+    double lo[TB_RS_COUNT + 1] = {
+        [TB_RS_PEAK] = (double)r->peak_bytes,         [TB_RS_DATA_WAIT] = r->data_wait,
+        [TB_RS_SWAP_OUT] = (double)r->swap.bytes_out, [TB_RS_SWAP_IN] = (double)r->swap.bytes_in,
+        [TB_RS_STALL] = r->swap.stall_seconds,        [TB_RS_ALLREDUCE] = r->allreduce,
+        [TB_RS_ALLREDUCE_WAIT] = r->allreduce_wait,   [TB_RS_SECONDS] = r->seconds,
+        [TB_RS_COUNT] = (double)r->skipped,
+    };
+    double hi[TB_RS_COUNT + 1], sum[TB_RS_COUNT + 1];
+    memcpy(hi, lo, sizeof hi);
+    memcpy(sum, lo, sizeof sum);
+    if (ranks > 1) {
+        int rc = tb_comm_allreduce(lo, TB_RS_COUNT, TB_COMM_F64, TB_COMM_MIN, err);
+        if (!rc)
+            rc = tb_comm_allreduce(hi, TB_RS_COUNT, TB_COMM_F64, TB_COMM_MAX, err);
+        if (!rc)
+            rc = tb_comm_allreduce(sum, TB_RS_COUNT + 1, TB_COMM_F64, TB_COMM_SUM, err);
+        if (rc)
+            return tb_err_prefix(err, "gathering the ranks' epoch statistics");
+    }
+    for (int k = 0; k < TB_RS_COUNT; k++)
+        r->ranks[k] = (struct tb_spread){ lo[k], sum[k] / ranks, hi[k] };
+    r->skipped = (uint64_t)sum[TB_RS_COUNT];
+    /* The job's all-reduce figures are the ranks' mean. */
+    r->allreduce = r->ranks[TB_RS_ALLREDUCE].mean;
+    r->allreduce_wait = r->ranks[TB_RS_ALLREDUCE_WAIT].mean;
+    return TB_OK;
+}

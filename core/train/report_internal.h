@@ -1,0 +1,114 @@
+/* core/train/report_internal.h: what a training run reports per epoch (report.c): a row
+ * of epochs.csv and one of epochs.jsonl ([report] csv and jsonl name other files), the
+ * epoch's log line, at log level debug where its step time went, and the statistics
+ * every rank contributes to the row.
+ *
+ * Memory: struct tb_report owns its two files (tb_report_close() closes them); the loss
+ * terms, classes, confusion matrix and progress display it points to are the trainer's
+ * and outlive it. */
+#ifndef TB_CORE_REPORT_INTERNAL_H
+#define TB_CORE_REPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <trainbig/backend.h>
+#include <trainbig/dataset.h>
+#include <trainbig/error.h>
+
+#include "core/config/setup_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/engine/swapmem_internal.h"
+#include "core/train/metrics_internal.h"
+#include "core/train/progress_internal.h"
+
+enum { TB_TERMS_MAX = 8 };
+
+/* A loss term the log reports: one of the graph's losses (weight > 0, part of the
+ * objective) or a (1,1,1,1) output the model only reports. */
+struct tb_term {
+    const char *name; /* owned by the graph */
+    float weight;     /* 0: reported only */
+    bool sums_images; /* over ranks its value is their sum, not their mean */
+    double sum;       /* over this epoch's steps */
+};
+
+/* A statistic over the ranks of a data-parallel run. */
+struct tb_spread {
+    double min, mean, max;
+};
+
+/* The statistics each rank contributes to a row, in the order epochs.jsonl's per_rank
+ * lists them. */
+enum {
+    TB_RS_PEAK,
+    TB_RS_DATA_WAIT,
+    TB_RS_SWAP_OUT,
+    TB_RS_SWAP_IN,
+    TB_RS_STALL,
+    TB_RS_ALLREDUCE,
+    TB_RS_ALLREDUCE_WAIT,
+    TB_RS_SECONDS,
+    TB_RS_COUNT
+};
+
+/* One epoch's row; epoch 0 with no steps is the validation before training. */
+struct tb_epoch_row {
+    uint64_t epoch, steps;
+    double allreduce, allreduce_wait;    /* seconds: the gradient all-reduces ran, and steps waited for them */
+    struct tb_spread ranks[TB_RS_COUNT]; /* more than one rank: each statistic's spread */
+    double seconds, images_per_s, loss, lr, miou, acc, val_loss;
+    double data_wait; /* seconds the steps waited for batches */
+    uint64_t peak_bytes, skipped;
+    /* At the epoch's end: device bytes free (under the cap, or of what the backend holds
+     * without one) and the largest of them in one block; known from backends of ABI 1.7. */
+    bool frag_known;
+    uint64_t free_bytes, largest_free;
+    struct tb_swap_stats swap; /* this epoch's, training and validation */
+    bool validated;
+};
+
+struct tb_report {
+    FILE *csv, *jsonl; /* owned; NULL on ranks other than 0 */
+    int epochs;        /* [run] epochs */
+    int ranks;         /* of the job */
+    const struct tb_term *terms;
+    int nterms;
+    const struct tb_class *classes;
+    int nclasses;
+    const struct tb_confusion *confusion; /* the last validation's */
+    struct tb_progress *progress;         /* cleared before a log line */
+};
+
+/* Opens (appends to) the CSV and JSONL reports: the files [report] csv and jsonl name, or
+ * epochs.csv and epochs.jsonl in rundir; a new or empty CSV file gets its header first.
+ * The fields other than the files must be set already. Only rank 0 calls it. */
+int tb_report_open(struct tb_report *rep, const struct tb_section *report, const char *rundir, struct tb_err *err);
+void tb_report_close(struct tb_report *rep);
+
+/* Appends r to the open reports, each term's mean over r's steps from its sum. */
+void tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r);
+
+/* Logs r's line: the epoch's time, speed, losses, validation, data wait and memory. */
+void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row *r);
+
+/* At log level debug: where the epoch's step time went (op_seconds, per schedule step of
+ * tx), the slowest ops first. */
+void tb_report_op_times(const struct tb_exec *tx, const double *op_seconds, double wait_seconds, double epoch_seconds);
+
+/* The epoch's statistics of every rank: min, mean and max of each, and the skipped
+ * samples of all; the job's all-reduce figures become the ranks' mean. Every rank calls
+ * it. */
+int tb_report_gather_ranks(struct tb_epoch_row *r, int ranks, struct tb_err *err);
+
+/* Free device bytes: the cap (or, without one, what the backend holds) less what is in use. */
+uint64_t tb_report_free_bytes(const struct tb_mem_stats *ms);
+
+/* The swap counters of both executors together (vx may be NULL). */
+struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct tb_exec *vx);
+
+/* The counters since *mark, which becomes the counters now. */
+struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const struct tb_exec *tx,
+                                          const struct tb_exec *vx);
+
+#endif

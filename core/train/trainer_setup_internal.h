@@ -1,0 +1,107 @@
+/* core/train/trainer_setup_internal.h: one training run's state (struct tb_trainer),
+ * shared by the loop (trainer.c), validation (validation.c) and what builds and tears
+ * it down and hands out the splits' batches (trainer_setup.c): the settings read once
+ * from the configuration, the run directory, the dataset splits and their loaders, the
+ * training and validation graphs, the loss terms, reports and progress display.
+ *
+ * Memory: tb_trainer_setup() fills a zeroed struct tb_trainer; everything it opens or
+ * allocates (splits, loaders, graphs, executors, the run, buffers, texts, report files)
+ * is the struct's and tb_trainer_teardown() frees it all, whatever setup returned. The
+ * setup and request the struct points to are the caller's. */
+#ifndef TB_CORE_TRAINER_SETUP_INTERNAL_H
+#define TB_CORE_TRAINER_SETUP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <trainbig/dataset.h>
+#include <trainbig/error.h>
+
+#include "core/config/setup_internal.h"
+#include "core/data/batch_internal.h"
+#include "core/data/dataloader_internal.h"
+#include "core/dist/comm_internal.h"
+#include "core/train/metrics_internal.h"
+#include "core/train/progress_internal.h"
+#include "core/train/report_internal.h"
+#include "core/train/run_internal.h"
+#include "core/train/trainer_internal.h"
+
+enum { TB_IGNORE_LABEL = 255 };
+
+/* What the run reads of [run], [train] and [report], once, at setup. */
+struct tb_train_settings {
+    int batch, val_batch, epochs, val_every, checkpoint_every, keep, replica_check;
+    double lr, lr_power, momentum, weight_decay;
+    bool poly, val_at_start;
+    const char *trace; /* [report] trace: a file, or "" for none; the setup's text */
+};
+
+struct tb_split {
+    const char *name; /* "train", "val" */
+    const struct tb_dataset_ops *ops;
+    void *ctx;
+    size_t count;
+    int width, height; /* of every image of a batch */
+    struct tb_data_loader *loader;
+};
+
+struct tb_trainer {
+    const struct tb_setup *s;
+    const struct tb_train_request *req;
+    struct tb_run run;
+    struct tb_split train, val;
+    const struct tb_class *classes;
+    int nclasses;
+    struct tb_train_settings cfg;
+
+    /* Data parallelism: the ranks, and each one's share of a batch. Rank 0 alone writes
+     * the run directory, reports, checkpoints and logs. */
+    const struct tb_comm *world;
+    bool lead;    /* rank 0 */
+    bool sync_bn; /* [model] sync_bn, with more than one rank */
+    int rank_batch, rank_val_batch;
+    bool stop_agreed;        /* several ranks: a stop request seen by any, agreed at the last step */
+    uint64_t replica_checks; /* checks passed */
+
+    struct tb_data_settings data; /* the loader's [dataset] keys */
+    struct tb_graph *tg, *vg;
+    struct tb_exec *tx, *vx;
+    struct tb_confusion confusion;
+    float *val_logits;
+    struct tb_term terms[TB_TERMS_MAX];
+    int nterms;
+
+    uint64_t iters_per_epoch, total_iters, iteration;
+    double last_lr;
+    char rundir[4096];
+    char *model_text, *training_text, *config_text;
+    struct tb_report report;
+
+    struct tb_progress progress;
+    double wait_seconds;            /* this epoch: steps waiting for their batch */
+    uint64_t skipped;               /* this epoch: bad samples skipped (training and validation) */
+    struct tb_swap_stats swap_mark; /* both executors' swap counters when the epoch began */
+    double *op_seconds;             /* this epoch: per schedule step of the training graph */
+};
+
+/* Reads the settings, opens the run (backend, model, engine), the splits, their loaders
+ * and graphs, and prepares the loss terms, the texts a checkpoint holds and the report's
+ * and progress display's fields. t->s, t->req, t->world and t->lead are set already. */
+int tb_trainer_setup(struct tb_trainer *t, struct tb_err *err);
+
+/* The run directory (rank 0 only): where the resumed checkpoint is, else [run]
+ * output/name, or output/name.N when that one already holds files. */
+int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err);
+
+/* Frees and closes everything setup made; t itself stays the caller's. */
+void tb_trainer_teardown(struct tb_trainer *t);
+
+/* The next batch of a split's loader, timed (training's wait counts in t->wait_seconds);
+ * its skipped samples logged and counted in t->skipped. The batch is the loader's. */
+int tb_trainer_next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_loaded *lb, struct tb_err *err);
+
+/* Sets each input of g that b holds (image, canny, labels, edges) on executor x. */
+int tb_trainer_set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct tb_batch *b, struct tb_err *err);
+
+#endif
