@@ -773,6 +773,9 @@ static Suite *taco_suite(void)
 {
     Suite *s = suite_create("taco");
     TCase *tc = tcase_create("taco");
+    /* The generated trees are written and decoded image by image: seconds on a loaded
+     * machine or under the sanitizers, past Check's 4 s default. */
+    tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, category_classes_and_masks);
     tcase_add_test(tc, supercategory_classes);
