@@ -16,9 +16,12 @@
  * prints why and exits 77 (Automake's SKIP) before any test runs; with TB_REQUIRE_GPU=1 in
  * the environment (`make check-gpu`) that is a failure instead.
  *
- * The suite runs without forking: asking the plugin's score() initialises the CUDA driver
- * in this process, and a CUDA context does not survive fork(). The two backends the op
- * tests share are opened once, in main.
+ * Each test runs in a process of its own (Check's fork mode), with a time limit: a sticky
+ * CUDA error (a faulting kernel poisons its context for good) or a hung collective then
+ * fails that test alone, and the next starts on a fresh context. A CUDA context does not
+ * survive fork(), so the parent never makes one: main asks the plugin's score() in a
+ * child of its own, and the backends the op and runtime tests share are opened in each
+ * test's process by a checked fixture.
  *
  * Tolerances. An element passes when |cuda - cpu| <= REL * |cpu| + REL_MAX * max|cpu|,
  * the maximum taken over the whole tensor (so that cancellation in one element does not
@@ -74,11 +77,17 @@
 /* class_weights: pixel counts are exact, then 2 - count / total in float or double. */
 #define TOL_CLASS_WEIGHTS ((struct tol){ 1e-6, 0 })
 
-/* Training: the quickstart's loss after 1 and 3 steps on cuda (TF32 off) against cpu.
- * Step 1 differs by the ops' rounding only (~1e-6); steps 2 and 3 start from weights that
- * differ by the same through one or two SGD updates. epochs.csv prints the loss with 6
- * significant digits (5e-6 relative), well inside. */
+/* Training: the quickstart's loss of steps 1 to 3 on cuda (TF32 off) against cpu (one step
+ * per epoch). Step 1 differs by the ops' rounding only (~1e-6); step 2 starts from weights
+ * that differ by the same through one SGD update. epochs.csv prints the loss with 6
+ * significant digits (5e-6 relative), well inside. By step 3 the attention term, which
+ * masks the segmentation loss where the edge output passes a threshold (a step function),
+ * has flipped pixels across that threshold: the cpu backend's own avx2 and avx512 paths
+ * (another summation order, nothing else) differ there by 4.1e-4 relative (48.3187
+ * against 48.299; steps 1 and 2 agree to 7e-6), and the first H100 run by 1.2e-4. Step 3
+ * is held to 2e-3, which a wrong gradient still exceeds. */
 #define TRAIN_LOSS_REL 1e-4
+#define TRAIN_LOSS_REL_STEP3 2e-3
 /* Swapping (capped device memory, lru and prefetch) against the uncapped run, both cuda
  * with conv_algo = deterministic: swapping moves bytes exactly and changes no kernel,
  * algorithm or summation order, so with deterministic algorithms the runs must be
@@ -98,7 +107,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <trainbig/trainbig.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "opcheck.h"
@@ -110,7 +121,8 @@ struct tol {
     double rel_max; /* of max |cpu| over the tensor */
 };
 
-/* The reference and the backend under test, shared by the op tests (main opens them). */
+/* The reference and the backend under test, shared by the op and runtime tests: opened
+ * in each test's own process by the fixture below. */
 static struct test_backend g_cpu, g_gpu;
 
 /* [backend] keys of the shared cuda instance: every key named, conv_algo = find (the
@@ -1284,6 +1296,9 @@ START_TEST(backend_keys)
     tb_err_clear(&err);
     ck_assert_int_ne(tb_backend_open("cuda", "threads = 2\n", &b, &err), TB_OK); /* a cpu key */
     ck_assert_contains(err.msg, "threads");
+    tb_err_clear(&err);
+    ck_assert_int_ne(tb_backend_open("cuda", "comm_timeout = 0\n", &b, &err), TB_OK);
+    ck_assert_contains(err.msg, "comm_timeout");
 
     /* device_memory = 0: memory_fraction of the free memory; twice the fraction, about
      * twice the capacity (free memory moves a little between the two) */
@@ -1615,7 +1630,7 @@ static void assert_same_losses(const char *dir_a, const char *dir_b)
 }
 
 /* A full training step, forward, losses, backward and SGD, on cuda (TF32 off) against cpu:
- * the loss after 1 and after 3 steps. */
+ * the loss of steps 1, 2 and 3. */
 START_TEST(quickstart_cuda_matches_cpu)
 {
     static const char *const cpu[] = { "backend.plugin=cpu", NULL };
@@ -1629,13 +1644,13 @@ START_TEST(quickstart_cuda_matches_cpu)
     struct column c = csv_column(dc, "loss"), g = csv_column(dg, "loss");
     ck_assert_int_eq(c.rows, 3);
     ck_assert_int_eq(g.rows, 3);
-    static const int steps[] = { 0, 2 };
-    for (int k = 0; k < 2; k++) {
-        int i = steps[k];
+    for (int i = 0; i < 3; i++) {
+        const double tol = i < 2 ? TRAIN_LOSS_REL : TRAIN_LOSS_REL_STEP3;
         ck_assert_msg(isfinite(c.v[i]) && c.v[i] > 0, "cpu loss of step %d: %s", i + 1, c.text[i]);
-        ck_assert_msg(fabs(g.v[i] - c.v[i]) <= TRAIN_LOSS_REL * fabs(c.v[i]),
-                      "loss after step %d: cuda %s, cpu %s (tolerance %g relative)", i + 1, g.text[i], c.text[i],
-                      TRAIN_LOSS_REL);
+        ck_assert_msg(fabs(g.v[i] - c.v[i]) <= tol * fabs(c.v[i]),
+                      "loss of step %d: cuda %s, cpu %s (tolerance %g relative)", i + 1, g.text[i], c.text[i], tol);
+        printf("  quickstart step %d: loss cuda %s, cpu %s (%.1e relative; tolerance %g)\n", i + 1, g.text[i],
+               c.text[i], fabs(g.v[i] - c.v[i]) / fabs(c.v[i]), tol);
     }
     free(dc);
     free(dg);
@@ -1716,10 +1731,38 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
+/* The checked fixture of the op, runtime and data-parallel cases: both backends, opened
+ * in the test's own process (after the fork) and closed with it. */
+static void open_backends(void)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_backend_open("cpu", "", &g_cpu, &err) == TB_OK, "the cpu backend, the reference, does not open: %s",
+                  err.msg);
+    tb_err_clear(&err);
+    ck_assert_msg(tb_backend_open("cuda", GPU_KEYS, &g_gpu, &err) == TB_OK, "the cuda backend does not open: %s",
+                  err.msg);
+}
+
+static void close_backends(void)
+{
+    tb_backend_close(&g_gpu);
+    tb_backend_close(&g_cpu);
+}
+
+/* Seconds per test, before Check's CK_TIMEOUT_MULTIPLIER: an op case takes well under a
+ * second on a GPU; a training case trains the quickstart (3 epochs of 8 images) up to
+ * five times, the cpu reference included. A hang (a collective that never completes)
+ * fails the test that hung instead of the whole suite. */
+#define OP_TIMEOUT 60
+#define TRAIN_TIMEOUT 300
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("ops");
+    tcase_add_checked_fixture(tc, open_backends, close_backends);
+    tcase_set_timeout(tc, OP_TIMEOUT);
     tcase_add_test(tc, conv2d_parity);
     tcase_add_test(tc, conv2d_without_dx);
     tcase_add_test(tc, conv2d_algorithms_and_tf32);
@@ -1742,6 +1785,8 @@ static Suite *cuda_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("runtime");
+    tcase_add_checked_fixture(tc, open_backends, close_backends);
+    tcase_set_timeout(tc, OP_TIMEOUT);
     tcase_add_test(tc, fill_accumulate_sgd);
     tcase_add_test(tc, tensor_round_trip);
     tcase_add_test(tc, copies_on_three_streams);
@@ -1752,6 +1797,8 @@ static Suite *cuda_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("data parallelism");
+    tcase_add_checked_fixture(tc, open_backends, close_backends);
+    tcase_set_timeout(tc, OP_TIMEOUT);
     tcase_add_test(tc, batchnorm_sync_one_rank);
     tcase_add_test(tc, allreduce_one_rank);
 #ifndef HAVE_NCCL
@@ -1760,6 +1807,7 @@ static Suite *cuda_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("training");
+    tcase_set_timeout(tc, TRAIN_TIMEOUT);
     tcase_add_test(tc, quickstart_cuda_matches_cpu);
     tcase_add_test(tc, capped_cuda_swaps_bit_identically);
     suite_add_tcase(s, tc);
@@ -1782,6 +1830,58 @@ static int no_gpu(const char *why)
     return EXIT_SKIP;
 }
 
+/* What the child that asks the plugin learns (score() initialises the CUDA driver, so it
+ * is asked in a process of its own). */
+struct probe {
+    int found;      /* the loader opened the cuda plugin */
+    int score;      /* its score() (0: no usable GPU) */
+    char msg[400];  /* why it was not found, or score()'s reason */
+};
+
+static int probe_in_child(struct probe *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd[2];
+    if (pipe(fd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fd[0]);
+        struct probe p;
+        memset(&p, 0, sizeof p);
+        struct tb_plugin_handle *h = NULL;
+        struct tb_err err;
+        tb_err_clear(&err);
+        if (tb_plugin_find(TB_KIND_BACKEND, "cuda", &h, &err) != TB_OK) {
+            snprintf(p.msg, sizeof p.msg, "%.399s", err.msg);
+        } else {
+            p.found = 1;
+            tb_score_fn score = h->p->ops.backend->score;
+            char reason[256] = "";
+            p.score = score ? score(reason, sizeof reason) : 1;
+            snprintf(p.msg, sizeof p.msg, "%s", reason);
+            tb_plugin_close(h);
+        }
+        ssize_t w = write(fd[1], &p, sizeof p);
+        _exit(w == (ssize_t)sizeof p ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    while (got < sizeof *out) {
+        ssize_t r = read(fd[0], (char *)out + got, sizeof *out - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return got == sizeof *out && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 int main(void)
 {
     unsetenv("TRAINBIG_PLUGIN_PATH"); /* the build tree's plugins */
@@ -1790,55 +1890,50 @@ int main(void)
 
     /* The cuda plugin through the loader, and its score (0 = no usable device here), as
      * `plugin = auto` reads it. */
-    struct tb_plugin_handle *h = NULL;
-    struct tb_err err;
-    tb_err_clear(&err);
+    struct probe pr;
     char why[600];
-    if (tb_plugin_find(TB_KIND_BACKEND, "cuda", &h, &err) != TB_OK) {
+    if (probe_in_child(&pr) != 0) {
+        printf("ERROR: the child process that asks the cuda plugin for its score died\n");
+        return EXIT_HARD_ERROR;
+    }
+    if (!pr.found) {
 #ifdef HAVE_CUDA_BACKEND
         /* configure built it: not finding or not loading it is a broken build, not a
          * machine without a GPU */
-        printf("ERROR: this build has the cuda backend, but it cannot be opened: %s\n", err.msg);
+        printf("ERROR: this build has the cuda backend, but it cannot be opened: %s\n", pr.msg);
         return EXIT_HARD_ERROR;
 #else
         snprintf(why, sizeof why,
                  "this build has no cuda backend plugin (configure found no CUDA toolkit with cuDNN "
-                 "and cuBLAS): %.500s",
-                 err.msg);
+                 "and cuBLAS): %.400s",
+                 pr.msg);
         return no_gpu(why);
 #endif
     }
-    tb_score_fn score = h->p->ops.backend->score;
-    char reason[256] = "";
-    int s = score ? score(reason, sizeof reason) : 1;
-    tb_plugin_close(h);
-    if (s <= 0) {
-        snprintf(why, sizeof why, "the cuda backend scores 0 here: %s", reason);
+    if (pr.score <= 0) {
+        snprintf(why, sizeof why, "the cuda backend scores 0 here: %.400s", pr.msg);
         return no_gpu(why);
     }
-    printf("cuda backend: score %d (%s)\n", s, reason);
+    printf("cuda backend: score %d (%s)\n", pr.score, pr.msg);
     fflush(stdout);
 
-    tb_err_clear(&err);
-    if (tb_backend_open("cpu", "", &g_cpu, &err) != TB_OK) {
-        printf("ERROR: the cpu backend, the reference, does not open: %s\n", err.msg);
+    /* Each test in a process of its own (see the top of the file), unless CK_FORK=no asks
+     * otherwise (a debugger): then the fixtures still open and close per test. */
+    /* The tests' files go under one directory made here, since each test's process makes
+     * its own test_tmpdir(): removed at the end with everything in it (checkpoints are
+     * megabytes). Not test_tmpdir() itself: its ck_assert cannot report outside a test. */
+    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char top[4096];
+    snprintf(top, sizeof top, "%s/trainbig-check-cuda-XXXXXX", tmp);
+    if (!mkdtemp(top)) {
+        printf("ERROR: cannot make a directory under %s for the tests' files\n", tmp);
         return EXIT_HARD_ERROR;
     }
-    tb_err_clear(&err);
-    if (tb_backend_open("cuda", GPU_KEYS, &g_gpu, &err) != TB_OK) {
-        printf("FAIL: the cuda backend scores %d but does not open: %s\n", s, err.msg);
-        tb_backend_close(&g_cpu);
-        return EXIT_FAILURE;
-    }
-    /* No fork: the CUDA context is this process's (see the top of the file). Without a
-     * fork there are no per-test timeouts; the harness's own limits apply. */
+    setenv("TMPDIR", top, 1);
     SRunner *sr = srunner_create(cuda_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_all(sr, CK_VERBOSE); /* one line per test: the checklist `make check-gpu` prints */
     int rc = srunner_ntests_failed(sr) ? EXIT_FAILURE : EXIT_SUCCESS;
     srunner_free(sr);
-    tb_backend_close(&g_gpu);
-    tb_backend_close(&g_cpu);
-    nftw(test_tmpdir(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); /* checkpoints are megabytes */
+    nftw(top, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
 }

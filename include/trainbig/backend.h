@@ -64,7 +64,9 @@ struct tb_mem_stats {
     uint64_t fails;    /* mem_alloc calls that returned NULL */
     /* ---- ABI 1.7 ---- */
     /* The largest block one mem_alloc could get right now without the backend reserving
-     * more from the system: for a fixed arena, its largest free block. With free =
+     * more from the system: for a fixed arena, its largest free block. A backend whose
+     * arena grows up to a finite capacity (cuda without device_memory) counts the room
+     * left under it as one block, since it reports that capacity. With free =
      * (capacity, or reserved when there is no cap) - in_use, fragmentation is
      * 1 - largest_free / free (0 when free is 0). The core zeroes the struct before it
      * calls mem_stats and ignores this field from a backend of ABI < 1.7. */

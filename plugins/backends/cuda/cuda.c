@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 #ifdef HAVE_NUMA
 #include <numa.h>
 #endif
@@ -26,6 +27,9 @@ static const struct tb_key cuda_keys[] = {
     { "conv_algo", TB_KEY_ENUM, "find", "find|heuristic|deterministic",
       "how convolution algorithms are chosen: find = time every candidate once (cudnnFind*), heuristic = "
       "cuDNN's heuristics (cudnnGet*_v7), deterministic = heuristics restricted to deterministic algorithms" },
+    { "comm_timeout", TB_KEY_FLOAT, "600", "1..86400",
+      "in a data-parallel run: seconds a rank waits for the others (NCCL's setup, an all-reduce, a synchronised "
+      "batch norm) before it aborts NCCL and ends the run naming itself" },
     { "tf32", TB_KEY_BOOL, "no", NULL,
       "let convolutions use TF32 tensor cores (Ampere and later): faster, with a 10-bit mantissa; off by default so "
       "that results match the CPU backend and PyTorch's fp32" },
@@ -70,6 +74,7 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
                                                     TB_CUDA_CONV_DETERMINISTIC };
     cuda->conv_algo = algos[tb_section_enum(cfg, "conv_algo")];
     cuda->tf32 = tb_section_bool(cfg, "tf32");
+    cuda->comm_timeout = tb_section_float(cfg, "comm_timeout");
     cuda->host_node = -1;
     pthread_mutex_init(&cuda->host_lock, NULL);
     *ctx = NULL;
@@ -103,21 +108,6 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
     CREATE_TRY(cudaSetDevice(cuda->ordinal));
     struct cudaDeviceProp prop;
     CREATE_TRY(cudaGetDeviceProperties(&prop, cuda->ordinal));
-    size_t free_bytes = 0, total_bytes = 0;
-    CREATE_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
-    uint64_t cap = tb_section_size(cfg, "device_memory");
-    const bool reserve_all = cap != 0; /* a set cap is one reservation, as the cpu backend's */
-    if (cap > free_bytes)
-        tb_plog(TB_LOG_WARN,
-                "[backend] device_memory = %.2f GiB, but device %d has %.2f GiB free: allocations will "
-                "fail before the cap",
-                (double)cap / (1u << 30), cuda->ordinal, (double)free_bytes / (1u << 30));
-    if (!cap)
-        cap = (uint64_t)((double)free_bytes * tb_section_float(cfg, "memory_fraction"));
-    if (tb_cuda_memory_init(&cuda->memory, cap, reserve_all)) {
-        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
     for (int s = 0; s < TB_STREAMS; s++)
         CREATE_TRY(cudaStreamCreateWithFlags(&cuda->stream[s], cudaStreamNonBlocking));
     cudnnStatus_t ds = cudnnCreate(&cuda->dnn);
@@ -143,6 +133,24 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
     CREATE_TRY(cudaMalloc((void **)&cuda->bad_dev, 4 * sizeof(int32_t)));
     CREATE_TRY(cudaHostAlloc((void **)&cuda->bad_host, 4 * sizeof(int32_t), cudaHostAllocDefault));
     CREATE_TRY(cudaEventCreateWithFlags(&cuda->bad_event, cudaEventDisableTiming));
+    /* The capacity last, once the context, cuDNN and cuBLAS hold what they take for
+     * themselves, so that memory_fraction is of what is left to trainbig's tensors (NCCL's
+     * buffers come later: comm_attach takes them out of a growing arena's capacity). */
+    size_t free_bytes = 0, total_bytes = 0;
+    CREATE_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+    uint64_t cap = tb_section_size(cfg, "device_memory");
+    const bool reserve_all = cap != 0; /* a set cap is one reservation, as the cpu backend's */
+    if (cap > free_bytes)
+        tb_plog(TB_LOG_WARN,
+                "[backend] device_memory = %.2f GiB, but device %d has %.2f GiB free: allocations will "
+                "fail before the cap",
+                (double)cap / (1u << 30), cuda->ordinal, (double)free_bytes / (1u << 30));
+    if (!cap)
+        cap = (uint64_t)((double)free_bytes * tb_section_float(cfg, "memory_fraction"));
+    if (tb_cuda_memory_init(&cuda->memory, cap, reserve_all)) {
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
 #undef CREATE_TRY
     /* Device names are short ("NVIDIA H100 80GB HBM3"): 96 characters of it are plenty. */
     snprintf(cuda->name, sizeof cuda->name, "%.96s (device %d, cc %d.%d)", prop.name, cuda->ordinal, prop.major,
@@ -208,6 +216,8 @@ static void cuda_destroy(void *ctx)
     }
     if (cuda->bad_event)
         cudaEventDestroy(cuda->bad_event);
+    if (cuda->clock_event)
+        cudaEventDestroy(cuda->clock_event);
     if (cuda->bad_host)
         cudaFreeHost(cuda->bad_host);
     if (cuda->bad_dev)
@@ -231,7 +241,12 @@ static void cuda_release_scratch(void *ctx, int device)
     (void)device;
     if (!cuda->scratch)
         return;
-    cudaStreamSynchronize(cuda->stream[TB_STREAM_COMPUTE]);
+    struct tb_err err;
+    tb_err_clear(&err);
+    if (tb_cuda_wait(cuda, NULL, cuda->stream[TB_STREAM_COMPUTE], &err)) {
+        tb_plog(TB_LOG_ERROR, "%s (the scratch space stays)", err.msg); /* queued ops may still use it */
+        return;
+    }
     tb_cuda_memory_free(&cuda->memory, cuda->scratch);
     cuda->scratch = NULL;
     cuda->scratch_bytes = 0;
@@ -307,7 +322,7 @@ static void *cuda_mem_alloc(void *ctx, int device, size_t bytes)
     struct tb_cuda *cuda = ctx;
     if (device != 0)
         return NULL;
-    cudaSetDevice(cuda->ordinal);
+    tb_cuda_enter(cuda);
     return tb_cuda_memory_alloc(&cuda->memory, bytes);
 }
 
@@ -399,7 +414,8 @@ static struct tb_event *cuda_event_create(void *ctx, int device)
     if (!e)
         return NULL;
     cudaSetDevice(cuda->ordinal);
-    if (cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming) != cudaSuccess) {
+    /* With timing (cudaEventCreate's default), for event_time: traces place copies by it. */
+    if (cudaEventCreate(&e->ev) != cudaSuccess) {
         cudaGetLastError();
         free(e);
         return NULL;
@@ -419,6 +435,7 @@ static void cuda_event_destroy(void *ctx, struct tb_event *ev)
 static int cuda_event_record(void *ctx, struct tb_event *ev, enum tb_stream stream)
 {
     struct tb_cuda *cuda = ctx;
+    tb_cuda_enter(cuda); /* a failure shows in the next call */
     if (stream < 0 || stream >= TB_STREAMS)
         return TB_ERR_RUNTIME;
     return cudaEventRecord(ev->ev, cuda->stream[stream]) == cudaSuccess ? TB_OK : TB_ERR_RUNTIME;
@@ -427,6 +444,7 @@ static int cuda_event_record(void *ctx, struct tb_event *ev, enum tb_stream stre
 static int cuda_stream_wait(void *ctx, int device, enum tb_stream stream, struct tb_event *ev)
 {
     struct tb_cuda *cuda = ctx;
+    tb_cuda_enter(cuda); /* a failure shows in the next call */
     (void)device;
     if (stream < 0 || stream >= TB_STREAMS)
         return TB_ERR_RUNTIME;
@@ -436,8 +454,8 @@ static int cuda_stream_wait(void *ctx, int device, enum tb_stream stream, struct
 
 static int cuda_event_query(void *ctx, struct tb_event *ev)
 {
-    (void)ctx;
-    cudaError_t e = cudaEventQuery(ev->ev);
+    tb_cuda_enter(ctx);
+    cudaError_t e = tb_cuda_polled(cudaEventQuery(ev->ev));
     if (e == cudaErrorNotReady)
         return 0;
     if (e != cudaSuccess) {
@@ -447,35 +465,75 @@ static int cuda_event_query(void *ctx, struct tb_event *ev)
     return 1;
 }
 
+/* The origin of event_time: clock_event completed now. */
+static int clock_origin(struct tb_cuda *cuda)
+{
+    if (!cuda->clock_event && cudaEventCreate(&cuda->clock_event) != cudaSuccess) {
+        cudaGetLastError();
+        cuda->clock_event = NULL;
+        return -1;
+    }
+    if (cudaEventRecord(cuda->clock_event, cuda->stream[TB_STREAM_COMPUTE]) != cudaSuccess ||
+        cudaEventSynchronize(cuda->clock_event) != cudaSuccess) {
+        cuda->clock_host = 0;
+        return -1;
+    }
+    cuda->clock_host = tb_now();
+    return 0;
+}
+
+/* When ev completed, in CLOCK_MONOTONIC seconds: the origin's host time plus the GPU's
+ * elapsed time from the origin's event to ev (which may be earlier: negative). 0 while
+ * ev is pending or never recorded. */
+static double cuda_event_time(void *ctx, struct tb_event *ev)
+{
+    struct tb_cuda *cuda = ctx;
+    tb_cuda_enter(cuda);
+    if (tb_cuda_polled(cudaEventQuery(ev->ev)) != cudaSuccess) {
+        cudaGetLastError(); /* pending, or never recorded (an error then) */
+        return 0;
+    }
+    if ((!cuda->clock_host || tb_now() - cuda->clock_host > 60) && clock_origin(cuda))
+        return 0;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, cuda->clock_event, ev->ev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return cuda->clock_host + 1e-3 * (double)ms;
+}
+
 static int cuda_event_sync(void *ctx, struct tb_event *ev)
 {
-    (void)ctx;
-    cudaError_t e = cudaEventSynchronize(ev->ev);
-    if (e != cudaSuccess) {
-        tb_plog(TB_LOG_ERROR, "cudaEventSynchronize failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-        return TB_ERR_RUNTIME;
-    }
-    return TB_OK;
+    tb_cuda_enter(ctx);
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_cuda_wait(ctx, ev->ev, NULL, &err);
+    if (rc)
+        tb_plog(TB_LOG_ERROR, "%s", err.msg);
+    return rc;
 }
 
 static int cuda_stream_sync(void *ctx, int device, enum tb_stream stream)
 {
     struct tb_cuda *cuda = ctx;
+    tb_cuda_enter(cuda); /* a failure shows in the next call */
     (void)device;
     if (stream < 0 || stream >= TB_STREAMS)
         return TB_ERR_RUNTIME;
-    cudaError_t e = cudaStreamSynchronize(cuda->stream[stream]);
-    if (e != cudaSuccess) {
-        tb_plog(TB_LOG_ERROR, "cudaStreamSynchronize failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-        return TB_ERR_RUNTIME;
-    }
-    return TB_OK;
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_cuda_wait(cuda, NULL, cuda->stream[stream], &err);
+    if (rc)
+        tb_plog(TB_LOG_ERROR, "%s", err.msg);
+    return rc;
 }
 
 static int cuda_copy_async(void *ctx, int device, enum tb_stream stream, void *dst, const void *src, size_t bytes,
                            struct tb_err *err)
 {
     struct tb_cuda *cuda = ctx;
+    TB_CUDA_TRY(err, NULL, tb_cuda_enter(cuda));
     (void)device;
     static const enum cudaMemcpyKind kinds[TB_STREAMS] = {
         [TB_STREAM_COMPUTE] = cudaMemcpyDeviceToDevice,
@@ -506,8 +564,9 @@ static int tensor_copy_sync(struct tb_cuda *cuda, void *dst, const void *src, si
                             struct tb_err *err)
 {
     cudaStream_t s = cuda->stream[TB_STREAM_COMPUTE];
+    TB_CUDA_TRY(err, NULL, tb_cuda_enter(cuda));
     TB_CUDA_TRY(err, NULL, cudaMemcpyAsync(dst, src, bytes, kind, s));
-    TB_CUDA_TRY(err, NULL, cudaStreamSynchronize(s));
+    return tb_cuda_wait(cuda, NULL, s, err);
     return TB_OK;
 }
 
@@ -524,6 +583,7 @@ static int cuda_tensor_read(void *ctx, const struct tb_tensor *t, void *host, st
 static int cuda_tensor_fill(void *ctx, const struct tb_tensor *t, float value, struct tb_err *err)
 {
     struct tb_cuda *cuda = ctx;
+    TB_CUDA_TRY(err, NULL, tb_cuda_enter(cuda));
     if (t->desc.dtype != TB_F32)
         return tb_err_set(err, TB_ERR_RUNTIME, "tensor_fill: only f32 tensors");
     TB_CUDA_TRY(err, NULL, tb_cuk_fill(cuda->stream[TB_STREAM_COMPUTE], t->data, tb_shape_elems(t->desc.shape), value));
@@ -535,6 +595,7 @@ static int cuda_tensor_accumulate(void *ctx, const struct tb_tensor *dst, const 
                                   struct tb_err *err)
 {
     struct tb_cuda *cuda = ctx;
+    TB_CUDA_TRY(err, NULL, tb_cuda_enter(cuda));
     if (dst->desc.dtype != TB_F32 || src->desc.dtype != TB_F32 || !tb_shape_eq(dst->desc.shape, src->desc.shape))
         return tb_err_set(err, TB_ERR_RUNTIME, "tensor_accumulate: f32 tensors of one shape only");
     size_t n = tb_shape_elems(dst->desc.shape);
@@ -553,6 +614,7 @@ static int cuda_sgd_update(void *ctx, const struct tb_tensor *param, const struc
                            struct tb_err *err)
 {
     struct tb_cuda *cuda = ctx;
+    TB_CUDA_TRY(err, NULL, tb_cuda_enter(cuda));
     if (!tb_shape_eq(param->desc.shape, grad->desc.shape) || !tb_shape_eq(param->desc.shape, mom->desc.shape))
         return tb_err_set(err, TB_ERR_RUNTIME, "sgd_update: parameter, gradient and momentum differ in shape");
     TB_CUDA_TRY(err, NULL,
@@ -567,7 +629,7 @@ static int cuda_op_prepare(void *ctx, int device, const struct tb_op *op, void *
 {
     struct tb_cuda *cuda = ctx;
     (void)device;
-    cudaSetDevice(cuda->ordinal);
+    TB_CUDA_TRY(err, NULL, tb_cuda_enter(cuda));
     return tb_cuda_op_prepare(cuda, op, state, err);
 }
 
@@ -581,6 +643,7 @@ static int cuda_op_forward(void *ctx, const struct tb_op *op, void *state, uint6
                            const struct tb_tensor *out, struct tb_err *err)
 {
     struct tb_cuda *cuda = ctx;
+    TB_CUDA_TRY(err, op, tb_cuda_enter(cuda));
     tb_cuda_range_step(cuda, step);
     return tb_cuda_op_forward(cuda, op, state, step, in, out, err);
 }
@@ -589,6 +652,7 @@ static int cuda_op_backward(void *ctx, const struct tb_op *op, void *state, cons
                             const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                             struct tb_err *err)
 {
+    TB_CUDA_TRY(err, op, tb_cuda_enter(ctx));
     return tb_cuda_op_backward(ctx, op, state, in, out, dout, din, err);
 }
 
@@ -634,7 +698,7 @@ static const struct tb_backend_ops cuda_ops = {
     .alloc_failed_bytes = cuda_alloc_failed_bytes,
     .release_scratch = cuda_release_scratch,
     .set_platform = cuda_set_platform,
-    .event_time = NULL,
+    .event_time = cuda_event_time,
     .tensor_bytes = cuda_tensor_bytes,
     .tensor_write = cuda_tensor_write,
     .tensor_read = cuda_tensor_read,

@@ -57,6 +57,7 @@ struct tb_cuda_comm {
     bool unordered;       /* buckets issued that the compute stream has not waited for */
     bool implicit_order;  /* NCCL orders the launches of its communicators itself */
     bool avg;             /* ncclAvg is there (NCCL >= 2.10) */
+    double timeout;       /* [backend] comm_timeout, seconds */
     int failed;           /* the first failure (a tb_status), sticky: NCCL is aborted then */
     char why[TB_ERR_MSG_MAX];
 #ifdef HAVE_NCCL
@@ -148,12 +149,23 @@ static int check_async(struct tb_cuda_comm *cc, struct tb_err *err)
     return TB_OK;
 }
 
+/* No progress for cc->timeout seconds: the other ranks (or one of them) have stopped. */
+static int timed_out(struct tb_cuda_comm *cc, const char *what, struct tb_err *err)
+{
+    tb_err_set(err, TB_ERR_RUNTIME,
+               "cuda backend: rank %d of %d waited %.0f s ([backend] comm_timeout) for %s without progress: another "
+               "rank has stopped, hangs or lost its link; NCCL aborted on this rank",
+               cc->rank, cc->size, cc->timeout, what);
+    return comm_failed(cc, TB_ERR_RUNTIME, err);
+}
+
 /* Blocks until ev (or, when ev is NULL, all of stream s) has completed, checking NCCL for
- * asynchronous errors meanwhile. */
+ * asynchronous errors meanwhile, for at most cc->timeout seconds. */
 static int wait_polling(struct tb_cuda_comm *cc, cudaEvent_t ev, cudaStream_t s, struct tb_err *err)
 {
-    for (;;) {
-        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s);
+    const double deadline = tb_now() + cc->timeout;
+    for (unsigned n = 0;; n++) {
+        cudaError_t e = tb_cuda_polled(ev ? cudaEventQuery(ev) : cudaStreamQuery(s));
         if (e == cudaSuccess)
             return TB_OK;
         if (e != cudaErrorNotReady)
@@ -161,10 +173,55 @@ static int wait_polling(struct tb_cuda_comm *cc, cudaEvent_t ev, cudaStream_t s,
         int rc = check_async(cc, err);
         if (rc)
             return rc;
+        if ((n & 1023) == 1023 && tb_now() > deadline) /* the clock every ~20 ms */
+            return timed_out(cc, ev ? "an event of work that waits on the other ranks" : "a stream that waits on "
+                                                                                           "the other ranks",
+                             err);
         const struct timespec nap = { 0, 20000 }; /* 20 us: a step's wait is milliseconds */
         nanosleep(&nap, NULL);
     }
 }
+
+int tb_cuda_wait(struct tb_cuda *cuda, cudaEvent_t ev, cudaStream_t s, struct tb_err *err)
+{
+    struct tb_cuda_comm *cc = cuda->comm;
+#ifdef HAVE_NCCL
+    if (cc && !cc->failed && (cc->grads || cc->bn))
+        return wait_polling(cc, ev, s, err);
+#endif
+    (void)cc;
+    cudaError_t e = ev ? cudaEventSynchronize(ev) : cudaStreamSynchronize(s);
+    return e == cudaSuccess ? TB_OK : tb_cuda_fail(err, ev ? "cudaEventSynchronize" : "cudaStreamSynchronize", e, NULL);
+}
+
+#ifdef HAVE_NCCL
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+#define TB_NCCL_NONBLOCKING 1
+#endif
+/* The result r of an NCCL call on c: the communicators are nonblocking (so that a rank
+ * that never joins cannot hang this one), and a call may answer ncclInProgress, after
+ * which c must report ncclSuccess before it is used again (NCCL's guide, "Fault
+ * tolerance"). Polls for that, for at most cc->timeout seconds; on a failure or the
+ * timeout the communicators are aborted. */
+static int settle(struct tb_cuda_comm *cc, ncclComm_t c, ncclResult_t r, const char *call, const struct tb_op *op,
+                  struct tb_err *err)
+{
+    const double deadline = tb_now() + cc->timeout;
+    for (unsigned n = 0; r == ncclInProgress; n++) {
+        ncclResult_t state = ncclInProgress, q = ncclCommGetAsyncError(c, &state);
+        if (q != ncclSuccess)
+            return comm_failed(cc, nccl_fail(err, "ncclCommGetAsyncError", q, op), err);
+        r = state;
+        if (r != ncclInProgress)
+            break;
+        if ((n & 1023) == 1023 && tb_now() > deadline)
+            return timed_out(cc, call, err);
+        const struct timespec nap = { 0, 20000 };
+        nanosleep(&nap, NULL);
+    }
+    return r == ncclSuccess ? TB_OK : comm_failed(cc, nccl_fail(err, call, r, op), err);
+}
+#endif
 
 /* ------------------------------------------------------------------ attach, free */
 
@@ -173,11 +230,24 @@ static void comm_free(struct tb_cuda_comm *cc)
     if (!cc)
         return;
 #ifdef HAVE_NCCL
-    /* After a failure comm_failed has aborted them already. */
-    if (cc->grads)
-        ncclCommDestroy(cc->grads);
-    if (cc->bn)
-        ncclCommDestroy(cc->bn);
+    /* After a failure comm_failed has aborted them already. A nonblocking communicator is
+     * finalised first (it flushes its work and may answer ncclInProgress), then destroyed;
+     * one that does not settle within the timeout is aborted instead. */
+    ncclComm_t *comms[2] = { &cc->grads, &cc->bn };
+    for (int i = 0; i < 2; i++) {
+        if (!*comms[i])
+            continue;
+#ifdef TB_NCCL_NONBLOCKING
+        struct tb_err err;
+        tb_err_clear(&err);
+        if (settle(cc, *comms[i], ncclCommFinalize(*comms[i]), "NCCL's finalisation (ncclCommFinalize)", NULL, &err)) {
+            tb_plog(TB_LOG_ERROR, "%s", err.msg); /* settle aborted both */
+            break;
+        }
+#endif
+        ncclCommDestroy(*comms[i]);
+        *comms[i] = NULL;
+    }
 #endif
     if (cc->stream) {
         cudaStreamSynchronize(cc->stream);
@@ -244,12 +314,32 @@ static int nccl_join(struct tb_cuda *cuda, struct tb_cuda_comm *cc, const struct
                           boot.why);
     /* NCCL takes the current device; locals, so that a failed init leaves nothing to destroy. */
     TB_CUDA_TRY(err, NULL, cudaSetDevice(cuda->ordinal));
+    size_t free_before = 0, free_after = 0, total = 0;
+    TB_CUDA_TRY(err, NULL, cudaMemGetInfo(&free_before, &total));
     ncclComm_t grads = NULL, bn = NULL;
+#ifdef TB_NCCL_NONBLOCKING
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&grads, comm->size, boot.id[0], comm->rank, &config);
+    if (grads) {
+        cc->grads = grads; /* aborted by comm_failed if it does not settle */
+        if (settle(cc, grads, r, "NCCL's setup of the gradient communicator (ncclCommInitRankConfig)", NULL, err))
+            return cc->failed;
+        r = ncclCommInitRankConfig(&bn, comm->size, boot.id[1], comm->rank, &config);
+        if (bn) {
+            cc->bn = bn;
+            if (settle(cc, bn, r, "NCCL's setup of the batch-norm communicator (ncclCommInitRankConfig)", NULL, err))
+                return cc->failed;
+            r = ncclSuccess;
+        }
+    }
+#else
     ncclResult_t r = ncclCommInitRank(&grads, comm->size, boot.id[0], comm->rank);
     if (r == ncclSuccess) {
         cc->grads = grads;
         r = ncclCommInitRank(&bn, comm->size, boot.id[1], comm->rank);
     }
+#endif
     if (r != ncclSuccess) {
         /* the usual cause of ncclInvalidUsage here: two ranks on one GPU */
         char msg[TB_ERR_MSG_MAX];
@@ -261,6 +351,9 @@ static int nccl_join(struct tb_cuda *cuda, struct tb_cuda_comm *cc, const struct
                           msg, comm->rank, comm->local_rank, cuda->ordinal);
     }
     cc->bn = bn;
+    /* What the communicators hold on the device is no longer trainbig's to take. */
+    if (cudaMemGetInfo(&free_after, &total) == cudaSuccess && free_after < free_before)
+        tb_cuda_memory_taken_outside(&cuda->memory, free_before - free_after);
     tb_plog(TB_LOG_DEBUG,
             "cuda backend: rank %d of %d: NCCL %d.%d.%d, gradient and batch-norm communicators on device %d; "
             "%s, launch order %s",
@@ -300,6 +393,7 @@ int tb_cuda_comm_attach(struct tb_cuda *cuda, const struct tb_comm *comm, struct
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     cc->rank = comm->rank;
     cc->size = comm->size;
+    cc->timeout = cuda->comm_timeout > 0 ? cuda->comm_timeout : 600;
     cc->attached = true;
     int rc = comm_streams(cc, err);
 #ifdef HAVE_NCCL
@@ -344,6 +438,7 @@ static int comm_get(struct tb_cuda *cuda, struct tb_cuda_comm **out, struct tb_e
         if (!cc)
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         cc->size = 1;
+        cc->timeout = cuda->comm_timeout > 0 ? cuda->comm_timeout : 600;
         int rc = comm_streams(cc, err);
         if (rc) {
             comm_free(cc);
@@ -396,11 +491,15 @@ static int nccl_bucket(struct tb_cuda_comm *cc, const struct tb_tensor *t, size_
     }
     /* always closed: a group left open would take in the next NCCL call */
     ncclResult_t r = ncclGroupEnd();
-    if (first != ncclSuccess)
+    if (first != ncclSuccess && first != ncclInProgress)
         return nccl_fail(err, "ncclAllReduce", first, NULL);
+#ifdef TB_NCCL_NONBLOCKING
+    return settle(cc, cc->grads, r, "the gradient all-reduce (ncclGroupEnd)", NULL, err);
+#else
     if (r != ncclSuccess)
         return nccl_fail(err, "ncclGroupEnd", r, NULL);
     return TB_OK;
+#endif
 }
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
@@ -528,8 +627,14 @@ int tb_cuda_comm_sum_f64(struct tb_cuda *cuda, double *buf, size_t count, const 
         cc->unordered = false;
     }
     ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat64, ncclSum, cc->bn, compute);
+#ifdef TB_NCCL_NONBLOCKING
+    int rc = settle(cc, cc->bn, r, "batch norm's all-reduce (ncclAllReduce)", op, err);
+    if (rc)
+        return rc;
+#else
     if (r != ncclSuccess)
         return comm_failed(cc, nccl_fail(err, "ncclAllReduce", r, op), err);
+#endif
 #else
     (void)buf;
     (void)count;

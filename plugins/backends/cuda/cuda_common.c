@@ -86,7 +86,8 @@ void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err)
         return cuda->scratch;
     if (cuda->scratch) {
         /* Queued ops may still read the old buffer. */
-        cudaStreamSynchronize(cuda->stream[TB_STREAM_COMPUTE]);
+        if (tb_cuda_wait(cuda, NULL, cuda->stream[TB_STREAM_COMPUTE], err))
+            return NULL;
         tb_cuda_memory_free(&cuda->memory, cuda->scratch);
     }
     cuda->scratch = tb_cuda_memory_alloc(&cuda->memory, bytes ? bytes : 256);
@@ -98,16 +99,30 @@ void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err)
     return cuda->scratch;
 }
 
+cudaError_t tb_cuda_polled(cudaError_t e)
+{
+    if (e == cudaErrorNotReady)
+        (void)cudaGetLastError();
+    return e;
+}
+
 int tb_cuda_label_check(struct tb_cuda *cuda, bool wait, struct tb_err *err)
 {
     if (!cuda->bad_pending)
         return TB_OK;
-    cudaError_t e = wait ? cudaEventSynchronize(cuda->bad_event) : cudaEventQuery(cuda->bad_event);
-    if (e == cudaErrorNotReady)
-        return TB_OK;
-    cuda->bad_pending = false;
-    if (e != cudaSuccess)
-        return tb_cuda_fail(err, wait ? "cudaEventSynchronize" : "cudaEventQuery", e, NULL);
+    if (wait) {
+        int rc = tb_cuda_wait(cuda, cuda->bad_event, NULL, err);
+        cuda->bad_pending = false;
+        if (rc)
+            return rc;
+    } else {
+        cudaError_t e = tb_cuda_polled(cudaEventQuery(cuda->bad_event));
+        if (e == cudaErrorNotReady)
+            return TB_OK;
+        cuda->bad_pending = false;
+        if (e != cudaSuccess)
+            return tb_cuda_fail(err, "cudaEventQuery", e, NULL);
+    }
     const int32_t *b = cuda->bad_host;
     if (!b[0])
         return TB_OK;

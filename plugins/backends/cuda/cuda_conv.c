@@ -39,24 +39,25 @@ struct conv_candidate {
 
 enum { MAX_CANDIDATES = 16 };
 
-/* The first usable candidate (cuDNN lists them best first), or false. */
+/* The first usable candidate (cuDNN lists them best first), or false. Without TF32 only
+ * candidates of FMA math qualify: cuDNN 9 lists each algorithm with the math type it was
+ * found or timed under, and running one under another math type is another kernel (its
+ * workspace and support may differ), so a candidate is never forced to FMA math. */
 static bool choose(const struct tb_cuda *cuda, const struct conv_candidate *c, int n, struct conv_algo *out)
 {
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n; i++) {
-            if (c[i].status != CUDNN_STATUS_SUCCESS || c[i].memory > cuda->workspace_limit)
-                continue;
-            if (cuda->conv_algo == TB_CUDA_CONV_DETERMINISTIC && c[i].determinism != CUDNN_DETERMINISTIC)
-                continue;
-            /* First pass: only algorithms of the wanted math; second: any, forced to it. */
-            if (pass == 0 && !cuda->tf32 && c[i].math != CUDNN_FMA_MATH)
-                continue;
-            out->chosen = true;
-            out->algo = c[i].algo;
-            out->workspace = c[i].memory;
-            out->math = cuda->tf32 ? c[i].math : CUDNN_FMA_MATH;
-            return true;
-        }
+    for (int i = 0; i < n; i++) {
+        if (c[i].status != CUDNN_STATUS_SUCCESS || c[i].memory > cuda->workspace_limit)
+            continue;
+        if (cuda->conv_algo == TB_CUDA_CONV_DETERMINISTIC && c[i].determinism != CUDNN_DETERMINISTIC)
+            continue;
+        if (!cuda->tf32 && c[i].math != CUDNN_FMA_MATH)
+            continue;
+        out->chosen = true;
+        out->algo = c[i].algo;
+        out->workspace = c[i].memory;
+        out->math = c[i].math;
+        return true;
+    }
     return false;
 }
 
@@ -81,7 +82,7 @@ static int choose_heuristic(struct tb_cuda *cuda, const struct tb_op *op, struct
 {
     struct conv_candidate cand[MAX_CANDIDATES];
     int n = 0;
-    cudnnSetConvolutionMathType(st->conv, cuda->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    TB_CUDNN_TRY(err, op, cudnnSetConvolutionMathType(st->conv, cuda->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     if (dir == 0) {
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_CANDIDATES];
         TB_CUDNN_TRY(
@@ -129,8 +130,12 @@ static int choose_find(struct tb_cuda *cuda, const struct tb_op *op, struct conv
     int n = 0;
     size_t ws_bytes;
     void *ws = search_workspace(cuda, &ws_bytes);
-    cudnnStatus_t s;
-    cudnnSetConvolutionMathType(st->conv, cuda->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    cudnnStatus_t s = cudnnSetConvolutionMathType(st->conv, cuda->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        if (ws)
+            tb_cuda_memory_free(&cuda->memory, ws);
+        return tb_cudnn_fail(err, "cudnnSetConvolutionMathType", s, op);
+    }
     const char *call;
     if (dir == 0) {
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_CANDIDATES];
@@ -156,7 +161,9 @@ static int choose_find(struct tb_cuda *cuda, const struct tb_op *op, struct conv
     }
     if (ws) {
         /* The search has run on the compute stream. */
-        cudaStreamSynchronize(cuda->stream[TB_STREAM_COMPUTE]);
+        int rc = tb_cuda_wait(cuda, NULL, cuda->stream[TB_STREAM_COMPUTE], err);
+        if (rc)
+            return rc; /* ws stays: queued work may still use it */
         tb_cuda_memory_free(&cuda->memory, ws);
     }
     if (s != CUDNN_STATUS_SUCCESS)
@@ -256,7 +263,7 @@ static int conv_forward(struct tb_cuda *cuda, const struct tb_op *op, void *stat
     void *ws = NULL;
     if (st->fwd.workspace && !(ws = tb_cuda_scratch(cuda, st->fwd.workspace, err)))
         return TB_ERR_NOMEM;
-    cudnnSetConvolutionMathType(st->conv, st->fwd.math);
+    TB_CUDNN_TRY(err, op, cudnnSetConvolutionMathType(st->conv, st->fwd.math));
     TB_CUDNN_TRY(err, op,
                  cudnnConvolutionForward(cuda->dnn, &one, st->x, in[0].data, st->w, in[1].data, st->conv,
                                          (cudnnConvolutionFwdAlgo_t)st->fwd.algo, ws, st->fwd.workspace, &zero, st->y,
@@ -289,14 +296,14 @@ static int conv_backward(struct tb_cuda *cuda, const struct tb_op *op, void *sta
     if (need && !(ws = tb_cuda_scratch(cuda, need, err)))
         return TB_ERR_NOMEM;
     if (din[0].data) {
-        cudnnSetConvolutionMathType(st->conv, st->data.math);
+        TB_CUDNN_TRY(err, op, cudnnSetConvolutionMathType(st->conv, st->data.math));
         TB_CUDNN_TRY(err, op,
                      cudnnConvolutionBackwardData(cuda->dnn, &one, st->w, in[1].data, st->y, dy, st->conv,
                                                   (cudnnConvolutionBwdDataAlgo_t)st->data.algo, ws, st->data.workspace,
                                                   &zero, st->x, din[0].data));
     }
     if (din[1].data) {
-        cudnnSetConvolutionMathType(st->conv, st->filter.math);
+        TB_CUDNN_TRY(err, op, cudnnSetConvolutionMathType(st->conv, st->filter.math));
         TB_CUDNN_TRY(err, op,
                      cudnnConvolutionBackwardFilter(cuda->dnn, &one, st->x, in[0].data, st->y, dy, st->conv,
                                                     (cudnnConvolutionBwdFilterAlgo_t)st->filter.algo, ws,

@@ -123,6 +123,11 @@ static int bn_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): backward without an output gradient", op->id);
     const struct tb_shape x = op->in[0].shape;
     const size_t vec = (size_t)x.c * sizeof(float), vec_pad = (vec + 255) / 256 * 256;
+    /* The running statistics carry no gradient: a buffer passed for one is zeroed, as the
+     * cpu backend and the synchronised path do (cuDNN writes only dx, dgamma and dbeta). */
+    for (int i = 3; i < 5; i++)
+        if (din[i].data)
+            TB_CUDA_TRY(err, op, cudaMemsetAsync(din[i].data, 0, vec, cuda->stream[TB_STREAM_COMPUTE]));
     /* Scratch for the gradients nobody wants: dx first (it may be large), then two vectors. */
     size_t need = 0;
     if (!din[0].data)

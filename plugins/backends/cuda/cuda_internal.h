@@ -49,6 +49,10 @@ void *tb_cuda_memory_alloc(struct tb_cuda_memory *m, size_t bytes);
 void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr);
 void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out);
 void tb_cuda_memory_reset_peak(struct tb_cuda_memory *m);
+/* `bytes` of the device were taken outside the arena after create (NCCL's buffers): a
+ * growing arena's capacity shrinks by them, never below what it holds; a fixed one keeps
+ * its reservation, which was taken first. */
+void tb_cuda_memory_taken_outside(struct tb_cuda_memory *m, uint64_t bytes);
 
 /* ------------------------------------------------------------------ the backend (cuda.c) */
 
@@ -75,6 +79,7 @@ struct tb_cuda {
     size_t scratch_bytes;
     uint64_t failed_bytes;  /* the last scratch request that did not fit (alloc_failed_bytes) */
     size_t workspace_limit; /* [backend] workspace_limit: cuDNN workspace per convolution */
+    double comm_timeout;    /* [backend] comm_timeout: seconds a wait on other ranks may take */
     enum tb_cuda_conv_algo conv_algo;
     bool tf32;     /* [backend] tf32: convolutions may use TF32 tensor cores */
     int host_node; /* NUMA node of pinned host memory; -1: the driver decides */
@@ -85,6 +90,11 @@ struct tb_cuda {
      * such op, in the op's backward, or at destroy. */
     int32_t *bad_dev, *bad_host;
     cudaEvent_t bad_event;
+    /* event_time's origin: an event on the compute stream and the CLOCK_MONOTONIC time it
+     * completed at; taken again after a minute, since elapsed times are float
+     * milliseconds (a microsecond's resolution up to about 60 s). */
+    cudaEvent_t clock_event;
+    double clock_host;
     bool bad_pending;
     uint32_t bad_op; /* the op that launched the pending check */
     enum tb_op_kind bad_kind;
@@ -99,6 +109,25 @@ struct tb_cuda {
 /* Error reports: the call, the status and its string; op may be NULL. They fill err and
  * return TB_ERR_RUNTIME (TB_ERR_NOMEM for an out-of-memory status). */
 int tb_cuda_fail(struct tb_err *err, const char *call, cudaError_t e, const struct tb_op *op);
+
+/* Makes this instance's GPU the calling thread's current device, which the CUDA runtime,
+ * cuDNN and cuBLAS act on: every entry point that queues work or waits calls it, so two
+ * instances on two GPUs in one process, or a thread other than the one that created the
+ * instance, reach the right device. A thread's current device is one integer: the check
+ * costs tens of nanoseconds, and cudaSetDevice runs only on a change. */
+static inline cudaError_t tb_cuda_enter(const struct tb_cuda *cuda)
+{
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == cuda->ordinal)
+        return cudaSuccess;
+    return cudaSetDevice(cuda->ordinal);
+}
+
+/* The result of an event or stream query (or a sync that may answer it): where it is
+ * cudaErrorNotReady, an expected answer that the runtime nevertheless records as the
+ * thread's last error, that record is cleared so the next launch check does not report
+ * it as its own. Returns e. */
+cudaError_t tb_cuda_polled(cudaError_t e);
 int tb_cudnn_fail(struct tb_err *err, const char *call, cudnnStatus_t s, const struct tb_op *op);
 int tb_cublas_fail(struct tb_err *err, const char *call, cublasStatus_t s, const struct tb_op *op);
 
@@ -155,6 +184,12 @@ void tb_cuda_range_step(struct tb_cuda *cuda, uint64_t step);
 int tb_cuda_comm_attach(struct tb_cuda *cuda, const struct tb_comm *comm, struct tb_err *err);
 int tb_cuda_allreduce_start(struct tb_cuda *cuda, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
 int tb_cuda_allreduce_wait(struct tb_cuda *cuda, double *busy_s, double *waited_s, struct tb_err *err);
+/* Blocks until ev (or, when ev is NULL, all of stream s) has completed. When ranks are
+ * attached through NCCL the wait may depend on a peer, so it polls: NCCL's asynchronous
+ * errors abort the communicators, and no progress for [backend] comm_timeout seconds
+ * ends it with this rank named. Otherwise a plain cudaEventSynchronize or
+ * cudaStreamSynchronize. Every blocking wait of the backend goes through here. */
+int tb_cuda_wait(struct tb_cuda *cuda, cudaEvent_t ev, cudaStream_t s, struct tb_err *err);
 /* Waits for what the comm stream still runs (aborting NCCL on an asynchronous error, so a
  * dead peer cannot hang it) and frees cuda->comm; for destroy. */
 void tb_cuda_comm_fini(struct tb_cuda *cuda);

@@ -469,6 +469,17 @@ static unsigned grid_for(size_t n)
     return (unsigned)(b < 1 ? 1 : b > TB_GRID_MAX ? TB_GRID_MAX : b);
 }
 
+/* Every launcher starts here, so the cudaGetLastError() it returns after its launches is
+ * the launches' own error. A non-sticky error left by an earlier runtime call was already
+ * returned to that call's caller, which handled it; cudaErrorNotReady from an event or
+ * stream query is recorded as the last error too (the backend clears it where it polls,
+ * but a launch must not depend on that). Sticky errors (a faulting kernel) come back at
+ * once anyway: they are returned by every call until the context is reset. */
+static void forget_earlier_error(void)
+{
+    (void)cudaGetLastError();
+}
+
 /* ==================================================================== updates, elementwise */
 
 static __global__ void fill_kernel(float *x, size_t n, float v)
@@ -479,6 +490,7 @@ static __global__ void fill_kernel(float *x, size_t n, float v)
 
 cudaError_t tb_cuk_fill(cudaStream_t s, float *x, size_t n, float v)
 {
+    forget_earlier_error();
     fill_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(x, n, v);
     return cudaGetLastError();
 }
@@ -495,6 +507,7 @@ static __global__ void sgd_kernel(float *p, const float *g, float *m, size_t n, 
 
 cudaError_t tb_cuk_sgd(cudaStream_t s, float *p, const float *g, float *m, size_t n, float lr, float momentum, float wd)
 {
+    forget_earlier_error();
     sgd_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(p, g, m, n, lr, momentum, wd);
     return cudaGetLastError();
 }
@@ -507,6 +520,7 @@ static __global__ void add_kernel(const float *a, const float *b, float *y, size
 
 cudaError_t tb_cuk_add(cudaStream_t s, const float *a, const float *b, float *y, size_t n)
 {
+    forget_earlier_error();
     add_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(a, b, y, n);
     return cudaGetLastError();
 }
@@ -556,6 +570,7 @@ static __global__ void mul_bcast_backward_kernel(const float *x, const float *g,
 cudaError_t tb_cuk_mul_forward(cudaStream_t s, const float *x, const float *g, float *y, int n, int c, int gc,
                                size_t hw)
 {
+    forget_earlier_error();
     const size_t total = (size_t)n * (size_t)c * hw;
     if (gc == c)
         mul_same_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(x, g, y, total);
@@ -567,6 +582,7 @@ cudaError_t tb_cuk_mul_forward(cudaStream_t s, const float *x, const float *g, f
 cudaError_t tb_cuk_mul_backward(cudaStream_t s, const float *x, const float *g, const float *dy, float *dx, float *dg,
                                 int n, int c, int gc, size_t hw)
 {
+    forget_earlier_error();
     const size_t total = (size_t)n * (size_t)c * hw, pixels = (size_t)n * hw;
     if (!dx && !dg)
         return cudaGetLastError();
@@ -618,6 +634,7 @@ static __global__ void dropout_backward_kernel(const float *dy, const uint8_t *m
 cudaError_t tb_cuk_dropout_forward(cudaStream_t s, const float *x, float *y, uint8_t *mask, int n, int c, size_t hw,
                                    float p, int channelwise, uint64_t seed, uint64_t step, uint32_t op_id)
 {
+    forget_earlier_error();
     /* The CPU's channelwise mask index is n*C + c, the element's index in the (N,C,1,1) mask
      * (cpu_eltwise.c: "for a channelwise mask both are n * C + c"), not (n*C + c)*H*W. */
     const float scale = 1.0f / (1.0f - p); /* one float, as the CPU (PyTorch's scaled noise) */
@@ -634,6 +651,7 @@ cudaError_t tb_cuk_dropout_forward(cudaStream_t s, const float *x, float *y, uin
 cudaError_t tb_cuk_dropout_backward(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int n, int c,
                                     size_t hw, float p, int channelwise)
 {
+    forget_earlier_error();
     const float scale = 1.0f / (1.0f - p);
     const size_t total = (size_t)n * (size_t)c * hw;
     dropout_backward_kernel<<<grid_for(total), TB_BLOCK, 0, s>>>(dy, mask, dx, total, hw, channelwise, scale);
@@ -680,6 +698,7 @@ static struct tb_pool_geom pool_geom(int h, int w, int oh, int ow, int k, int st
 cudaError_t tb_cuk_maxpool_forward(cudaStream_t s, const float *x, float *y, int n, int c, int h, int w, int oh, int ow,
                                    int k, int stride, int pad)
 {
+    forget_earlier_error();
     const size_t planes = (size_t)n * (size_t)c;
     maxpool_forward_kernel<<<grid_for(planes * (size_t)oh * (size_t)ow), TB_BLOCK, 0, s>>>(
         x, y, planes, pool_geom(h, w, oh, ow, k, stride, pad));
@@ -689,6 +708,7 @@ cudaError_t tb_cuk_maxpool_forward(cudaStream_t s, const float *x, float *y, int
 cudaError_t tb_cuk_maxpool_backward(cudaStream_t s, const float *x, const float *y, const float *dy, float *dx, int n,
                                     int c, int h, int w, int oh, int ow, int k, int stride, int pad)
 {
+    forget_earlier_error();
     const size_t planes = (size_t)n * (size_t)c;
     maxpool_backward_kernel<<<grid_for(planes * (size_t)h * (size_t)w), TB_BLOCK, 0, s>>>(
         x, y, dy, dx, planes, pool_geom(h, w, oh, ow, k, stride, pad));
@@ -737,6 +757,7 @@ static __global__ void avgpool_backward_kernel(const float *dy, float *dx, size_
 
 cudaError_t tb_cuk_avgpool_forward(cudaStream_t s, const float *x, float *y, size_t nc, size_t hw)
 {
+    forget_earlier_error();
     if (hw >= TB_AVG_BLOCK_HW) {
         const unsigned blocks = (unsigned)(nc < 1 ? 1 : nc > TB_GRID_MAX ? TB_GRID_MAX : nc);
         avgpool_block_kernel<<<blocks, TB_BLOCK, 0, s>>>(x, y, nc, hw);
@@ -748,6 +769,7 @@ cudaError_t tb_cuk_avgpool_forward(cudaStream_t s, const float *x, float *y, siz
 
 cudaError_t tb_cuk_avgpool_backward(cudaStream_t s, const float *dy, float *dx, size_t nc, size_t hw)
 {
+    forget_earlier_error();
     avgpool_backward_kernel<<<grid_for(nc * hw), TB_BLOCK, 0, s>>>(dy, dx, nc * hw, hw, (float)hw);
     return cudaGetLastError();
 }
@@ -776,6 +798,7 @@ static __global__ void resize_backward_kernel(const float *dy, float *dx, size_t
 cudaError_t tb_cuk_resize_forward(cudaStream_t s, const float *x, float *y, size_t nc, int h, int w, int oh, int ow,
                                   int align_corners)
 {
+    forget_earlier_error();
     resize_forward_kernel<<<grid_for(nc * (size_t)oh * (size_t)ow), TB_BLOCK, 0, s>>>(
         x, y, nc, resize_geom(h, w, oh, ow, align_corners));
     return cudaGetLastError();
@@ -784,6 +807,7 @@ cudaError_t tb_cuk_resize_forward(cudaStream_t s, const float *x, float *y, size
 cudaError_t tb_cuk_resize_backward(cudaStream_t s, const float *dy, float *dx, size_t nc, int h, int w, int oh, int ow,
                                    int align_corners)
 {
+    forget_earlier_error();
     resize_backward_kernel<<<grid_for(nc * (size_t)h * (size_t)w), TB_BLOCK, 0, s>>>(
         dy, dx, nc, resize_geom(h, w, oh, ow, align_corners));
     return cudaGetLastError();
@@ -957,6 +981,7 @@ cudaError_t tb_cuk_softmax_ce_forward(cudaStream_t s, const float *logits, const
                                       float *loss, int n, int k, size_t hw, int ignore_label, int per_image,
                                       void *scratch, int32_t *bad)
 {
+    forget_earlier_error();
     struct loss_scratch ls;
     loss_layout(n, hw, scratch, &ls);
     const int parts = loss_parts(n, hw);
@@ -970,6 +995,7 @@ cudaError_t tb_cuk_softmax_ce_backward(cudaStream_t s, const float *logits, cons
                                        const float *dloss, float *dlogits, int n, int k, size_t hw, int ignore_label,
                                        int per_image, void *scratch)
 {
+    forget_earlier_error();
     struct loss_scratch ls;
     loss_layout(n, hw, scratch, &ls);
     const int parts = loss_parts(n, hw);
@@ -1083,6 +1109,7 @@ static size_t bce_class_weights(cudaStream_t s, const uint8_t *t, int n, size_t 
 cudaError_t tb_cuk_bce_forward(cudaStream_t s, const float *logits, const uint8_t *targets, float *loss, int n,
                                size_t hw, void *scratch)
 {
+    forget_earlier_error();
     struct loss_scratch ls;
     loss_layout(n, hw, scratch, &ls);
     const int parts = loss_parts(n, hw);
@@ -1097,6 +1124,7 @@ cudaError_t tb_cuk_bce_forward(cudaStream_t s, const float *logits, const uint8_
 cudaError_t tb_cuk_bce_backward(cudaStream_t s, const float *logits, const uint8_t *targets, const float *dloss,
                                 float *dlogits, int n, size_t hw, void *scratch)
 {
+    forget_earlier_error();
     struct loss_scratch ls;
     loss_layout(n, hw, scratch, &ls);
     bce_class_weights(s, targets, n, hw, &ls);
@@ -1159,6 +1187,7 @@ static __global__ void cw_weights_kernel(const unsigned long long *counts, float
 cudaError_t tb_cuk_class_weights(cudaStream_t s, const uint8_t *labels, float *weights, int n, int k, size_t hw,
                                  int ignore_label, void *scratch, int32_t *bad)
 {
+    forget_earlier_error();
     struct loss_scratch ls;
     loss_layout(n, hw, scratch, &ls);
     const int parts = loss_parts(n, hw);
@@ -1179,6 +1208,7 @@ static __global__ void mask_labels_kernel(const uint8_t *labels, const float *x,
 cudaError_t tb_cuk_mask_labels(cudaStream_t s, const uint8_t *labels, const float *x, uint8_t *out, size_t count,
                                float threshold, int ignore_label)
 {
+    forget_earlier_error();
     mask_labels_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(labels, x, out, count, threshold, (uint8_t)ignore_label);
     return cudaGetLastError();
 }
@@ -1193,6 +1223,7 @@ static __global__ void scale_kernel(float *x, size_t n, float alpha)
 
 cudaError_t tb_cuk_scale(cudaStream_t s, float *x, size_t n, float alpha)
 {
+    forget_earlier_error();
     if (!n)
         return cudaSuccess;
     scale_kernel<<<grid_for(n), TB_BLOCK, 0, s>>>(x, n, alpha);
@@ -1349,6 +1380,7 @@ size_t tb_cuk_bn_part_doubles(int n, int c, size_t hw)
 
 cudaError_t tb_cuk_bn_sums(cudaStream_t s, const float *x, int n, int c, size_t hw, double *part, double *red1)
 {
+    forget_earlier_error();
     const struct tb_bn_split sp = bn_split(n, hw);
     if (c <= 0 || sp.parts <= 0 || !hw)
         return cudaSuccess;
@@ -1360,6 +1392,7 @@ cudaError_t tb_cuk_bn_sums(cudaStream_t s, const float *x, int n, int c, size_t 
 cudaError_t tb_cuk_bn_devs(cudaStream_t s, const float *x, int n, int c, size_t hw, const double *red1, double *part,
                            double *red2)
 {
+    forget_earlier_error();
     const struct tb_bn_split sp = bn_split(n, hw);
     if (c <= 0 || sp.parts <= 0 || !hw)
         return cudaSuccess;
@@ -1373,6 +1406,7 @@ cudaError_t tb_cuk_bn_forward(cudaStream_t s, const float *x, float *y, int n, i
                               float *running_var, float *save_mean, float *save_invstd, float *scale, double eps,
                               double momentum)
 {
+    forget_earlier_error();
     if (c <= 0 || n <= 0 || !hw)
         return cudaSuccess;
     bn_stats_kernel<<<grid_for((size_t)c), TB_BLOCK, 0, s>>>(red1, red2, gamma, running_mean, running_var, save_mean,
@@ -1386,6 +1420,7 @@ cudaError_t tb_cuk_bn_grad_sums(cudaStream_t s, const float *x, const float *dy,
                                 const float *save_invstd, int n, int c, size_t hw, double *part, double *red,
                                 float *dgamma, float *dbeta)
 {
+    forget_earlier_error();
     const struct tb_bn_split sp = bn_split(n, hw);
     if (c <= 0 || sp.parts <= 0 || !hw)
         return cudaSuccess;
@@ -1402,6 +1437,7 @@ cudaError_t tb_cuk_bn_backward_dx(cudaStream_t s, const float *x, const float *d
                                   const float *save_invstd, const float *gamma, const double *red, float *coef,
                                   float *dx, int n, int c, size_t hw)
 {
+    forget_earlier_error();
     if (c <= 0 || n <= 0 || !hw)
         return cudaSuccess;
     bn_coef_kernel<<<grid_for((size_t)c), TB_BLOCK, 0, s>>>(red, gamma, save_invstd, c, coef);

@@ -133,6 +133,9 @@ void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out)
     pthread_mutex_lock(&m->lock);
     struct tb_arena_stats st;
     tb_arena_stats(&m->arena, &st);
+    /* The capacity is finite even when the arena grows (memory_fraction), so the core
+     * counts free bytes against it: the room for a new segment is free in one piece. */
+    const uint64_t room = !m->fixed && m->capacity > st.reserved ? m->capacity - st.reserved : 0;
     *out = (struct tb_mem_stats){
         .in_use = st.in_use,
         .peak = m->peak,
@@ -140,7 +143,7 @@ void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out)
         .capacity = m->capacity,
         .allocs = m->allocs,
         .fails = m->fails,
-        .largest_free = st.largest_free,
+        .largest_free = st.largest_free > room ? st.largest_free : room,
     };
     pthread_mutex_unlock(&m->lock);
 }
@@ -149,5 +152,15 @@ void tb_cuda_memory_reset_peak(struct tb_cuda_memory *m)
 {
     pthread_mutex_lock(&m->lock);
     m->peak = m->arena.in_use;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void tb_cuda_memory_taken_outside(struct tb_cuda_memory *m, uint64_t bytes)
+{
+    pthread_mutex_lock(&m->lock);
+    if (!m->fixed) {
+        const uint64_t floor = m->arena.reserved;
+        m->capacity = m->capacity > floor + bytes ? m->capacity - bytes : floor;
+    }
     pthread_mutex_unlock(&m->lock);
 }
