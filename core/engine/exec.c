@@ -15,38 +15,13 @@
 #include "core/engine/engine_internal.h"
 #include "core/util/clock_internal.h"
 
-#include "core/dist/gradsync_internal.h"
-#include "core/engine/swapmem_internal.h"
+#include "core/engine/exec_internal.h"
 
-#include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <trainbig/random.h>
-
-struct tb_exec {
-    struct tb_engine *e;
-    struct tb_graph *g;
-    struct tb_schedule *s;
-    void **state;            /* [nops] backend op states */
-    struct tb_tensor *t;     /* [ntensors]; data NULL while not allocated */
-    struct tb_param **param; /* [ntensors]; the engine entry behind a PARAM/BUFFER node or PARAM_GRAD */
-    bool *written;           /* [ntensors]; gradients: holds this step's first contribution */
-    uint64_t *allocs;        /* [ntensors] */
-    uint32_t *pins;          /* [ntensors] */
-    double *seconds;         /* [nsteps] */
-    double *starts;          /* [nsteps] when each step's op began (CLOCK_MONOTONIC), for traces */
-    /* [2 * nsteps] events recorded on the compute stream before and after each op of a
-     * traced step (made at the first trace, owned): a GPU runs an op after the host has
-     * queued it, so the trace places ops by when the device ran them, as it places copies */
-    struct tb_event **op_ev;
-    size_t nop_ev;
-    struct tb_swap_mem mem;  /* residency and swapping of t[] */
-    bool mem_ready;
-    struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
-};
 
 static size_t bytes_of(void *arg, const struct tb_tensor_desc *d)
 {
@@ -245,19 +220,8 @@ void tb_exec_free(struct tb_exec *x)
     free(x->pins);
     free(x->seconds);
     free(x->starts);
-    for (size_t i = 0; i < x->nop_ev; i++)
-        if (x->op_ev[i])
-            x->e->ops->event_destroy(x->e->ctx, x->op_ev[i]);
-    free(x->op_ev);
+    tb_exec_trace_free(x);
     free(x);
-}
-
-/* Tracing: the event before (end = false) or after op k, on the compute stream. A step
- * whose events cannot be recorded is placed by the host's clock instead. */
-static void trace_op_mark(struct tb_exec *x, size_t k, bool end)
-{
-    if (x->mem.tracing && x->op_ev && x->op_ev[2 * k + end])
-        x->e->ops->event_record(x->e->ctx, x->op_ev[2 * k + end], TB_STREAM_COMPUTE);
 }
 
 /* The gradient of every parameter backward will write (the inputs backward's grad_target
@@ -463,10 +427,10 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             for (uint32_t j = 0; j < o->op.nout; j++)
                 out[j] = x->t[o->out[j]->id];
             t0 = tb_now();
-            trace_op_mark(x, k, false);
+            tb_exec_trace_mark(x, k, false);
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         } while (room_for_op(x, k, &rc, err));
-        trace_op_mark(x, k, true);
+        tb_exec_trace_mark(x, k, true);
         x->starts[k] = t0;
         x->seconds[k] = tb_now() - t0;
         unpin_step(x, k);
@@ -609,10 +573,10 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
             do {
                 refresh_backward(x, o, temp, in, out, dout, din);
                 t0 = tb_now();
-                trace_op_mark(x, step, false);
+                tb_exec_trace_mark(x, step, false);
                 rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
             } while (room_for_op(x, step, &rc, err));
-            trace_op_mark(x, step, true);
+            tb_exec_trace_mark(x, step, true);
             tb_swapmem_set_loose(&x->mem, NULL, NULL, 0);
             x->starts[step] = t0;
             x->seconds[step] = tb_now() - t0;
@@ -658,104 +622,3 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
     return tb_grad_sync_finish(&x->sync, err);
 }
 
-/* ------------------------------------------------------------------ traces */
-
-void tb_exec_trace_begin(struct tb_exec *x)
-{
-    tb_swapmem_trace_clear(&x->mem);
-    x->mem.tracing = true;
-    if (!x->op_ev && x->e->event_time && (x->op_ev = calloc(2 * x->s->nsteps + 1, sizeof *x->op_ev))) {
-        x->nop_ev = 2 * x->s->nsteps;
-        for (size_t i = 0; i < x->nop_ev; i++)
-            x->op_ev[i] = x->e->ops->event_create(x->e->ctx, x->e->device);
-    }
-}
-
-/* When step k's op began and how long it ran: by its events where both were recorded and
- * have completed, else by the host's clock. */
-static void op_span(struct tb_exec *x, size_t k, double *start, double *dur)
-{
-    *start = x->starts[k];
-    *dur = x->seconds[k];
-    if (!x->op_ev || !x->op_ev[2 * k] || !x->op_ev[2 * k + 1])
-        return;
-    const double a = x->e->event_time(x->e->ctx, x->op_ev[2 * k]);
-    const double b = x->e->event_time(x->e->ctx, x->op_ev[2 * k + 1]);
-    if (a > 0 && b >= a) {
-        *start = a;
-        *dur = b - a;
-    }
-}
-
-/* A JSON string: the name with quotes and backslashes replaced. */
-static void json_name(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++)
-        fputc(*s == '"' || *s == '\\' ? '_' : *s, f);
-    fputc('"', f);
-}
-
-int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
-{
-    struct tb_swap_mem *m = &x->mem;
-    m->tracing = false;
-    if (!x->e->event_time) {
-        tb_swapmem_trace_clear(m);
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: this backend cannot time its copies (event_time, ABI 1.4)", path);
-    }
-    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_COMPUTE);
-    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
-    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        tb_swapmem_trace_clear(m);
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", tmp, strerror(errno));
-    }
-    double *span = malloc(2 * (x->s->nsteps ? x->s->nsteps : 1) * sizeof *span);
-    if (!span) {
-        fclose(f);
-        remove(tmp);
-        tb_swapmem_trace_clear(m);
-        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the trace", path);
-    }
-    double t0 = 0;
-    for (size_t k = 0; k < x->s->nsteps; k++) {
-        op_span(x, k, &span[2 * k], &span[2 * k + 1]);
-        if (span[2 * k] > 0 && (t0 == 0 || span[2 * k] < t0))
-            t0 = span[2 * k];
-    }
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-    static const char *const tracks[] = { "compute", "copy host to device", "copy device to host" };
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n", i + 1,
-                tracks[i]);
-    for (size_t k = 0; k < x->s->nsteps; k++) {
-        fputs("{\"name\":", f);
-        json_name(f, x->s->steps[k].name);
-        fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
-                (span[2 * k] - t0) * 1e6, span[2 * k + 1] * 1e6);
-    }
-    free(span);
-    for (size_t c = 0; c < m->ntrace; c++) {
-        const struct tb_trace_copy *tc = &m->trace[c];
-        double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
-        fputs("{\"name\":", f);
-        json_name(f, x->s->tensors[tc->tensor].name);
-        fprintf(
-            f,
-            ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%" PRIu64
-            "}},\n",
-            tc->to_device ? "swap in" : "swap out", tc->to_device ? 2 : 3, (a - t0) * 1e6, (b - a) * 1e6,
-            x->s->tensors[tc->tensor].bytes);
-    }
-    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"trainbig\"}}]}\n", f);
-    tb_swapmem_trace_clear(m);
-    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", path, strerror(errno));
-    }
-    return TB_OK;
-}

@@ -104,6 +104,19 @@ struct tb_cuda {
     struct tb_cuda_comm *comm; /* NULL until comm_attach; owned, freed by tb_cuda_comm_fini */
 };
 
+/* ------------------------------------------------------------------ streams, events (cuda_streams.c)
+ *
+ * The backend members of the same names (backend.h); ctx is the struct tb_cuda. */
+struct tb_event *tb_cuda_event_create(void *ctx, int device);
+void tb_cuda_event_destroy(void *ctx, struct tb_event *ev);
+int tb_cuda_event_record(void *ctx, struct tb_event *ev, enum tb_stream stream);
+int tb_cuda_stream_wait(void *ctx, int device, enum tb_stream stream, struct tb_event *ev);
+int tb_cuda_event_query(void *ctx, struct tb_event *ev);
+double tb_cuda_event_time(void *ctx, struct tb_event *ev);
+int tb_cuda_event_sync(void *ctx, struct tb_event *ev);
+int tb_cuda_stream_sync(void *ctx, int device, enum tb_stream stream);
+int tb_cuda_copy_async(void *ctx, int device, enum tb_stream stream, void *dst, const void *src, size_t bytes, struct tb_err *err);
+
 /* ------------------------------------------------------------------ shared by every file (cuda_common.c) */
 
 /* Error reports: the call, the status and its string; op may be NULL. They fill err and
@@ -123,10 +136,11 @@ static inline cudaError_t tb_cuda_enter(const struct tb_cuda *cuda)
     return cudaSetDevice(cuda->ordinal);
 }
 
-/* The result of an event or stream query (or a sync that may answer it): where it is
- * cudaErrorNotReady, an expected answer that the runtime nevertheless records as the
- * thread's last error, that record is cleared so the next launch check does not report
- * it as its own. Returns e. */
+/* The result of an event or stream query: where it is cudaErrorNotReady, an expected
+ * answer, the thread's last error is cleared, so that a runtime that records it there
+ * cannot make the next launch check report it as its own. (CUDA 13.0 on an H100 does not
+ * record it: a query answering NotReady left cudaPeekAtLastError at cudaSuccess; PyTorch
+ * clears it after its queries all the same.) Returns e. */
 cudaError_t tb_cuda_polled(cudaError_t e);
 int tb_cudnn_fail(struct tb_err *err, const char *call, cudnnStatus_t s, const struct tb_op *op);
 int tb_cublas_fail(struct tb_err *err, const char *call, cublasStatus_t s, const struct tb_op *op);

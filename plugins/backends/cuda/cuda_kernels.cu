@@ -471,10 +471,10 @@ static unsigned grid_for(size_t n)
 
 /* Every launcher starts here, so the cudaGetLastError() it returns after its launches is
  * the launches' own error. A non-sticky error left by an earlier runtime call was already
- * returned to that call's caller, which handled it; cudaErrorNotReady from an event or
- * stream query is recorded as the last error too (the backend clears it where it polls,
- * but a launch must not depend on that). Sticky errors (a faulting kernel) come back at
- * once anyway: they are returned by every call until the context is reset. */
+ * returned to that call's caller, which handled it (and a runtime that records a query's
+ * cudaErrorNotReady there must not fail a launch: see tb_cuda_polled). Sticky errors (a
+ * faulting kernel) come back at once anyway: every call returns them until the context
+ * is gone. */
 static void forget_earlier_error(void)
 {
     (void)cudaGetLastError();

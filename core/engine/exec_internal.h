@@ -1,0 +1,38 @@
+/* core/engine/exec_internal.h: the executor's state, shared by exec.c (forward, backward,
+ * memory) and trace.c (Chrome traces of a step); the rest of the core sees struct tb_exec
+ * through engine_internal.h's functions only. */
+#ifndef TB_CORE_ENGINE_EXEC_INTERNAL_H
+#define TB_CORE_ENGINE_EXEC_INTERNAL_H
+
+#include "core/dist/gradsync_internal.h"
+#include "core/engine/engine_internal.h"
+#include "core/engine/swapmem_internal.h"
+
+struct tb_exec {
+    struct tb_engine *e;
+    struct tb_graph *g;
+    struct tb_schedule *s;
+    void **state;            /* [nops] backend op states */
+    struct tb_tensor *t;     /* [ntensors]; data NULL while not allocated */
+    struct tb_param **param; /* [ntensors]; the engine entry behind a PARAM/BUFFER node or PARAM_GRAD */
+    bool *written;           /* [ntensors]; gradients: holds this step's first contribution */
+    uint64_t *allocs;        /* [ntensors] */
+    uint32_t *pins;          /* [ntensors] */
+    double *seconds;         /* [nsteps] */
+    double *starts;          /* [nsteps] when each step's op began (CLOCK_MONOTONIC), for traces */
+    /* [2 * nsteps] events recorded on the compute stream before and after each op of a
+     * traced step (made at the first trace, owned): a GPU runs an op after the host has
+     * queued it, so the trace places ops by when the device ran them, as it places copies */
+    struct tb_event **op_ev;
+    size_t nop_ev;
+    struct tb_swap_mem mem;  /* residency and swapping of t[] */
+    bool mem_ready;
+    struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
+};
+
+/* Tracing (trace.c): records the event before (end = false) or after the op of step k on
+ * the compute stream while a step is traced; frees the events at the executor's end. */
+void tb_exec_trace_mark(struct tb_exec *x, size_t k, bool end);
+void tb_exec_trace_free(struct tb_exec *x);
+
+#endif

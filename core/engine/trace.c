@@ -1,0 +1,129 @@
+/* core/engine/trace.c: a Chrome trace (Perfetto) of one step: the ops on the compute track,
+ * the swap copies on the two copy tracks, placed by the backend's events (event_time) so
+ * that on a GPU both follow the device's clock, not the host's, which runs ahead of it.
+ * A step whose op events cannot be recorded falls back to the host's times. */
+#include "config.h"
+
+#include "core/engine/exec_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tb_exec_trace_mark(struct tb_exec *x, size_t k, bool end)
+{
+    if (x->mem.tracing && x->op_ev && x->op_ev[2 * k + end])
+        x->e->ops->event_record(x->e->ctx, x->op_ev[2 * k + end], TB_STREAM_COMPUTE);
+}
+
+void tb_exec_trace_free(struct tb_exec *x)
+{
+    for (size_t i = 0; i < x->nop_ev; i++)
+        if (x->op_ev[i])
+            x->e->ops->event_destroy(x->e->ctx, x->op_ev[i]);
+    free(x->op_ev);
+    x->op_ev = NULL;
+    x->nop_ev = 0;
+}
+
+void tb_exec_trace_begin(struct tb_exec *x)
+{
+    tb_swapmem_trace_clear(&x->mem);
+    x->mem.tracing = true;
+    if (!x->op_ev && x->e->event_time && (x->op_ev = calloc(2 * x->s->nsteps + 1, sizeof *x->op_ev))) {
+        x->nop_ev = 2 * x->s->nsteps;
+        for (size_t i = 0; i < x->nop_ev; i++)
+            x->op_ev[i] = x->e->ops->event_create(x->e->ctx, x->e->device);
+    }
+}
+
+/* When step k's op began and how long it ran: by its events where both were recorded and
+ * have completed, else by the host's clock. */
+static void op_span(struct tb_exec *x, size_t k, double *start, double *dur)
+{
+    *start = x->starts[k];
+    *dur = x->seconds[k];
+    if (!x->op_ev || !x->op_ev[2 * k] || !x->op_ev[2 * k + 1])
+        return;
+    const double a = x->e->event_time(x->e->ctx, x->op_ev[2 * k]);
+    const double b = x->e->event_time(x->e->ctx, x->op_ev[2 * k + 1]);
+    if (a > 0 && b >= a) {
+        *start = a;
+        *dur = b - a;
+    }
+}
+
+/* A JSON string: the name with quotes and backslashes replaced. */
+static void json_name(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        fputc(*s == '"' || *s == '\\' ? '_' : *s, f);
+    fputc('"', f);
+}
+
+int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
+{
+    struct tb_swap_mem *m = &x->mem;
+    m->tracing = false;
+    if (!x->e->event_time) {
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: this backend cannot time its copies (event_time, ABI 1.4)", path);
+    }
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_COMPUTE);
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
+    x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", tmp, strerror(errno));
+    }
+    double *span = malloc(2 * (x->s->nsteps ? x->s->nsteps : 1) * sizeof *span);
+    if (!span) {
+        fclose(f);
+        remove(tmp);
+        tb_swapmem_trace_clear(m);
+        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the trace", path);
+    }
+    double t0 = 0;
+    for (size_t k = 0; k < x->s->nsteps; k++) {
+        op_span(x, k, &span[2 * k], &span[2 * k + 1]);
+        if (span[2 * k] > 0 && (t0 == 0 || span[2 * k] < t0))
+            t0 = span[2 * k];
+    }
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+    static const char *const tracks[] = { "compute", "copy host to device", "copy device to host" };
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n", i + 1,
+                tracks[i]);
+    for (size_t k = 0; k < x->s->nsteps; k++) {
+        fputs("{\"name\":", f);
+        json_name(f, x->s->steps[k].name);
+        fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
+                (span[2 * k] - t0) * 1e6, span[2 * k + 1] * 1e6);
+    }
+    free(span);
+    for (size_t c = 0; c < m->ntrace; c++) {
+        const struct tb_trace_copy *tc = &m->trace[c];
+        double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
+        fputs("{\"name\":", f);
+        json_name(f, x->s->tensors[tc->tensor].name);
+        fprintf(
+            f,
+            ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%" PRIu64
+            "}},\n",
+            tc->to_device ? "swap in" : "swap out", tc->to_device ? 2 : 3, (a - t0) * 1e6, (b - a) * 1e6,
+            x->s->tensors[tc->tensor].bytes);
+    }
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"trainbig\"}}]}\n", f);
+    tb_swapmem_trace_clear(m);
+    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
+        remove(tmp);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", path, strerror(errno));
+    }
+    return TB_OK;
+}
