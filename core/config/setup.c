@@ -204,15 +204,15 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
             tb_err_add(err, rc, "%s", perr.msg);
     } else if (rc == TB_OK && kind == TB_KIND_PLATFORM) {
         /* A platform checks what its key table cannot say (duplex_gbps against the
-         * one-direction rates, the form of nccl_env) in create(): make one and drop it, so
-         * that those mistakes are reported with the rest of the file. */
+         * one-direction rates, the form of nccl_env) in create(): make one now, so that
+         * those mistakes are reported with the rest of the file, and keep it for its swap
+         * defaults (apply_implied_defaults). */
         const struct tb_platform_ops *o = slot->plugin->p->ops.platform;
-        void *ctx = NULL;
         tb_err_clear(&perr);
-        rc = o->create(slot->section, &ctx, &perr);
-        if (rc == TB_OK)
-            o->destroy(ctx);
-        else if (!perr.msg[0])
+        rc = o->create(slot->section, &slot->platform_ctx, &perr);
+        if (rc != TB_OK)
+            slot->platform_ctx = NULL; /* a failed create frees what it made */
+        if (rc != TB_OK && !perr.msg[0])
             tb_err_set(&perr, rc, "[platform] plugin '%s': create() failed and said nothing about why",
                        slot->plugin->p->name);
         for (const char *line = perr.msg; rc && *line;) { /* one message per line, as for the keys */
@@ -238,13 +238,12 @@ static int apply_implied_defaults(struct tb_setup *s, struct tb_err *err)
                                sizeof why) < 0)
             return tb_err_set(err, TB_ERR_CONFIG, "[backend] device = %s (this rank's local rank): %s", value, why);
     }
-    const struct tb_plugin *plat = s->slot[TB_SEC_PLATFORM].plugin->p;
-    void *ctx = NULL;
-    int rc = plat->ops.platform->create(s->slot[TB_SEC_PLATFORM].section, &ctx, err);
-    if (rc)
-        return tb_err_prefix(err, "platform '%s'", plat->name);
-    rc = tb_platform_apply_swap(plat, ctx, s->slot[TB_SEC_SWAP].section, s->swap_note, sizeof s->swap_note, err);
-    plat->ops.platform->destroy(ctx);
+    struct tb_setup_slot *ps = &s->slot[TB_SEC_PLATFORM];
+    const struct tb_plugin *plat = ps->plugin->p;
+    int rc = tb_platform_apply_swap(plat, ps->platform_ctx, s->slot[TB_SEC_SWAP].section, s->swap_note,
+                                    sizeof s->swap_note, err);
+    plat->ops.platform->destroy(ps->platform_ctx);
+    ps->platform_ctx = NULL;
     return rc;
 }
 
@@ -417,6 +416,8 @@ void tb_setup_free(struct tb_setup *s)
     if (!s)
         return;
     for (int i = 0; i < TB_SEC_COUNT; i++) {
+        if (s->slot[i].platform_ctx) /* resolve failed after the platform's create */
+            s->slot[i].plugin->p->ops.platform->destroy(s->slot[i].platform_ctx);
         tb_section_free(s->slot[i].section);
         tb_plugin_close(s->slot[i].plugin);
         free(s->slot[i].plugin_origin);

@@ -38,6 +38,9 @@ struct tb_setup_slot {
     struct tb_plugin_handle *plugin; /* plugin sections: the loaded plugin */
     char *plugin_origin;             /* where `plugin = ...` came from */
     char *plugin_note;               /* "auto: chose ..." when chosen by score */
+    /* [platform]: the instance made to validate its settings, kept until its swap
+     * defaults are read (tb_setup_resolve), then destroyed: the run makes its own */
+    void *platform_ctx;
 };
 
 struct tb_setup {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/random.h>
 #include <trainbig/version.h>
 #include <unistd.h>
 
@@ -31,7 +32,7 @@ static uint64_t tensor_sum(const char *name, const float *data, size_t n)
     for (; i + 8 <= bytes; i += 8) {
         uint64_t w;
         memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h = (h ^ w) * TB_GOLDEN64;
         h ^= h >> 29;
     }
     return tb_fnv1a(p + i, bytes - i, h);
@@ -158,6 +159,91 @@ static int parse_u64(const struct tb_safetensors *st, const char *path, const ch
     return TB_OK;
 }
 
+/* The checksum first: a flipped byte anywhere is a corrupt file, whatever else it says. */
+static int check_checksum(const struct tb_safetensors *st, const char *path, struct tb_err *err)
+{
+    uint64_t want, have = 0;
+    const char *sum = tb_safetensors_meta(st, "checksum");
+    char *end;
+    if (!sum || (want = strtoull(sum, &end, 16), *end || end == sum))
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata 'checksum' is missing or malformed", path);
+    const size_t nt = tb_safetensors_count(st);
+    for (size_t i = 0; i < nt; i++) {
+        struct tb_shape shape;
+        const float *data;
+        const char *name = tb_safetensors_at(st, i, &shape, &data);
+        have += tensor_sum(name, data, tb_shape_elems(shape));
+    }
+    if (have != want)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "%s: the checkpoint is corrupt: its tensors do not match its checksum (%016" PRIx64
+                          " computed, %016" PRIx64 " recorded); use an earlier checkpoint",
+                          path, have, want);
+    return TB_OK;
+}
+
+/* Every tensor of the file must belong to the engine, every parameter and buffer of the
+ * engine must be in the file, shapes equal: checked before anything is loaded. */
+static int check_tensors(const struct tb_safetensors *st, struct tb_engine *e, const char *path, struct tb_err *err)
+{
+    const size_t nt = tb_safetensors_count(st), np = tb_engine_param_count(e);
+    size_t found = 0;
+    for (size_t i = 0; i < nt; i++) {
+        struct tb_shape shape;
+        const float *data;
+        const char *name = tb_safetensors_at(st, i, &shape, &data);
+        bool is_m = strncmp(name, momentum_prefix, sizeof momentum_prefix - 1) == 0;
+        struct tb_param *p = tb_engine_find_param(e, is_m ? name + sizeof momentum_prefix - 1 : name);
+        if (!p || (is_m && !p->trainable))
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "%s: the checkpoint holds '%s', which this model does not have: it was written for "
+                              "another network",
+                              path, name);
+        struct tb_shape want_shape = p->value.desc.shape;
+        if (memcmp(&shape, &want_shape, sizeof shape) != 0)
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "%s: '%s' is (%d,%d,%d,%d) in the checkpoint and (%d,%d,%d,%d) in this model", path,
+                              name, shape.n, shape.c, shape.h, shape.w, want_shape.n, want_shape.c, want_shape.h,
+                              want_shape.w);
+        found += !is_m;
+    }
+    for (size_t i = 0; found != np && i < np; i++) {
+        struct tb_param *p = tb_engine_param_at(e, i);
+        struct tb_shape shape;
+        if (!tb_safetensors_find(st, p->name, &shape))
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "%s: the checkpoint lacks '%s', which this model has: it was written for another "
+                              "network",
+                              path, p->name);
+    }
+    return TB_OK;
+}
+
+/* Writes the file's tensors into the engine's parameters and buffers (and momentum, when
+ * asked): after check_tensors. */
+static int load_tensors(const struct tb_safetensors *st, struct tb_engine *e, bool momentum, const char *path,
+                        struct tb_err *err)
+{
+    int rc = TB_OK;
+    const size_t nt = tb_safetensors_count(st);
+    for (size_t i = 0; i < nt && !rc; i++) {
+        struct tb_shape shape;
+        const float *data;
+        const char *name = tb_safetensors_at(st, i, &shape, &data);
+        bool is_m = strncmp(name, momentum_prefix, sizeof momentum_prefix - 1) == 0;
+        if (is_m && !momentum)
+            continue;
+        struct tb_param *p = tb_engine_find_param(e, is_m ? name + sizeof momentum_prefix - 1 : name);
+        if (is_m)
+            rc = tb_param_momentum(e, p, err);
+        if (!rc)
+            rc = e->ops->tensor_write(e->ctx, is_m ? &p->momentum : &p->value, data, err);
+        if (rc)
+            tb_err_prefix(err, "%s: loading %s", path, name);
+    }
+    return rc;
+}
+
 int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, struct tb_ckpt_info *info,
                        char **training_there, struct tb_err *err)
 {
@@ -174,28 +260,9 @@ int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, str
                         format ? "'" : "", format ? format : "missing", format ? "'" : "", format_name);
         goto out;
     }
-    /* The checksum first: a flipped byte anywhere is a corrupt file, whatever else it says. */
-    uint64_t want, have = 0;
-    const char *sum = tb_safetensors_meta(st, "checksum");
-    char *end;
-    if (!sum || (want = strtoull(sum, &end, 16), *end || end == sum)) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata 'checksum' is missing or malformed", path);
+    rc = check_checksum(st, path, err);
+    if (rc)
         goto out;
-    }
-    const size_t nt = tb_safetensors_count(st);
-    for (size_t i = 0; i < nt; i++) {
-        struct tb_shape shape;
-        const float *data;
-        const char *name = tb_safetensors_at(st, i, &shape, &data);
-        have += tensor_sum(name, data, tb_shape_elems(shape));
-    }
-    if (have != want) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME,
-                        "%s: the checkpoint is corrupt: its tensors do not match its checksum (%016" PRIx64
-                        " computed, %016" PRIx64 " recorded); use an earlier checkpoint",
-                        path, have, want);
-        goto out;
-    }
     const char *model = tb_safetensors_meta(st, "model");
     if (!model || strcmp(model, info->model ? info->model : "") != 0) {
         char diff[600];
@@ -213,65 +280,13 @@ int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, str
     if (!rc)
         rc = parse_u64(st, path, "seed", &got.seed, err);
     const char *lr = tb_safetensors_meta(st, "lr");
+    char *end;
     if (!rc && (!lr || (got.lr = strtod(lr, &end), *end || end == lr)))
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata 'lr' is missing or not a number", path);
-    if (rc)
-        goto out;
-
-    /* Every tensor of the file must belong to the engine, every parameter and buffer of the
-     * engine must be in the file, shapes equal: checked before anything is loaded. */
-    const size_t np = tb_engine_param_count(e);
-    size_t found = 0;
-    for (size_t i = 0; i < nt; i++) {
-        struct tb_shape shape;
-        const float *data;
-        const char *name = tb_safetensors_at(st, i, &shape, &data);
-        bool is_m = strncmp(name, momentum_prefix, sizeof momentum_prefix - 1) == 0;
-        struct tb_param *p = tb_engine_find_param(e, is_m ? name + sizeof momentum_prefix - 1 : name);
-        if (!p || (is_m && !p->trainable)) {
-            rc = tb_err_set(err, TB_ERR_RUNTIME,
-                            "%s: the checkpoint holds '%s', which this model does not have: it was written for "
-                            "another network",
-                            path, name);
-            goto out;
-        }
-        struct tb_shape want_shape = p->value.desc.shape;
-        if (memcmp(&shape, &want_shape, sizeof shape) != 0) {
-            rc = tb_err_set(err, TB_ERR_RUNTIME,
-                            "%s: '%s' is (%d,%d,%d,%d) in the checkpoint and (%d,%d,%d,%d) in this model", path, name,
-                            shape.n, shape.c, shape.h, shape.w, want_shape.n, want_shape.c, want_shape.h, want_shape.w);
-            goto out;
-        }
-        found += !is_m;
-    }
-    if (found != np) {
-        for (size_t i = 0; i < np; i++) {
-            struct tb_param *p = tb_engine_param_at(e, i);
-            struct tb_shape shape;
-            if (!tb_safetensors_find(st, p->name, &shape)) {
-                rc = tb_err_set(err, TB_ERR_RUNTIME,
-                                "%s: the checkpoint lacks '%s', which this model has: it was written for another "
-                                "network",
-                                path, p->name);
-                goto out;
-            }
-        }
-    }
-    for (size_t i = 0; i < nt && !rc; i++) {
-        struct tb_shape shape;
-        const float *data;
-        const char *name = tb_safetensors_at(st, i, &shape, &data);
-        bool is_m = strncmp(name, momentum_prefix, sizeof momentum_prefix - 1) == 0;
-        if (is_m && !momentum)
-            continue;
-        struct tb_param *p = tb_engine_find_param(e, is_m ? name + sizeof momentum_prefix - 1 : name);
-        if (is_m)
-            rc = tb_param_momentum(e, p, err);
-        if (!rc)
-            rc = e->ops->tensor_write(e->ctx, is_m ? &p->momentum : &p->value, data, err);
-        if (rc)
-            tb_err_prefix(err, "%s: loading %s", path, name);
-    }
+    if (!rc)
+        rc = check_tensors(st, e, path, err);
+    if (!rc)
+        rc = load_tensors(st, e, momentum, path, err);
     if (rc)
         goto out;
     info->epoch = got.epoch;

@@ -454,9 +454,9 @@ static int cmp_begin(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb_err *err)
+/* The whole file, mapped read-only: *map and *len, or an error naming path. */
+static int map_file(const char *path, void **map, size_t *len, struct tb_err *err)
 {
-    *out = NULL;
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return fail_errno(err, "cannot open", path);
@@ -465,49 +465,33 @@ int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb
         close(fd);
         return fail_errno(err, "cannot stat", path);
     }
-    const size_t len = (size_t)sb.st_size;
-    if (len < 8) {
+    *len = (size_t)sb.st_size;
+    if (*len < 8) {
         close(fd);
         return tb_err_set(err, TB_ERR_RUNTIME, "%s: %zu bytes: too short for a safetensors file (truncated?)", path,
-                          len);
+                          *len);
     }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    *map = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED)
+    if (*map == MAP_FAILED)
         return fail_errno(err, "cannot map", path);
-    struct tb_safetensors *st = calloc(1, sizeof *st);
-    if (!st || !(st->path = strdup(path))) {
-        free(st);
-        munmap(map, len);
-        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
-    }
-    st->map = map;
-    st->map_len = len;
-    const unsigned char *b = map;
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++)
-        hlen |= (uint64_t)b[i] << (8 * i);
-    struct parser ps = { 0 };
-    int rc = TB_OK;
-    if (hlen > MAX_HEADER || hlen > len - 8) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME,
-                        "%s: header length %llu does not fit a %zu-byte file: not a safetensors file, or truncated",
-                        path, (unsigned long long)hlen, len);
-        goto out;
-    }
-    ps.start = ps.p = (const char *)b + 8;
-    ps.end = ps.p + hlen;
-    const uint64_t data_len = len - 8 - hlen;
-    bool ok = expect(&ps, '{');
-    ws(&ps);
-    if (ok && ps.p < ps.end && *ps.p == '}')
-        ps.p++;
-    else
+    return TB_OK;
+}
+
+/* The header's JSON object: "__metadata__" and one entry per tensor into st. False with
+ * ps->msg on a syntax error. */
+static bool parse_header(struct parser *ps, struct tb_safetensors *st)
+{
+    bool ok = expect(ps, '{');
+    ws(ps);
+    if (ok && ps->p < ps->end && *ps->p == '}') {
+        ps->p++;
+    } else {
         while (ok) {
             char *k = NULL;
-            ok = parse_string(&ps, &k) && expect(&ps, ':');
+            ok = parse_string(ps, &k) && expect(ps, ':');
             if (ok && strcmp(k, "__metadata__") == 0) {
-                ok = parse_metadata(&ps, st);
+                ok = parse_metadata(ps, st);
                 free(k);
             } else if (ok) {
                 if (st->n == st->cap) {
@@ -515,7 +499,7 @@ int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb
                     struct st_entry *t = realloc(st->t, cap * sizeof *t);
                     if (!t) {
                         free(k);
-                        ok = perr(&ps, "out of memory");
+                        ok = perr(ps, "out of memory");
                         break;
                     }
                     st->t = t;
@@ -524,33 +508,36 @@ int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb
                 struct st_entry *e = &st->t[st->n++];
                 memset(e, 0, sizeof *e);
                 e->name = k;
-                ok = parse_tensor(&ps, e);
-            } else
+                ok = parse_tensor(ps, e);
+            } else {
                 free(k);
-            ws(&ps);
-            if (ok && ps.p < ps.end && *ps.p == ',') {
-                ps.p++;
+            }
+            ws(ps);
+            if (ok && ps->p < ps->end && *ps->p == ',') {
+                ps->p++;
                 continue;
             }
-            ok = ok && expect(&ps, '}');
+            ok = ok && expect(ps, '}');
             break;
         }
-    ws(&ps);
-    if (ok && ps.p != ps.end)
-        ok = perr(&ps, "header: text after the closing brace");
-    if (!ok) {
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: not a valid safetensors file: %s", path, ps.msg);
-        goto out;
     }
-    /* Every byte of the data belongs to exactly one tensor, and sizes match shapes. */
+    ws(ps);
+    if (ok && ps->p != ps->end)
+        ok = perr(ps, "header: text after the closing brace");
+    return ok;
+}
+
+/* Every byte of the data (data_len after the header) belongs to exactly one tensor, and
+ * each tensor's size matches its shape. */
+static int check_layout(const struct tb_safetensors *st, const char *path, uint64_t data_len, struct tb_err *err)
+{
     struct st_entry *sorted = st->n ? malloc(st->n * sizeof *sorted) : NULL;
-    if (st->n && !sorted) {
-        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
-        goto out;
-    }
+    if (st->n && !sorted)
+        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
     if (st->n)
         memcpy(sorted, st->t, st->n * sizeof *sorted);
     qsort(sorted, st->n, sizeof *sorted, cmp_begin);
+    int rc = TB_OK;
     uint64_t at = 0;
     for (size_t i = 0; i < st->n && !rc; i++) {
         const struct st_entry *e = &sorted[i];
@@ -572,6 +559,44 @@ int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb
                         "%s: the tensors cover %llu bytes but the file holds %llu after the "
                         "header (truncated or padded)",
                         path, (unsigned long long)at, (unsigned long long)data_len);
+    return rc;
+}
+
+int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb_err *err)
+{
+    *out = NULL;
+    void *map = NULL;
+    size_t len = 0;
+    int rc = map_file(path, &map, &len, err);
+    if (rc)
+        return rc;
+    struct tb_safetensors *st = calloc(1, sizeof *st);
+    if (!st || !(st->path = strdup(path))) {
+        free(st);
+        munmap(map, len);
+        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    st->map = map; /* st owns the mapping from here: tb_safetensors_free unmaps it */
+    st->map_len = len;
+    const unsigned char *b = map;
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)b[i] << (8 * i);
+    if (hlen > MAX_HEADER || hlen > len - 8) {
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: header length %llu does not fit a %zu-byte file: not a safetensors file, or truncated",
+                        path, (unsigned long long)hlen, len);
+        goto out;
+    }
+    struct parser ps = { 0 };
+    ps.start = ps.p = (const char *)b + 8;
+    ps.end = ps.p + hlen;
+    if (!parse_header(&ps, st)) {
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: not a valid safetensors file: %s", path, ps.msg);
+        goto out;
+    }
+    const uint64_t data_len = len - 8 - hlen;
+    rc = check_layout(st, path, data_len, err);
     if (rc)
         goto out;
     const unsigned char *data = b + 8 + hlen;
