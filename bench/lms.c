@@ -179,6 +179,7 @@ static int intensity(bool reference, const char *backend, const int size[2], int
 int main(int argc, char **argv)
 {
     int steps = 3, rounds = 3, batch = 8, threads = 0, sizes[2] = { 0, 0 };
+    bool sizes_given = false;
     double cap_fraction = 0.6;
     const char *trace = NULL, *user[MAX_USER], *backend = "cpu", *platform = NULL;
     int nuser = 0;
@@ -202,8 +203,10 @@ int main(int argc, char **argv)
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0)
             threads = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--sizes") == 0 &&
-                 sscanf(argv[i + 1], "%d,%d", &sizes[0], &sizes[1]) == 2)
+                 sscanf(argv[i + 1], "%d,%d", &sizes[0], &sizes[1]) == 2) {
+            sizes_given = true;
             i++;
+        }
         else
             return usage();
     }
@@ -211,7 +214,7 @@ int main(int argc, char **argv)
     /* On a GPU the sizes are larger: the convolutions' workspace (up to [backend]
      * workspace_limit, chosen per op by timing) is part of the peak, and the footprint's
      * growth between the two sizes must stand well above its variation. */
-    if (!sizes[0]) {
+    if (!sizes_given) {
         sizes[0] = cuda ? 384 : 160;
         sizes[1] = cuda ? 512 : 192;
     }

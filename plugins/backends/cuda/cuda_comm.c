@@ -393,7 +393,7 @@ int tb_cuda_comm_attach(struct tb_cuda *cuda, const struct tb_comm *comm, struct
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     cc->rank = comm->rank;
     cc->size = comm->size;
-    cc->timeout = cuda->comm_timeout > 0 ? cuda->comm_timeout : 600;
+    cc->timeout = cuda->comm_timeout; /* [backend] comm_timeout: 1..86400, validated */
     cc->attached = true;
     int rc = comm_streams(cc, err);
 #ifdef HAVE_NCCL
@@ -438,7 +438,7 @@ static int comm_get(struct tb_cuda *cuda, struct tb_cuda_comm **out, struct tb_e
         if (!cc)
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         cc->size = 1;
-        cc->timeout = cuda->comm_timeout > 0 ? cuda->comm_timeout : 600;
+        cc->timeout = cuda->comm_timeout; /* [backend] comm_timeout: 1..86400, validated */
         int rc = comm_streams(cc, err);
         if (rc) {
             comm_free(cc);
