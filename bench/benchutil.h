@@ -20,14 +20,14 @@
 #include "core/config/section_internal.h"
 #include "core/config/setup_internal.h"
 
-#define bench_backend tb_backend_instance
+#define bench_backend tb_instance
 
 /* Opens backend `name` with `keys` ("threads = 2\n") as its [backend] section; exits
  * with the message on failure (this is a benchmark program, not library code). */
 static inline void bench_backend_open(struct bench_backend *b, const char *name, const char *keys)
 {
     struct tb_err err;
-    if (tb_backend_open(name, keys, b, &err)) {
+    if (tb_instance_open(TB_KIND_BACKEND, name, NULL, keys, b, &err)) {
         fprintf(stderr, "bench: cannot open backend %s: %s\n", name, err.msg);
         exit(1);
     }
@@ -35,7 +35,7 @@ static inline void bench_backend_open(struct bench_backend *b, const char *name,
 
 static inline void bench_backend_close(struct bench_backend *b)
 {
-    tb_backend_close(b);
+    tb_instance_close(b);
 }
 
 /* Finds backend `name` and asks its score() whether it can run here, as `plugin = auto`

@@ -206,8 +206,7 @@ int main(int argc, char **argv)
                  sscanf(argv[i + 1], "%d,%d", &sizes[0], &sizes[1]) == 2) {
             sizes_given = true;
             i++;
-        }
-        else
+        } else
             return usage();
     }
     const bool cuda = strcmp(backend, "cuda") == 0;
@@ -238,7 +237,7 @@ int main(int argc, char **argv)
         struct bench_backend b;
         struct tb_device_info info;
         bench_backend_open(&b, "cuda", "");
-        b.ops->device_info(b.ctx, 0, &info);
+        b.ops.backend->device_info(b.ctx, 0, &info);
         bench_backend_close(&b);
         if (platform) {
             snprintf(plat_name, sizeof plat_name, "%s", platform);
@@ -279,7 +278,8 @@ int main(int argc, char **argv)
         if (err.msg[0])
             fprintf(stderr, "bench/lms: the reference G-SCNN: %s\n", err.msg);
         else
-            fprintf(stderr, "bench/lms: the reference G-SCNN: no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)\n",
+            fprintf(stderr,
+                    "bench/lms: the reference G-SCNN: no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)\n",
                     ref_t[0].peak / 1048576.0, ref_sizes[0], ref_t[1].peak / 1048576.0, ref_sizes[1]);
         tb_plugin_close(held);
         return 1;
@@ -288,7 +288,8 @@ int main(int argc, char **argv)
         if (err.msg[0])
             fprintf(stderr, "bench/lms: the quickstart G-SCNN: %s\n", err.msg);
         else
-            fprintf(stderr, "bench/lms: the quickstart G-SCNN: no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)\n",
+            fprintf(stderr,
+                    "bench/lms: the quickstart G-SCNN: no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)\n",
                     base0[0].peak / 1048576.0, sizes[0], base0[1].peak / 1048576.0, sizes[1]);
         tb_plugin_close(held);
         return 1;
@@ -343,8 +344,7 @@ int main(int argc, char **argv)
                    given[p].accel_flops * given[p].accel_efficiency / 1e12, given[p].h2d_bytes_per_s / 1e9);
         printf("emulated link: copies at f = this CPU's achieved conv rate / the accelerator's (%s) of the "
                "platform's rates, times k = %.1f at the reference's balance\n",
-               user_rate ? "the rate given" : "the rate: the step's conv FLOPs over its uncapped time, per round",
-               k);
+               user_rate ? "the rate given" : "the rate: the step's conv FLOPs over its uncapped time, per round", k);
     }
 
     double summary[2][NMODE][NPLAT][NPOL];
@@ -428,8 +428,7 @@ int main(int argc, char **argv)
             else
                 printf("  control: prefetch, copies free (emulate_link off): the mechanism's own cost\n");
             printf("    %-14s %-9s %8s %9s %12s %7s %9s %8s %7s %11s %11s %9s\n", "platform", "policy", "step ms",
-                   "overhead", "(min-max)", "stall", "residual", "ops", "other", "MiB out/st", "MiB in/st",
-                   "peak MiB");
+                   "overhead", "(min-max)", "stall", "residual", "ops", "other", "MiB out/st", "MiB in/st", "peak MiB");
             for (int p = 0; p < nplat; p++)
                 for (int q = 0; q < NPOL; q++) {
                     summary[z][mode][p][q] = -1000; /* failed, or not run */
@@ -452,9 +451,10 @@ int main(int argc, char **argv)
                                policies[q], sm * 1e3, o, range, "-", "-", "-", "-", res->out_bytes / 1048576.0,
                                res->in_bytes / 1048576.0, (double)res->peak / 1048576.0);
                     else
-                        printf("    %-14s %-9s %8.0f %8.1f%% %12s %6.1f%% %8.1f%% %7.1f%% %6.1f%% %11.1f %11.1f %9.0f\n",
-                               plat[p], policies[q], sm * 1e3, o, range, st, o - st, sl, o - st - sl,
-                               res->out_bytes / 1048576.0, res->in_bytes / 1048576.0, (double)res->peak / 1048576.0);
+                        printf(
+                            "    %-14s %-9s %8.0f %8.1f%% %12s %6.1f%% %8.1f%% %7.1f%% %6.1f%% %11.1f %11.1f %9.0f\n",
+                            plat[p], policies[q], sm * 1e3, o, range, st, o - st, sl, o - st - sl,
+                            res->out_bytes / 1048576.0, res->in_bytes / 1048576.0, (double)res->peak / 1048576.0);
                 }
         }
         if (cuda && z == 1)

@@ -42,14 +42,14 @@ static void fill(struct bench_backend *b, struct tb_tensor *t, uint64_t seed)
         h[i] = (float)(s >> 40) / 16777216.0f - 0.5f;
     }
     struct tb_err err;
-    b->ops->tensor_write(b->ctx, t, h, &err);
+    b->ops.backend->tensor_write(b->ctx, t, h, &err);
     free(h);
 }
 
 static struct tb_tensor make(struct bench_backend *b, int n, int c, int h, int w)
 {
     struct tb_tensor t = { { TB_F32, { n, c, h, w } }, 0, NULL };
-    t.data = b->ops->mem_alloc(b->ctx, 0, b->ops->tensor_bytes(b->ctx, &t.desc));
+    t.data = b->ops.backend->mem_alloc(b->ctx, 0, b->ops.backend->tensor_bytes(b->ctx, &t.desc));
     if (!t.data) {
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
@@ -76,8 +76,8 @@ static double time_pass(struct bench_backend *b, const struct tb_op *op, void *s
         struct tb_err err;
         tb_err_clear(&err);
         double t0 = bench_now();
-        int rc = p == FWD ? b->ops->op_forward(b->ctx, op, state, 0, in, out, &err)
-                          : b->ops->op_backward(b->ctx, op, state, in, out, dout, d, &err);
+        int rc = p == FWD ? b->ops.backend->op_forward(b->ctx, op, state, 0, in, out, &err)
+                          : b->ops.backend->op_backward(b->ctx, op, state, in, out, dout, d, &err);
         double dt = bench_now() - t0;
         if (rc) {
             fprintf(stderr, "bench: %s\n", err.msg);
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     struct bench_backend b;
     bench_backend_open(&b, "cpu", keys);
     struct tb_device_info info;
-    b.ops->device_info(b.ctx, 0, &info);
+    b.ops.backend->device_info(b.ctx, 0, &info);
     /* The peak of the vectors oneDNN runs: its AVX-512 kernels on zmm, else ymm. */
     const bool zmm = strstr(info.name, "oneDNN avx512") != NULL;
     double peak = bench_peak_flops_isa(threads, zmm);
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
         void *state;
         struct tb_err err;
         tb_err_clear(&err);
-        if (b.ops->op_prepare(b.ctx, 0, &op, &state, &err)) {
+        if (b.ops.backend->op_prepare(b.ctx, 0, &op, &state, &err)) {
             fprintf(stderr, "bench: %s\n", err.msg);
             return 1;
         }
@@ -163,16 +163,16 @@ int main(int argc, char **argv)
         printf("%-26s %-12s %10.2f %10.1f %7.0f%%\n", "", "fwd+bwd", sum * 1e3, 3 * flops / sum / 1e9,
                100.0 * 3 * flops / sum / peak);
         char how[320] = "";
-        if (b.h->p->abi_minor >= 7 && b.ops->op_describe)
-            b.ops->op_describe(b.ctx, state, how, sizeof how);
+        if (b.h->p->abi_minor >= 7 && b.ops.backend->op_describe)
+            b.ops.backend->op_describe(b.ctx, state, how, sizeof how);
         if (how[0])
             printf("%-26s %s\n", "", how);
         all_flops += 3 * flops;
         all_time += sum;
-        b.ops->op_release(b.ctx, state);
+        b.ops.backend->op_release(b.ctx, state);
         struct tb_tensor *all[] = { &in[0], &in[1], &out[0], &dout[0], &din[0], &din[1] };
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            b.ops->mem_free(b.ctx, 0, all[i]->data);
+            b.ops.backend->mem_free(b.ctx, 0, all[i]->data);
     }
     printf("\nall shapes, fwd+bwd: %.1f GFLOP/s = %.0f%% of the measured peak (target: 80%%)\n",
            all_flops / all_time / 1e9, 100.0 * all_flops / all_time / peak);

@@ -360,11 +360,11 @@ static void report(const struct opts *o, double ours, double theirs, const char 
 static void memory_line(const struct opts *o, struct bench_backend *b, char *buf, size_t size)
 {
     buf[0] = 0;
-    if (!o->cuda || !b->ops->mem_stats)
+    if (!o->cuda || !b->ops.backend->mem_stats)
         return;
     struct tb_mem_stats st;
     memset(&st, 0, sizeof st);
-    b->ops->mem_stats(b->ctx, 0, &st);
+    b->ops.backend->mem_stats(b->ctx, 0, &st);
     snprintf(buf, size, "trainbig: device memory peak %.2f GiB of %.2f GiB usable\n", (double)st.peak / (1u << 30),
              (double)st.capacity / (1u << 30));
 }
@@ -483,16 +483,16 @@ static int synthetic_batch(struct tb_batch *batch, const struct gscnn_size *z, s
     char settings[128];
     snprintf(settings, sizeof settings, "width = %d\nheight = %d\ntrain_count = %d\n", z->side, z->side,
              z->batch > 256 ? z->batch : 256);
-    struct tb_dataset_instance d;
-    int rc = tb_dataset_open("synthetic", "train", settings, &d, err);
+    struct tb_instance d;
+    int rc = tb_instance_open(TB_KIND_DATASET, "synthetic", "train", settings, &d, err);
     if (rc)
         return rc;
     const struct tb_class *classes;
-    size_t nclasses = d.ops->classes(d.ctx, &classes);
+    size_t nclasses = d.ops.dataset->classes(d.ctx, &classes);
     if (nclasses != GSCNN_CLASSES)
         rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic dataset has %zu classes, the benchmark is set for %d",
                         nclasses, GSCNN_CLASSES);
-    if (!rc && d.ops->count(d.ctx) < (size_t)z->batch)
+    if (!rc && d.ops.dataset->count(d.ctx) < (size_t)z->batch)
         rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic train split has fewer than %d images", z->batch);
     if (!rc)
         rc = tb_batch_init(batch, z->batch, z->side, z->side, NULL, err);
@@ -500,13 +500,13 @@ static int synthetic_batch(struct tb_batch *batch, const struct gscnn_size *z, s
     struct tb_batch_work work = { 0 };
     memset(&sample, 0, sizeof sample);
     for (int i = 0; i < z->batch && !rc; i++) {
-        rc = d.ops->load(d.ctx, (size_t)i, &sample, err);
+        rc = d.ops.dataset->load(d.ctx, (size_t)i, &sample, err);
         if (!rc)
-            rc = tb_batch_put(batch, i, &sample, d.ops->sample_name(d.ctx, (size_t)i), &work, err);
+            rc = tb_batch_put(batch, i, &sample, d.ops.dataset->sample_name(d.ctx, (size_t)i), &work, err);
     }
     tb_sample_release(&sample);
     tb_batch_work_free(&work);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     return rc;
 }
 
@@ -515,11 +515,11 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
     const struct gscnn_size *z = &o->size;
     struct tb_err err;
     tb_err_clear(&err);
-    struct tb_model_instance m;
+    struct tb_instance m;
     char settings[256];
     snprintf(settings, sizeof settings, "width = %s\nblocks = %s\nshape_width = %s\n", z->width, z->blocks,
              z->shape_width);
-    if (tb_model_open("gscnn", settings, &m, &err)) {
+    if (tb_instance_open(TB_KIND_MODEL, "gscnn", NULL, settings, &m, &err)) {
         fprintf(stderr, "bench: gscnn: %s\n", err.msg);
         return 1;
     }
@@ -534,7 +534,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
     struct tb_batch batch;
     memset(&batch, 0, sizeof batch);
     bool engine = false;
-    int rc = m.ops->build(m.ctx, g, &in, &err);
+    int rc = m.ops.model->build(m.ctx, g, &in, &err);
     if (!rc && tb_graph_error(g))
         rc = tb_err_set(&err, TB_ERR_RUNTIME, "%s", tb_graph_error(g));
     if (!rc && !(rc = tb_engine_init(&e, b->h->p, b->ctx, 0, 1, &err)))
@@ -603,7 +603,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
     if (engine)
         tb_engine_fini(&e);
     tb_graph_free(g);
-    tb_model_close(&m);
+    tb_instance_close(&m);
     return rc ? 1 : 0;
 }
 
@@ -728,7 +728,7 @@ int main(int argc, char **argv)
     bench_backend_open(&b, backend, all_keys);
 
     struct tb_device_info info;
-    b.ops->device_info(b.ctx, 0, &info);
+    b.ops.backend->device_info(b.ctx, 0, &info);
     if (cuda) {
         const char *what = NULL;
         o.peak = gpu_peak(info.name, &what);

@@ -39,9 +39,9 @@ static void close_backend(void)
 
 START_TEST(device_and_capacity)
 {
-    ck_assert_int_eq(b.ops->device_count(b.ctx), 1);
+    ck_assert_int_eq(b.ops.backend->device_count(b.ctx), 1);
     struct tb_device_info info;
-    ck_assert_int_eq(b.ops->device_info(b.ctx, 0, &info), TB_OK);
+    ck_assert_int_eq(b.ops.backend->device_info(b.ctx, 0, &info), TB_OK);
     ck_assert_uint_eq(info.capacity, 1u << 20);
     ck_assert_contains(info.name, "cpu: ");
     ck_assert_contains(info.name, "(2 threads, ");
@@ -56,66 +56,66 @@ START_TEST(device_and_capacity)
         snprintf(want, sizeof want, "(2 threads, %s", forced);
         ck_assert_contains(info.name, want);
     }
-    ck_assert_int_ne(b.ops->device_info(b.ctx, 1, &info), TB_OK);
+    ck_assert_int_ne(b.ops.backend->device_info(b.ctx, 1, &info), TB_OK);
 }
 END_TEST
 
 START_TEST(alloc_within_cap_and_null_beyond)
 {
-    void *a = b.ops->mem_alloc(b.ctx, 0, 512 << 10);
+    void *a = b.ops.backend->mem_alloc(b.ctx, 0, 512 << 10);
     ck_assert_ptr_nonnull(a);
     ck_assert_uint_eq((uintptr_t)a % 64, 0);
     memset(a, 1, 512 << 10); /* it is real memory */
     /* 512K + 600K > 1M: exhaustion is NULL, like a device, never an abort. */
-    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, 600 << 10));
+    ck_assert_ptr_null(b.ops.backend->mem_alloc(b.ctx, 0, 600 << 10));
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.in_use, 512 << 10);
     ck_assert_uint_eq(st.peak, 512 << 10);
     ck_assert_uint_eq(st.capacity, 1 << 20);
     ck_assert_uint_eq(st.allocs, 1);
     ck_assert_uint_eq(st.fails, 1);
-    b.ops->mem_free(b.ctx, 0, a);
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_free(b.ctx, 0, a);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.in_use, 0);
     ck_assert_uint_eq(st.peak, 512 << 10);
     ck_assert_uint_eq(st.reserved, 1 << 20); /* the whole cap, reserved at create */
     ck_assert_uint_eq(st.largest_free, 1 << 20);
-    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, (1 << 20) + 1));
+    ck_assert_ptr_null(b.ops.backend->mem_alloc(b.ctx, 0, (1 << 20) + 1));
 }
 END_TEST
 
 START_TEST(freed_blocks_are_reused)
 {
-    void *a = b.ops->mem_alloc(b.ctx, 0, 100000);
-    b.ops->mem_free(b.ctx, 0, a);
+    void *a = b.ops.backend->mem_alloc(b.ctx, 0, 100000);
+    b.ops.backend->mem_free(b.ctx, 0, a);
     /* The same rounded size comes back from the arena: no new system allocation. */
-    void *again = b.ops->mem_alloc(b.ctx, 0, 99950);
+    void *again = b.ops.backend->mem_alloc(b.ctx, 0, 99950);
     ck_assert_ptr_eq(again, a);
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, st.capacity);
     ck_assert_uint_eq(st.in_use, 100352); /* rounded to 512 bytes */
     ck_assert_uint_eq(st.largest_free, st.capacity - st.in_use);
-    b.ops->mem_free(b.ctx, 0, again);
+    b.ops.backend->mem_free(b.ctx, 0, again);
 }
 END_TEST
 
 START_TEST(freed_block_gives_way_to_a_larger_request)
 {
-    void *a = b.ops->mem_alloc(b.ctx, 0, 600 << 10);
+    void *a = b.ops.backend->mem_alloc(b.ctx, 0, 600 << 10);
     ck_assert_ptr_nonnull(a);
-    b.ops->mem_free(b.ctx, 0, a);
+    b.ops.backend->mem_free(b.ctx, 0, a);
     /* 600K freed, 700K asked: the freed block merged back, so it fits without a new reservation. */
-    void *c = b.ops->mem_alloc(b.ctx, 0, 700 << 10);
+    void *c = b.ops.backend->mem_alloc(b.ctx, 0, 700 << 10);
     ck_assert_ptr_nonnull(c);
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 1 << 20);
     ck_assert_uint_eq(st.in_use, 700 << 10);
     ck_assert_uint_eq(st.largest_free, 324 << 10);
     ck_assert_uint_eq(st.fails, 0);
-    b.ops->mem_free(b.ctx, 0, c);
+    b.ops.backend->mem_free(b.ctx, 0, c);
 }
 END_TEST
 
@@ -126,20 +126,20 @@ START_TEST(steady_state_reserves_nothing_new)
     static const size_t sizes[] = { 100000, 37 << 10, 250 << 10, 3000, 64 << 10, 200 << 10, 1 };
     enum { N = sizeof sizes / sizeof *sizes };
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     const uint64_t reserved = st.reserved;
     ck_assert_uint_eq(reserved, 1 << 20);
     for (int step = 0; step < 200; step++) {
         void *p[N];
         for (int i = 0; i < N; i++) {
-            p[i] = b.ops->mem_alloc(b.ctx, 0, sizes[i]);
+            p[i] = b.ops.backend->mem_alloc(b.ctx, 0, sizes[i]);
             ck_assert_ptr_nonnull(p[i]);
             ck_assert_uint_eq((uintptr_t)p[i] % 64, 0);
         }
         /* Freed in an order unlike the allocation's, as activations are. */
         for (int i = 0; i < N; i++)
-            b.ops->mem_free(b.ctx, 0, p[(i * 3 + step) % N]);
-        b.ops->mem_stats(b.ctx, 0, &st);
+            b.ops.backend->mem_free(b.ctx, 0, p[(i * 3 + step) % N]);
+        b.ops.backend->mem_stats(b.ctx, 0, &st);
         ck_assert_uint_eq(st.reserved, reserved);
         ck_assert_uint_eq(st.allocs, (uint64_t)(step + 1) * N);
         ck_assert_uint_eq(st.fails, 0);
@@ -155,31 +155,31 @@ START_TEST(neighbours_coalesce_for_a_large_allocation)
 {
     void *p[4];
     for (int i = 0; i < 4; i++) {
-        p[i] = b.ops->mem_alloc(b.ctx, 0, 256 << 10);
+        p[i] = b.ops.backend->mem_alloc(b.ctx, 0, 256 << 10);
         ck_assert_ptr_nonnull(p[i]);
     }
-    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, 1)); /* full */
-    b.ops->mem_free(b.ctx, 0, p[0]);
-    b.ops->mem_free(b.ctx, 0, p[2]);
+    ck_assert_ptr_null(b.ops.backend->mem_alloc(b.ctx, 0, 1)); /* full */
+    b.ops.backend->mem_free(b.ctx, 0, p[0]);
+    b.ops.backend->mem_free(b.ctx, 0, p[2]);
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.capacity - st.in_use, 512 << 10);
     ck_assert_uint_eq(st.largest_free, 256 << 10); /* fragmentation 1 - 256/512 = 0.5 */
-    ck_assert_ptr_null(b.ops->mem_alloc(b.ctx, 0, 512 << 10));
+    ck_assert_ptr_null(b.ops.backend->mem_alloc(b.ctx, 0, 512 << 10));
     /* p[1] freed: p[0], p[1] and p[2] are one free block of 768K. */
-    b.ops->mem_free(b.ctx, 0, p[1]);
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_free(b.ctx, 0, p[1]);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.largest_free, 768 << 10);
-    void *big = b.ops->mem_alloc(b.ctx, 0, 768 << 10);
+    void *big = b.ops.backend->mem_alloc(b.ctx, 0, 768 << 10);
     /* Blocks up to 1 MiB are taken from the top (arena.h small_limit): p[2] is the lowest. */
     ck_assert_ptr_eq(big, p[2]);
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.in_use, 1 << 20);
     ck_assert_uint_eq(st.largest_free, 0);
     ck_assert_uint_eq(st.fails, 2);
     ck_assert_uint_eq(st.reserved, 1 << 20);
-    b.ops->mem_free(b.ctx, 0, big);
-    b.ops->mem_free(b.ctx, 0, p[3]);
+    b.ops.backend->mem_free(b.ctx, 0, big);
+    b.ops.backend->mem_free(b.ctx, 0, p[3]);
 }
 END_TEST
 
@@ -188,29 +188,29 @@ START_TEST(uncapped_grows_by_segments_and_keeps_them)
 {
     open_uncapped();
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 0);
     ck_assert_uint_eq(st.capacity, UINT64_MAX);
-    void *a = b.ops->mem_alloc(b.ctx, 0, 1 << 20);
+    void *a = b.ops.backend->mem_alloc(b.ctx, 0, 1 << 20);
     ck_assert_ptr_nonnull(a);
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 64u << 20);
     ck_assert_uint_eq(st.largest_free, (63u << 20));
     /* Larger than a segment: a segment of its own. */
-    void *c = b.ops->mem_alloc(b.ctx, 0, 80u << 20);
+    void *c = b.ops.backend->mem_alloc(b.ctx, 0, 80u << 20);
     ck_assert_ptr_nonnull(c);
     memset(c, 1, 80u << 20);
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 144u << 20);
-    b.ops->mem_free(b.ctx, 0, c);
-    b.ops->mem_free(b.ctx, 0, a);
+    b.ops.backend->mem_free(b.ctx, 0, c);
+    b.ops.backend->mem_free(b.ctx, 0, a);
     for (int i = 0; i < 20; i++) {
-        void *x = b.ops->mem_alloc(b.ctx, 0, 30u << 20), *y = b.ops->mem_alloc(b.ctx, 0, 70u << 20);
+        void *x = b.ops.backend->mem_alloc(b.ctx, 0, 30u << 20), *y = b.ops.backend->mem_alloc(b.ctx, 0, 70u << 20);
         ck_assert(x && y);
-        b.ops->mem_free(b.ctx, 0, x);
-        b.ops->mem_free(b.ctx, 0, y);
+        b.ops.backend->mem_free(b.ctx, 0, x);
+        b.ops.backend->mem_free(b.ctx, 0, y);
     }
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 144u << 20); /* nothing returned, nothing new */
     ck_assert_uint_eq(st.largest_free, 80u << 20);
     ck_assert_uint_eq(st.fails, 0);
@@ -226,7 +226,8 @@ START_TEST(cap_beyond_the_machine_is_refused_at_create)
     struct test_backend big;
     memset(&big, 0, sizeof big);
     /* Reserved and touched at start, so a cap no machine has is an error there, not later. */
-    ck_assert_int_eq(tb_backend_open("cpu", "device_memory = 1000T\n", &big, &err), TB_ERR_NOMEM);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "device_memory = 1000T\n", &big, &err),
+                     TB_ERR_NOMEM);
     ck_assert_contains(err.msg, "cannot reserve [backend] device_memory");
     ck_assert_ptr_null(big.ctx);
 }
@@ -234,16 +235,16 @@ END_TEST
 
 START_TEST(peak_and_reset)
 {
-    void *a = b.ops->mem_alloc(b.ctx, 0, 256 << 10);
-    void *c = b.ops->mem_alloc(b.ctx, 0, 256 << 10);
-    b.ops->mem_free(b.ctx, 0, c);
+    void *a = b.ops.backend->mem_alloc(b.ctx, 0, 256 << 10);
+    void *c = b.ops.backend->mem_alloc(b.ctx, 0, 256 << 10);
+    b.ops.backend->mem_free(b.ctx, 0, c);
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.peak, 512 << 10);
-    b.ops->mem_reset_peak(b.ctx, 0);
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_reset_peak(b.ctx, 0);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.peak, 256 << 10);
-    b.ops->mem_free(b.ctx, 0, a);
+    b.ops.backend->mem_free(b.ctx, 0, a);
 }
 END_TEST
 
@@ -253,27 +254,27 @@ END_TEST
 
 START_TEST(copies_round_trip)
 {
-    unsigned char *host = b.ops->host_alloc(b.ctx, BIG), *back = b.ops->host_alloc(b.ctx, BIG);
-    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    unsigned char *host = b.ops.backend->host_alloc(b.ctx, BIG), *back = b.ops.backend->host_alloc(b.ctx, BIG);
+    void *dev = b.ops.backend->mem_alloc(b.ctx, 0, BIG);
     ck_assert(host && back && dev);
     for (size_t i = 0; i < BIG; i++)
         host[i] = (unsigned char)(i * 7 + 3);
     memset(back, 0, BIG);
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, host, BIG, &err), TB_OK);
-    struct tb_event *up = b.ops->event_create(b.ctx, 0);
-    ck_assert_int_eq(b.ops->event_record(b.ctx, up, TB_STREAM_H2D), TB_OK);
+    ck_assert_int_eq(b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, host, BIG, &err), TB_OK);
+    struct tb_event *up = b.ops.backend->event_create(b.ctx, 0);
+    ck_assert_int_eq(b.ops.backend->event_record(b.ctx, up, TB_STREAM_H2D), TB_OK);
     /* The download waits for the upload through the event, not through the caller. */
-    ck_assert_int_eq(b.ops->stream_wait(b.ctx, 0, TB_STREAM_D2H, up), TB_OK);
-    ck_assert_int_eq(b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, back, dev, BIG, &err), TB_OK);
-    ck_assert_int_eq(b.ops->stream_sync(b.ctx, 0, TB_STREAM_D2H), TB_OK);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, up), 1);
+    ck_assert_int_eq(b.ops.backend->stream_wait(b.ctx, 0, TB_STREAM_D2H, up), TB_OK);
+    ck_assert_int_eq(b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_D2H, back, dev, BIG, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->stream_sync(b.ctx, 0, TB_STREAM_D2H), TB_OK);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, up), 1);
     ck_assert_int_eq(memcmp(host, back, BIG), 0);
-    b.ops->event_destroy(b.ctx, up);
-    b.ops->mem_free(b.ctx, 0, dev);
-    b.ops->host_free(b.ctx, host);
-    b.ops->host_free(b.ctx, back);
+    b.ops.backend->event_destroy(b.ctx, up);
+    b.ops.backend->mem_free(b.ctx, 0, dev);
+    b.ops.backend->host_free(b.ctx, host);
+    b.ops.backend->host_free(b.ctx, back);
 }
 END_TEST
 
@@ -284,55 +285,55 @@ static void throttle(double bytes_per_s)
     struct tb_link_throttle link = { bytes_per_s, bytes_per_s, 0 };
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->set_link_throttle(b.ctx, 0, &link, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->set_link_throttle(b.ctx, 0, &link, &err), TB_OK);
 }
 
 START_TEST(event_pending_until_its_work_is_done)
 {
     throttle(40e6);
-    unsigned char *host = b.ops->host_alloc(b.ctx, BIG);
-    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    unsigned char *host = b.ops.backend->host_alloc(b.ctx, BIG);
+    void *dev = b.ops.backend->mem_alloc(b.ctx, 0, BIG);
     memset(host, 0x5a, BIG);
     struct tb_err err;
     tb_err_clear(&err);
-    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1); /* never recorded: complete */
-    b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, host, BIG, &err);
-    b.ops->event_record(b.ctx, ev, TB_STREAM_H2D);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 0);
-    ck_assert_int_eq(b.ops->event_sync(b.ctx, ev), TB_OK);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
+    struct tb_event *ev = b.ops.backend->event_create(b.ctx, 0);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 1); /* never recorded: complete */
+    b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, host, BIG, &err);
+    b.ops.backend->event_record(b.ctx, ev, TB_STREAM_H2D);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 0);
+    ck_assert_int_eq(b.ops.backend->event_sync(b.ctx, ev), TB_OK);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 1);
     ck_assert_int_eq(((unsigned char *)dev)[BIG - 1], 0x5a);
-    b.ops->event_destroy(b.ctx, ev);
-    b.ops->mem_free(b.ctx, 0, dev);
-    b.ops->host_free(b.ctx, host);
+    b.ops.backend->event_destroy(b.ctx, ev);
+    b.ops.backend->mem_free(b.ctx, 0, dev);
+    b.ops.backend->host_free(b.ctx, host);
 }
 END_TEST
 
 START_TEST(compute_waits_for_copy_event)
 {
     throttle(40e6);
-    float *host = b.ops->host_alloc(b.ctx, BIG);
+    float *host = b.ops.backend->host_alloc(b.ctx, BIG);
     for (size_t i = 0; i < BIG / 4; i++)
         host[i] = 2.0f;
     struct tb_tensor t = test_tensor(&b, test_desc(TB_F32, 1, 1, 1, BIG / 4));
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &t, 0.0f, &err), TB_OK);
-    b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, t.data, host, BIG, &err);
-    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
-    b.ops->event_record(b.ctx, ev, TB_STREAM_H2D);
+    ck_assert_int_eq(b.ops.backend->tensor_fill(b.ctx, &t, 0.0f, &err), TB_OK);
+    b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_H2D, t.data, host, BIG, &err);
+    struct tb_event *ev = b.ops.backend->event_create(b.ctx, 0);
+    b.ops.backend->event_record(b.ctx, ev, TB_STREAM_H2D);
     /* Compute work submitted after the wait sees the copied data. */
-    ck_assert_int_eq(b.ops->stream_wait(b.ctx, 0, TB_STREAM_COMPUTE, ev), TB_OK);
-    ck_assert_int_eq(b.ops->tensor_accumulate(b.ctx, &t, &t, 1.0f, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->stream_wait(b.ctx, 0, TB_STREAM_COMPUTE, ev), TB_OK);
+    ck_assert_int_eq(b.ops.backend->tensor_accumulate(b.ctx, &t, &t, 1.0f, &err), TB_OK);
     ck_assert_float_eq(((float *)t.data)[0], 4.0f);
     ck_assert_float_eq(((float *)t.data)[BIG / 4 - 1], 4.0f);
     /* An event recorded on the compute stream completes with the work before it. */
-    b.ops->event_record(b.ctx, ev, TB_STREAM_COMPUTE);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
-    b.ops->event_destroy(b.ctx, ev);
+    b.ops.backend->event_record(b.ctx, ev, TB_STREAM_COMPUTE);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 1);
+    b.ops.backend->event_destroy(b.ctx, ev);
     test_tensor_free(&b, &t);
-    b.ops->host_free(b.ctx, host);
+    b.ops.backend->host_free(b.ctx, host);
 }
 END_TEST
 
@@ -341,47 +342,47 @@ START_TEST(copy_after_wait_waits_on_other_stream)
     /* A D2H copy queued behind a wait for an H2D event reads what the H2D copy wrote,
      * although the D2H stream itself is idle and the H2D copy is slow. */
     throttle(40e6);
-    unsigned char *src = b.ops->host_alloc(b.ctx, BIG), *dst = b.ops->host_alloc(b.ctx, BIG);
-    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    unsigned char *src = b.ops.backend->host_alloc(b.ctx, BIG), *dst = b.ops.backend->host_alloc(b.ctx, BIG);
+    void *dev = b.ops.backend->mem_alloc(b.ctx, 0, BIG);
     memset(src, 0x33, BIG);
     memset(dev, 0x00, BIG);
     memset(dst, 0x11, BIG);
     struct tb_err err;
     tb_err_clear(&err);
-    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
-    b.ops->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, src, BIG, &err);
-    b.ops->event_record(b.ctx, ev, TB_STREAM_H2D);
-    b.ops->stream_wait(b.ctx, 0, TB_STREAM_D2H, ev);
-    b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, dst, dev, BIG, &err);
-    b.ops->event_destroy(b.ctx, ev); /* destroying with work still queued is allowed */
-    b.ops->stream_sync(b.ctx, 0, TB_STREAM_D2H);
+    struct tb_event *ev = b.ops.backend->event_create(b.ctx, 0);
+    b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_H2D, dev, src, BIG, &err);
+    b.ops.backend->event_record(b.ctx, ev, TB_STREAM_H2D);
+    b.ops.backend->stream_wait(b.ctx, 0, TB_STREAM_D2H, ev);
+    b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_D2H, dst, dev, BIG, &err);
+    b.ops.backend->event_destroy(b.ctx, ev); /* destroying with work still queued is allowed */
+    b.ops.backend->stream_sync(b.ctx, 0, TB_STREAM_D2H);
     ck_assert_int_eq(dst[0], 0x33);
     ck_assert_int_eq(dst[BIG - 1], 0x33);
-    b.ops->mem_free(b.ctx, 0, dev);
-    b.ops->host_free(b.ctx, src);
-    b.ops->host_free(b.ctx, dst);
+    b.ops.backend->mem_free(b.ctx, 0, dev);
+    b.ops.backend->host_free(b.ctx, src);
+    b.ops.backend->host_free(b.ctx, dst);
 }
 END_TEST
 
 START_TEST(rerecording_moves_the_event)
 {
     throttle(40e6);
-    unsigned char *host = b.ops->host_alloc(b.ctx, BIG);
-    void *dev = b.ops->mem_alloc(b.ctx, 0, BIG);
+    unsigned char *host = b.ops.backend->host_alloc(b.ctx, BIG);
+    void *dev = b.ops.backend->mem_alloc(b.ctx, 0, BIG);
     struct tb_err err;
     tb_err_clear(&err);
-    struct tb_event *ev = b.ops->event_create(b.ctx, 0);
-    b.ops->event_record(b.ctx, ev, TB_STREAM_D2H); /* D2H is idle: completes at once */
-    b.ops->stream_sync(b.ctx, 0, TB_STREAM_D2H);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
-    b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, host, dev, BIG, &err);
-    b.ops->event_record(b.ctx, ev, TB_STREAM_D2H);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 0);
-    b.ops->event_sync(b.ctx, ev);
-    ck_assert_int_eq(b.ops->event_query(b.ctx, ev), 1);
-    b.ops->event_destroy(b.ctx, ev);
-    b.ops->mem_free(b.ctx, 0, dev);
-    b.ops->host_free(b.ctx, host);
+    struct tb_event *ev = b.ops.backend->event_create(b.ctx, 0);
+    b.ops.backend->event_record(b.ctx, ev, TB_STREAM_D2H); /* D2H is idle: completes at once */
+    b.ops.backend->stream_sync(b.ctx, 0, TB_STREAM_D2H);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 1);
+    b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_D2H, host, dev, BIG, &err);
+    b.ops.backend->event_record(b.ctx, ev, TB_STREAM_D2H);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 0);
+    b.ops.backend->event_sync(b.ctx, ev);
+    ck_assert_int_eq(b.ops.backend->event_query(b.ctx, ev), 1);
+    b.ops.backend->event_destroy(b.ctx, ev);
+    b.ops.backend->mem_free(b.ctx, 0, dev);
+    b.ops.backend->host_free(b.ctx, host);
 }
 END_TEST
 
@@ -394,7 +395,7 @@ START_TEST(destroy_waits_for_queued_copies)
     memset(dst, 0, BIG);
     struct tb_err err;
     tb_err_clear(&err);
-    b.ops->copy_async(b.ctx, 0, TB_STREAM_D2H, dst, host, BIG, &err);
+    b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_D2H, dst, host, BIG, &err);
     test_backend_close(&b);
     ck_assert_int_eq(dst[BIG - 1], 0x77);
     free(host);
@@ -414,7 +415,7 @@ START_TEST(tensor_layout_nhwc_or_blocked)
     for (size_t i = 0; i < n; i++)
         nchw[i] = (float)i;
     test_upload(&b, &t, nchw);
-    ck_assert_uint_eq(b.ops->tensor_bytes(b.ctx, &d), n * 4);
+    ck_assert_uint_eq(b.ops.backend->tensor_bytes(b.ctx, &d), n * 4);
     const float *dev = t.data;
     for (int in = 0; in < 2; in++)
         for (int c = 0; c < 3; c++)
@@ -427,7 +428,7 @@ START_TEST(tensor_layout_nhwc_or_blocked)
 
     /* A channel count that is a multiple of the block: nChwBc, B as the device name says. */
     struct tb_device_info info;
-    ck_assert_int_eq(b.ops->device_info(b.ctx, 0, &info), TB_OK);
+    ck_assert_int_eq(b.ops.backend->device_info(b.ctx, 0, &info), TB_OK);
     const int B = strstr(info.name, "nChw16c") ? 16 : 8;
     d = test_desc(TB_F32, 2, 32, 3, 2);
     t = test_tensor(&b, d);
@@ -436,7 +437,7 @@ START_TEST(tensor_layout_nhwc_or_blocked)
     for (size_t i = 0; i < n; i++)
         nchw2[i] = (float)i;
     test_upload(&b, &t, nchw2);
-    ck_assert_uint_eq(b.ops->tensor_bytes(b.ctx, &d), n * 4);
+    ck_assert_uint_eq(b.ops.backend->tensor_bytes(b.ctx, &d), n * 4);
     dev = t.data;
     for (int in = 0; in < 2; in++)
         for (int c = 0; c < 32; c++)
@@ -474,12 +475,12 @@ START_TEST(fill_and_accumulate)
     struct tb_tensor other = test_tensor(&b, test_desc(TB_F32, 1, 4, 3, 2));
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &a, 1.5f, &err), TB_OK);
-    ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &c, 2.0f, &err), TB_OK);
-    ck_assert_int_eq(b.ops->tensor_accumulate(b.ctx, &a, &c, -0.5f, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->tensor_fill(b.ctx, &a, 1.5f, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->tensor_fill(b.ctx, &c, 2.0f, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->tensor_accumulate(b.ctx, &a, &c, -0.5f, &err), TB_OK);
     for (int i = 0; i < 36; i++)
         ck_assert_float_eq(((float *)a.data)[i], 0.5f);
-    ck_assert_int_eq(b.ops->tensor_accumulate(b.ctx, &a, &other, 1.0f, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(b.ops.backend->tensor_accumulate(b.ctx, &a, &other, 1.0f, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "one shape");
     test_tensor_free(&b, &a);
     test_tensor_free(&b, &c);
@@ -498,7 +499,7 @@ START_TEST(sgd_matches_pytorch_semantics)
     test_upload(&b, &p, p0);
     struct tb_err err;
     tb_err_clear(&err);
-    b.ops->tensor_fill(b.ctx, &m, 0.0f, &err);
+    b.ops.backend->tensor_fill(b.ctx, &m, 0.0f, &err);
     double want[3], buf[3];
     for (int i = 0; i < 3; i++) {
         double d = g1[i] + 0.01 * p0[i];
@@ -506,14 +507,14 @@ START_TEST(sgd_matches_pytorch_semantics)
         want[i] = p0[i] - 0.1 * buf[i];
     }
     test_upload(&b, &g, g1);
-    ck_assert_int_eq(b.ops->sgd_update(b.ctx, &p, &g, &m, 0.1f, 0.9f, 0.01f, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->sgd_update(b.ctx, &p, &g, &m, 0.1f, 0.9f, 0.01f, &err), TB_OK);
     for (int i = 0; i < 3; i++) {
         double d = g2[i] + 0.01 * want[i];
         buf[i] = 0.9 * buf[i] + d;
         want[i] = want[i] - 0.1 * buf[i];
     }
     test_upload(&b, &g, g2);
-    ck_assert_int_eq(b.ops->sgd_update(b.ctx, &p, &g, &m, 0.1f, 0.9f, 0.01f, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->sgd_update(b.ctx, &p, &g, &m, 0.1f, 0.9f, 0.01f, &err), TB_OK);
     float got[3], mom[3];
     test_download(&b, &p, got);
     test_download(&b, &m, mom);
@@ -527,16 +528,18 @@ END_TEST
 
 START_TEST(open_validates_settings)
 {
-    struct tb_backend_instance bad;
+    struct tb_instance bad;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(tb_backend_open("cpu", "threads = 2\nthraeds = 2\n", &bad, &err), TB_ERR_CONFIG);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "threads = 2\nthraeds = 2\n", &bad, &err),
+                     TB_ERR_CONFIG);
     ck_assert_contains(err.msg, "[backend] unknown key 'thraeds'");
     ck_assert_contains(err.msg, "did you mean 'threads'?");
     ck_assert_ptr_null(bad.ctx);
-    ck_assert_int_eq(tb_backend_open("cpu", "device_memory = lots\n", &bad, &err), TB_ERR_CONFIG);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "device_memory = lots\n", &bad, &err),
+                     TB_ERR_CONFIG);
     ck_assert_contains(err.msg, "[backend] device_memory = 'lots': not a size");
-    ck_assert_int_eq(tb_backend_open("cpux", "", &bad, &err), TB_ERR_PLUGIN);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpux", NULL, "", &bad, &err), TB_ERR_PLUGIN);
     ck_assert_contains(err.msg, "no backend plugin named 'cpux'; did you mean 'cpu'?");
 }
 END_TEST
@@ -549,14 +552,15 @@ END_TEST
  * left 0 (unknown) is the default's. Without emulate_link the link is left alone. */
 START_TEST(link_emulation_scales_the_platform_link)
 {
-    struct tb_backend_instance e;
+    struct tb_instance e;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err) == TB_OK,
+    ck_assert_msg(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL,
+                                   "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err) == TB_OK,
                   "%s", err.msg);
     struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 1.0 };
     char note[1024];
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
     ck_assert(fabs(link.h2d_bytes_per_s - 120e6) < 1 && fabs(link.d2h_bytes_per_s - 100e6) < 1);
     ck_assert(fabs(link.duplex_bytes_per_s - 80e6) < 1 && fabs(link.latency_s - 7e-4) < 1e-12);
     ck_assert(fabs(link.accel_flops - 157e9) < 1 && link.accel_efficiency == 1.0);
@@ -565,65 +569,68 @@ START_TEST(link_emulation_scales_the_platform_link)
     ck_assert_contains(note, "15.7 TFLOP/s x 1.00 = 15.70 TFLOP/s");
     ck_assert_contains(note, "120 / 100 MB/s");
     /* A copy of 1.2 MB on the emulated link cannot finish in less than 10 ms. */
-    void *host = e.ops->host_alloc(e.ctx, 1200000), *dev = e.ops->mem_alloc(e.ctx, 0, 1200000);
-    struct tb_event *ev = e.ops->event_create(e.ctx, 0);
+    void *host = e.ops.backend->host_alloc(e.ctx, 1200000), *dev = e.ops.backend->mem_alloc(e.ctx, 0, 1200000);
+    struct tb_event *ev = e.ops.backend->event_create(e.ctx, 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ck_assert_int_eq(e.ops->copy_async(e.ctx, 0, TB_STREAM_H2D, dev, host, 1200000, &err), TB_OK);
-    e.ops->event_record(e.ctx, ev, TB_STREAM_H2D);
-    e.ops->event_sync(e.ctx, ev);
+    ck_assert_int_eq(e.ops.backend->copy_async(e.ctx, 0, TB_STREAM_H2D, dev, host, 1200000, &err), TB_OK);
+    e.ops.backend->event_record(e.ctx, ev, TB_STREAM_H2D);
+    e.ops.backend->event_sync(e.ctx, ev);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ck_assert((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) >= 0.01);
-    e.ops->event_destroy(e.ctx, ev);
-    e.ops->mem_free(e.ctx, 0, dev);
-    e.ops->host_free(e.ctx, host);
-    tb_backend_close(&e);
+    e.ops.backend->event_destroy(e.ctx, ev);
+    e.ops.backend->mem_free(e.ctx, 0, dev);
+    e.ops.backend->host_free(e.ctx, host);
+    tb_instance_close(&e);
 
     /* link_scale multiplies the emulated rates and divides the latency. */
-    ck_assert_msg(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\nlink_scale = 4\n", &e,
-                                  &err) == TB_OK,
+    ck_assert_msg(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL,
+                                   "threads = 1\nemulate_link = yes\ncompute_gflops = 157\nlink_scale = 4\n", &e,
+                                   &err) == TB_OK,
                   "%s", err.msg);
     struct tb_link scaled = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 1.0 };
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &scaled, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &scaled, note, sizeof note, &err), TB_OK);
     ck_assert(fabs(scaled.h2d_bytes_per_s - 480e6) < 1 && fabs(scaled.d2h_bytes_per_s - 400e6) < 1);
     ck_assert(fabs(scaled.duplex_bytes_per_s - 320e6) < 1 && fabs(scaled.latency_s - 1.75e-4) < 1e-12);
     ck_assert_contains(note, "link_scale");
-    tb_backend_close(&e);
+    tb_instance_close(&e);
 
     /* The accelerator's achieved rate: 15.7 TFLOP/s x 0.5 makes copies 50 times slower;
      * an efficiency of 0 (unknown) is TB_ACCEL_EFFICIENCY_DEFAULT's. */
-    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err),
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL,
+                                      "threads = 1\nemulate_link = yes\ncompute_gflops = 157\n", &e, &err),
                      TB_OK);
     struct tb_link half = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.5 };
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &half, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &half, note, sizeof note, &err), TB_OK);
     ck_assert(fabs(half.h2d_bytes_per_s - 240e6) < 1 && fabs(half.latency_s - 3.5e-4) < 1e-12);
     ck_assert_contains(note, "15.7 TFLOP/s x 0.50 = 7.85 TFLOP/s");
     struct tb_link unknown = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0 };
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &unknown, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &unknown, note, sizeof note, &err), TB_OK);
     const double s = 157e9 / (15.7e12 * TB_ACCEL_EFFICIENCY_DEFAULT);
     ck_assert(fabs(unknown.h2d_bytes_per_s - 12e9 * s) < 1);
-    tb_backend_close(&e);
+    tb_instance_close(&e);
 
     struct tb_mem_stats ms;
     /* Measured under a cap too small for the convolution: a configuration error naming
      * both keys. */
-    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\ndevice_memory = 1M\n", &e, &err),
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL,
+                                      "threads = 1\nemulate_link = yes\ndevice_memory = 1M\n", &e, &err),
                      TB_OK);
     struct tb_link tight = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.7 };
     tb_err_clear(&err);
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &tight, note, sizeof note, &err), TB_ERR_CONFIG);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &tight, note, sizeof note, &err), TB_ERR_CONFIG);
     ck_assert_contains(err.msg, "[backend] device_memory = 1.0 MiB");
     ck_assert_contains(err.msg, "[backend] compute_gflops");
-    e.ops->mem_stats(e.ctx, 0, &ms);
+    e.ops.backend->mem_stats(e.ctx, 0, &ms);
     ck_assert_uint_eq(ms.in_use, 0);
-    tb_backend_close(&e);
+    tb_instance_close(&e);
 
-    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "threads = 1\n", &e, &err), TB_OK);
     struct tb_link same = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.7 };
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &same, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &same, note, sizeof note, &err), TB_OK);
     ck_assert(same.h2d_bytes_per_s == 12e9 && same.latency_s == 7e-6);
     ck_assert_str_eq(note, "");
-    tb_backend_close(&e);
+    tb_instance_close(&e);
 }
 END_TEST
 
@@ -633,20 +640,21 @@ END_TEST
  * check-valgrind leaves out.) */
 START_TEST(link_emulation_measures_a_convolution)
 {
-    struct tb_backend_instance e;
+    struct tb_instance e;
     struct tb_err err;
     char note[1024];
-    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\nemulate_link = yes\n", &e, &err), TB_OK);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "threads = 1\nemulate_link = yes\n", &e, &err),
+                     TB_OK);
     struct tb_link measured = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, -1, 0.7 };
-    ck_assert_msg(e.ops->set_platform(e.ctx, 0, &measured, note, sizeof note, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(e.ops.backend->set_platform(e.ctx, 0, &measured, note, sizeof note, &err) == TB_OK, "%s", err.msg);
     ck_assert_contains(note, "(measured: 3x3 64->64");
     ck_assert_contains(note, "GFLOP/s FMA peak)");
     ck_assert(measured.accel_flops > 0 && measured.accel_efficiency > 0 && measured.accel_efficiency <= 1);
     struct tb_mem_stats ms;
-    e.ops->mem_stats(e.ctx, 0, &ms);
+    e.ops.backend->mem_stats(e.ctx, 0, &ms);
     ck_assert_uint_eq(ms.in_use, 0);
     ck_assert_uint_eq(ms.peak, 0);
-    tb_backend_close(&e);
+    tb_instance_close(&e);
 }
 END_TEST
 
@@ -671,15 +679,15 @@ static void ck_assert_on_node0(void *p)
 
 START_TEST(pinned_memory_on_the_platform_numa_node)
 {
-    struct tb_backend_instance e;
+    struct tb_instance e;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(tb_backend_open("cpu", "threads = 1\n", &e, &err), TB_OK);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "threads = 1\n", &e, &err), TB_OK);
     struct tb_link link = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 0, 0.7 };
     char note[512];
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &link, note, sizeof note, &err), TB_OK);
     const size_t bytes = 1 << 20;
-    char *p = e.ops->host_alloc(e.ctx, bytes);
+    char *p = e.ops.backend->host_alloc(e.ctx, bytes);
     ck_assert_ptr_nonnull(p);
     ck_assert_uint_eq((uintptr_t)p % 64, 0);
     memset(p, 1, bytes);
@@ -693,18 +701,18 @@ START_TEST(pinned_memory_on_the_platform_numa_node)
     ck_assert_contains(note, "no libnuma");
     (void)ck_assert_on_node0;
 #endif
-    e.ops->host_free(e.ctx, p);
+    e.ops.backend->host_free(e.ctx, p);
 
     /* A node the machine does not have: said, and the memory is the OS's to place. */
     struct tb_link far = { 12e9, 10e9, 15.7e12, 8e9, 7e-6, 4095, 0.7 };
-    ck_assert_int_eq(e.ops->set_platform(e.ctx, 0, &far, note, sizeof note, &err), TB_OK);
+    ck_assert_int_eq(e.ops.backend->set_platform(e.ctx, 0, &far, note, sizeof note, &err), TB_OK);
     ck_assert_contains(note, "NUMA node 4095 asked for");
     ck_assert_contains(note, "left to the OS");
-    p = e.ops->host_alloc(e.ctx, bytes);
+    p = e.ops.backend->host_alloc(e.ctx, bytes);
     ck_assert_ptr_nonnull(p);
     memset(p, 2, bytes);
-    e.ops->host_free(e.ctx, p);
-    tb_backend_close(&e);
+    e.ops.backend->host_free(e.ctx, p);
+    tb_instance_close(&e);
 }
 END_TEST
 
@@ -717,7 +725,7 @@ START_TEST(unknown_op_refused_at_prepare)
     void *state = (void *)1;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(b.ops.backend->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
     ck_assert_ptr_null(state);
     ck_assert_contains(err.msg, "op 42");
 }

@@ -195,11 +195,11 @@ static char *settings_for(const char *root, const char *more)
     return s;
 }
 
-static void open_split(struct tb_dataset_instance *d, const char *root, const char *split, const char *more)
+static void open_split(struct tb_instance *d, const char *root, const char *split, const char *more)
 {
     char *settings = settings_for(root, more);
     struct tb_err err;
-    ck_assert_msg(tb_dataset_open("cityscapes", split, settings, d, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_DATASET, "cityscapes", split, settings, d, &err) == TB_OK, "%s", err.msg);
     free(settings);
 }
 
@@ -208,29 +208,29 @@ static const char *open_fails(const char *root, const char *split, const char *m
 {
     static struct tb_err err;
     char *settings = settings_for(root, more);
-    struct tb_dataset_instance d;
-    ck_assert_int_ne(tb_dataset_open("cityscapes", split, settings, &d, &err), TB_OK);
+    struct tb_instance d;
+    ck_assert_int_ne(tb_instance_open(TB_KIND_DATASET, "cityscapes", split, settings, &d, &err), TB_OK);
     free(settings);
     return err.msg;
 }
 
-static void load(struct tb_dataset_instance *d, size_t i, struct tb_sample *s)
+static void load(struct tb_instance *d, size_t i, struct tb_sample *s)
 {
     struct tb_err err;
-    ck_assert_msg(d->ops->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(d->ops.dataset->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
 }
 
-static void check_name(struct tb_dataset_instance *d, size_t i, const char *root, const char *images,
-                       const char *subset, const struct fixture_frame *f)
+static void check_name(struct tb_instance *d, size_t i, const char *root, const char *images, const char *subset,
+                       const struct fixture_frame *f)
 {
     char want[4096];
     snprintf(want, sizeof want, "%s/%s/%s/%s/%s_%06d_%06d_leftImg8bit.png", root, images, subset, f->city, f->city,
              f->seq, f->frame);
-    ck_assert_str_eq(d->ops->sample_name(d->ctx, i), want);
+    ck_assert_str_eq(d->ops.dataset->sample_name(d->ctx, i), want);
 }
 
 /* Sample i holds frame f: the image's bytes, and each pixel's trainId from the table. */
-static void check_sample(struct tb_dataset_instance *d, size_t i, const struct fixture_frame *f)
+static void check_sample(struct tb_instance *d, size_t i, const struct fixture_frame *f)
 {
     struct tb_sample s = { 0 };
     load(d, i, &s);
@@ -255,10 +255,10 @@ static void check_sample(struct tb_dataset_instance *d, size_t i, const struct f
 
 START_TEST(classes_splits_and_order)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, root_main, "train", "");
     const struct tb_class *cl;
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 19);
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 19);
     static const char *const names[19] = {
         "road",         "sidewalk",   "building", "wall",       "fence",   "pole",  "traffic light",
         "traffic sign", "vegetation", "terrain",  "sky",        "person",  "rider", "car",
@@ -269,22 +269,22 @@ START_TEST(classes_splits_and_order)
     ck_assert(cl[0].color[0] == 128 && cl[0].color[1] == 64 && cl[0].color[2] == 128);   /* road */
     ck_assert(cl[13].color[0] == 0 && cl[13].color[1] == 0 && cl[13].color[2] == 142);   /* car */
     ck_assert(cl[18].color[0] == 119 && cl[18].color[1] == 11 && cl[18].color[2] == 32); /* bicycle */
-    ck_assert_uint_eq(d.ops->count(d.ctx), NTRAIN);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), NTRAIN);
     for (size_t i = 0; i < NTRAIN; i++)
         check_name(&d, i, root_main, "leftImg8bit", "train", &train_frames[i]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 
     open_split(&d, root_main, "val", "");
-    ck_assert_uint_eq(d.ops->count(d.ctx), NVAL);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), NVAL);
     for (size_t i = 0; i < NVAL; i++)
         check_name(&d, i, root_main, "leftImg8bit", "val", &val_frames[i]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 
     /* test opens like the others (its labels are dummies) */
     open_split(&d, root_main, "test", "");
-    ck_assert_uint_eq(d.ops->count(d.ctx), 1);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 1);
     check_name(&d, 0, root_main, "leftImg8bit", "test", &test_frames[0]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 
     ck_assert_contains(open_fails(root_main, "extra", ""), "no split 'extra' (train, val and test exist)");
 }
@@ -293,47 +293,47 @@ END_TEST
 /* Every pixel of every sample, against the official table: all ids 0..33 and 255 occur. */
 START_TEST(label_ids_to_train_ids)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, root_main, "train", "");
     for (size_t i = 0; i < NTRAIN; i++)
         check_sample(&d, i, &train_frames[i]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, root_main, "val", "");
     for (size_t i = 0; i < NVAL; i++)
         check_sample(&d, i, &val_frames[i]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
 START_TEST(wrapper_directories)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, root_wrap_images, "train", "");
-    ck_assert_uint_eq(d.ops->count(d.ctx), NTRAIN);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), NTRAIN);
     for (size_t i = 0; i < NTRAIN; i++) {
         check_name(&d, i, root_wrap_images, "leftImg8bit_trainvaltest/leftImg8bit", "train", &train_frames[i]);
         check_sample(&d, i, &train_frames[i]);
     }
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, root_wrap_labels, "train", "");
-    ck_assert_uint_eq(d.ops->count(d.ctx), NTRAIN);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), NTRAIN);
     for (size_t i = 0; i < NTRAIN; i++)
         check_sample(&d, i, &train_frames[i]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
 START_TEST(cities_filter)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, root_main, "train", "cities = zurich, aachen\n");
-    ck_assert_uint_eq(d.ops->count(d.ctx), 6); /* 3 in aachen, 3 in zurich */
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 6); /* 3 in aachen, 3 in zurich */
     check_name(&d, 0, root_main, "leftImg8bit", "train", &train_frames[0]);
     check_name(&d, 2, root_main, "leftImg8bit", "train", &train_frames[2]);
     check_name(&d, 3, root_main, "leftImg8bit", "train", &train_frames[5]);
     check_name(&d, 5, root_main, "leftImg8bit", "train", &train_frames[7]);
     check_sample(&d, 3, &train_frames[5]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     const char *msg = open_fails(root_main, "train", "cities = aachen, paris\n");
     ck_assert_contains(msg, "no city 'paris'");
     ck_assert_contains(msg, "aachen, bremen, zurich");
@@ -343,21 +343,21 @@ END_TEST
 
 START_TEST(coarse_annotations)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     /* train: the train images and those of train_extra, by city then file name */
     open_split(&d, root_coarse, "train", "coarse = yes\n");
-    ck_assert_uint_eq(d.ops->count(d.ctx), NTRAIN + NEXTRA);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), NTRAIN + NEXTRA);
     check_name(&d, 0, root_coarse, "leftImg8bit", "train", &train_frames[0]);
     check_name(&d, 3, root_coarse, "leftImg8bit_trainextra/leftImg8bit", "train_extra", &extra_frames[0]);
     check_name(&d, 6, root_coarse, "leftImg8bit_trainextra/leftImg8bit", "train_extra", &extra_frames[1]);
     check_sample(&d, 3, &extra_frames[0]);
     check_sample(&d, 6, &extra_frames[1]);
     check_sample(&d, 7, &train_frames[5]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, root_coarse, "val", "coarse = yes\ncities = lindau\n");
-    ck_assert_uint_eq(d.ops->count(d.ctx), 1);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 1);
     check_sample(&d, 0, &val_frames[2]);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     /* the fine labels are not there */
     const char *msg = open_fails(root_coarse, "val", "");
     ck_assert_contains(msg, "gtFine/val");
@@ -398,10 +398,10 @@ START_TEST(image_without_label)
     snprintf(want, sizeof want, "%s/gtFine/train/bremen/bremen_000000_000008_gtFine_labelIds.png", root_no_label);
     ck_assert_contains(msg, want);
     /* the other cities open */
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, root_no_label, "train", "cities = aachen\n");
-    ck_assert_uint_eq(d.ops->count(d.ctx), 3);
-    tb_dataset_close(&d);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 3);
+    tb_instance_close(&d);
 }
 END_TEST
 
@@ -419,26 +419,26 @@ END_TEST
 
 START_TEST(broken_files)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     struct tb_sample s = { 0 };
     struct tb_err err;
     open_split(&d, root_broken, "train", "");
-    ck_assert_uint_eq(d.ops->count(d.ctx), 3);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 3);
     load(&d, 0, &s);
-    ck_assert_int_eq(d.ops->load(d.ctx, 1, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(d.ops.dataset->load(d.ctx, 1, &s, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "aachen_000001_000005_leftImg8bit.png");
     load(&d, 2, &s); /* and the next one still loads */
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, root_broken, "val", "");
-    ck_assert_int_eq(d.ops->load(d.ctx, 0, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(d.ops.dataset->load(d.ctx, 0, &s, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "frankfurt_000000_000294_gtFine_labelIds.png");
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     tb_sample_release(&s);
 }
 END_TEST
 
 struct job {
-    struct tb_dataset_instance *d;
+    struct tb_instance *d;
     int reverse;
     uint8_t *image; /* NTRAIN images of W * H * 3 bytes */
     uint8_t *label; /* NTRAIN label maps of W * H */
@@ -452,7 +452,7 @@ static void *load_all(void *arg)
     for (int round = 0; round < 20; round++)
         for (size_t k = 0; k < NTRAIN; k++) {
             const size_t i = j->reverse ? NTRAIN - 1 - k : k;
-            if (j->d->ops->load(j->d->ctx, i, &s, &err) != TB_OK || s.width != W || s.height != H)
+            if (j->d->ops.dataset->load(j->d->ctx, i, &s, &err) != TB_OK || s.width != W || s.height != H)
                 return "load failed";
             memcpy(j->image + i * W * H * 3, s.image, W * H * 3);
             memcpy(j->label + i * W * H, s.label, W * H);
@@ -464,7 +464,7 @@ static void *load_all(void *arg)
 /* Two threads loading the split at once get what one thread gets, and a second open the same. */
 START_TEST(deterministic_and_thread_safe)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, root_main, "train", "");
     struct job j[3] = { { 0 } };
     for (int k = 0; k < 3; k++) {
@@ -482,11 +482,11 @@ START_TEST(deterministic_and_thread_safe)
     pthread_join(tb, &rb);
     ck_assert_ptr_null(ra);
     ck_assert_ptr_null(rb);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, root_main, "train", "");
     j[2].d = &d;
     ck_assert_ptr_null(load_all(&j[2]));
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     for (int k = 0; k < 2; k++) {
         ck_assert(memcmp(j[k].image, j[2].image, NTRAIN * W * H * 3) == 0);
         ck_assert(memcmp(j[k].label, j[2].label, NTRAIN * W * H) == 0);

@@ -79,7 +79,7 @@ static void fill(struct test_backend *b, const struct tb_tensor *t, float value)
 {
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(b->ops->tensor_fill(b->ctx, t, value, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(b->ops.backend->tensor_fill(b->ctx, t, value, &err) == TB_OK, "%s", err.msg);
 }
 
 static float *download(struct test_backend *b, const struct tb_tensor *t)
@@ -256,9 +256,9 @@ static void conv_backward_with(struct opcheck *oc, const struct conv_data *d, co
     struct tb_err err;
     tb_err_clear(&err);
     test_upload(oc->b, &oc->dout[0], d->dy);
-    ck_assert_msg(oc->b->ops->op_backward(oc->b->ctx, &oc->op, oc->state, oc->in, oc->out, oc->dout, din, &err) ==
-                      TB_OK,
-                  "%s", err.msg);
+    ck_assert_msg(
+        oc->b->ops.backend->op_backward(oc->b->ctx, &oc->op, oc->state, oc->in, oc->out, oc->dout, din, &err) == TB_OK,
+        "%s", err.msg);
 }
 
 /* Forward and full backward against the references, then backward against finite
@@ -647,12 +647,12 @@ START_TEST(conv_refuses_bad_shapes)
     struct tb_err err;
     tb_err_clear(&err);
     void *state = NULL;
-    ck_assert_int_eq(b.ops->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(b.ops.backend->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "op 41 (conv2d)");
     op = conv_op(&k, 42);
     op.p.conv.dil_h = 0;
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(b.ops.backend->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "op 42 (conv2d)");
     test_backend_close(&b);
 }
@@ -1060,8 +1060,8 @@ START_TEST(bn_partial_gradients)
         struct tb_err err;
         tb_err_clear(&err);
         test_upload(&b, &oc.dout[0], d.dy);
-        ck_assert_msg(b.ops->op_backward(b.ctx, &op, oc.state, oc.in, oc.out, oc.dout, din, &err) == TB_OK, "%s",
-                      err.msg);
+        ck_assert_msg(b.ops.backend->op_backward(b.ctx, &op, oc.state, oc.in, oc.out, oc.dout, din, &err) == TB_OK,
+                      "%s", err.msg);
         float *dx = download(&b, &oc.din[0]), *dg = download(&b, &oc.din[1]), *db = download(&b, &oc.din[2]);
         if (mode == 0) {
             assert_all("dx", dx, d.nx, sentinel);
@@ -1140,13 +1140,13 @@ START_TEST(bn_refuses_single_value_training)
     struct tb_err err;
     tb_err_clear(&err);
     void *state = NULL;
-    ck_assert_int_eq(b.ops->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(b.ops.backend->op_prepare(b.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "op 91 (batchnorm)");
     /* Inference on one value is fine. */
     op.p.bn.training = 0;
     tb_err_clear(&err);
-    ck_assert_msg(b.ops->op_prepare(b.ctx, 0, &op, &state, &err) == TB_OK, "%s", err.msg);
-    b.ops->op_release(b.ctx, state);
+    ck_assert_msg(b.ops.backend->op_prepare(b.ctx, 0, &op, &state, &err) == TB_OK, "%s", err.msg);
+    b.ops.backend->op_release(b.ctx, state);
     test_backend_close(&b);
 }
 END_TEST

@@ -355,11 +355,11 @@ static void run_on(struct test_backend *b, const struct pcase *pc, struct result
     for (uint32_t i = 0; i < op->nin; i++) {
         opcheck_set_input(&oc, i, pc->in[i]);
         if (oc.din[i].data)
-            ck_assert_int_eq(b->ops->tensor_fill(b->ctx, &oc.din[i], JUNK, &err), TB_OK);
+            ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.din[i], JUNK, &err), TB_OK);
     }
     for (uint32_t j = 0; j < op->nout; j++) {
         if (op->out[j].dtype == TB_F32) {
-            ck_assert_int_eq(b->ops->tensor_fill(b->ctx, &oc.out[j], JUNK, &err), TB_OK);
+            ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.out[j], JUNK, &err), TB_OK);
         } else {
             uint8_t *junk = host_buf(op->out[j]);
             memset(junk, JUNK_U8, elems(op->out[j]));
@@ -369,7 +369,7 @@ static void run_on(struct test_backend *b, const struct pcase *pc, struct result
     }
     for (int k = 0; k < pc->forwards; k++) {
         tb_err_clear(&err);
-        int rc = b->ops->op_forward(b->ctx, &oc.op, oc.state, pc->step, oc.in, oc.out, &err);
+        int rc = b->ops.backend->op_forward(b->ctx, &oc.op, oc.state, pc->step, oc.in, oc.out, &err);
         ck_assert_msg(rc == TB_OK, "%s: forward on %s: %s", pc->name, backend_name(b), err.msg);
     }
     for (uint32_t j = 0; j < op->nout; j++) {
@@ -397,7 +397,7 @@ static void run_on(struct test_backend *b, const struct pcase *pc, struct result
                 din[i].data = NULL;
         }
         tb_err_clear(&err);
-        int rc = b->ops->op_backward(b->ctx, &oc.op, oc.state, oc.in, oc.out, dout, din, &err);
+        int rc = b->ops.backend->op_backward(b->ctx, &oc.op, oc.state, oc.in, oc.out, dout, din, &err);
         ck_assert_msg(rc == TB_OK, "%s: backward on %s: %s", pc->name, backend_name(b), err.msg);
         for (uint32_t i = 0; i < op->nin; i++)
             if (din[i].data) {
@@ -617,7 +617,7 @@ START_TEST(batchnorm_inference)
     }
     struct tb_err err;
     tb_err_clear(&err);
-    int rc = g_gpu.ops->op_backward(g_gpu.ctx, &oc.op, oc.state, oc.in, oc.out, dout, din, &err);
+    int rc = g_gpu.ops.backend->op_backward(g_gpu.ctx, &oc.op, oc.state, oc.in, oc.out, dout, din, &err);
     opcheck_fini(&oc);
     if (rc != TB_OK) {
         ck_assert_contains(err.msg, "op 11 (batchnorm)");
@@ -914,18 +914,18 @@ START_TEST(softmax_ce_bad_label)
     struct tb_err err;
     tb_err_clear(&err);
     const char *stage = "forward";
-    int rc = b.ops->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err);
+    int rc = b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err);
     if (rc == TB_OK) {
         stage = "the fill of dloss";
-        rc = b.ops->tensor_fill(b.ctx, &oc.dout[0], 1.0f, &err);
+        rc = b.ops.backend->tensor_fill(b.ctx, &oc.dout[0], 1.0f, &err);
     }
     if (rc == TB_OK) {
         stage = "backward";
-        rc = b.ops->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err);
+        rc = b.ops.backend->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err);
     }
     if (rc == TB_OK) {
         stage = "the next forward";
-        rc = b.ops->op_forward(b.ctx, &oc.op, oc.state, 1, oc.in, oc.out, &err);
+        rc = b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 1, oc.in, oc.out, &err);
     }
     ck_assert_msg(rc != TB_OK, "label 9 with K = 8 was reported by neither the forward, its backward nor the next "
                                "forward");
@@ -993,10 +993,10 @@ START_TEST(class_weights_parity)
     opcheck_set_input(&oc, 0, l);
     struct tb_err err;
     tb_err_clear(&err);
-    int rc = b.ops->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err);
+    int rc = b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err);
     if (rc == TB_OK) {
-        ck_assert_int_eq(b.ops->stream_sync(b.ctx, 0, TB_STREAM_COMPUTE), TB_OK);
-        rc = b.ops->op_forward(b.ctx, &oc.op, oc.state, 1, oc.in, oc.out, &err);
+        ck_assert_int_eq(b.ops.backend->stream_sync(b.ctx, 0, TB_STREAM_COMPUTE), TB_OK);
+        rc = b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 1, oc.in, oc.out, &err);
     }
     ck_assert_msg(rc != TB_OK, "label 19 with K = 19 was not reported");
     ck_assert_msg(strstr(err.msg, "label 19") && strstr(err.msg, "class_weights"), "%s", err.msg);
@@ -1041,21 +1041,21 @@ static struct runtime_out runtime_run(struct test_backend *b, struct tb_tensor_d
     struct tb_tensor t = test_tensor(b, d), u = test_tensor(b, d), g = test_tensor(b, d), m = test_tensor(b, d);
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(b->ops->tensor_fill(b->ctx, &t, 0.375f, &err), TB_OK);
+    ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &t, 0.375f, &err), TB_OK);
     test_download(b, &t, r.filled);
 
     float *a = frand(n, 960, -1.0f, 1.0f), *c = frand(n, 961, -1.0f, 1.0f);
     test_upload(b, &t, a);
     test_upload(b, &u, c);
-    ck_assert_int_eq(b->ops->tensor_accumulate(b->ctx, &t, &u, 0.3f, &err), TB_OK);
+    ck_assert_int_eq(b->ops.backend->tensor_accumulate(b->ctx, &t, &u, 0.3f, &err), TB_OK);
     test_download(b, &t, r.acc);
 
     float *grad = frand(n, 962, -1.0f, 1.0f);
     test_upload(b, &t, a); /* the parameter */
     test_upload(b, &g, grad);
-    ck_assert_int_eq(b->ops->tensor_fill(b->ctx, &m, 0.0f, &err), TB_OK);
+    ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &m, 0.0f, &err), TB_OK);
     for (int step = 0; step < 3; step++)
-        ck_assert_int_eq(b->ops->sgd_update(b->ctx, &t, &g, &m, 0.01f, 0.9f, 1e-4f, &err), TB_OK);
+        ck_assert_int_eq(b->ops.backend->sgd_update(b->ctx, &t, &g, &m, 0.01f, 0.9f, 1e-4f, &err), TB_OK);
     test_download(b, &t, r.param);
     test_download(b, &m, r.mom);
     test_tensor_free(b, &t);
@@ -1090,7 +1090,7 @@ START_TEST(tensor_round_trip)
     };
     for (size_t k = 0; k < 4; k++) {
         struct tb_tensor_desc d = descs[k];
-        ck_assert_uint_ge(g_gpu.ops->tensor_bytes(g_gpu.ctx, &d), opcheck_bytes(d));
+        ck_assert_uint_ge(g_gpu.ops.backend->tensor_bytes(g_gpu.ctx, &d), opcheck_bytes(d));
         unsigned char *in = host_buf(d), *out = host_buf(d);
         for (size_t i = 0; i < opcheck_bytes(d); i++)
             in[i] = (unsigned char)(i * 37 + 11);
@@ -1114,7 +1114,7 @@ END_TEST
  * for the one before through an event and stream_wait, never through the caller. */
 START_TEST(copies_on_three_streams)
 {
-    const struct tb_backend_ops *o = g_gpu.ops;
+    const struct tb_backend_ops *o = g_gpu.ops.backend;
     void *ctx = g_gpu.ctx;
     unsigned char *host = o->host_alloc(ctx, COPY_BYTES), *back = o->host_alloc(ctx, COPY_BYTES);
     void *a = o->mem_alloc(ctx, 0, COPY_BYTES), *c = o->mem_alloc(ctx, 0, COPY_BYTES);
@@ -1171,7 +1171,7 @@ END_TEST
  * compute work: both directions between the compute and the copy streams. */
 START_TEST(compute_and_copies_ordered_by_events)
 {
-    const struct tb_backend_ops *o = g_gpu.ops;
+    const struct tb_backend_ops *o = g_gpu.ops.backend;
     void *ctx = g_gpu.ctx;
     const size_t n = COPY_BYTES / sizeof(float);
     struct tb_tensor t = test_tensor(&g_gpu, f32(1, 1, 1, (int)n)), u = test_tensor(&g_gpu, f32(1, 1, 1, (int)n));
@@ -1211,7 +1211,7 @@ END_TEST
 /* Pinned host memory: usable at once, several blocks, any size. */
 START_TEST(host_alloc_pinned)
 {
-    const struct tb_backend_ops *o = g_gpu.ops;
+    const struct tb_backend_ops *o = g_gpu.ops.backend;
     static const size_t sizes[] = { 1, 4096, 3u << 20, 64u << 20 };
     void *p[4];
     for (int k = 0; k < 4; k++) {
@@ -1237,7 +1237,7 @@ START_TEST(memory_capacity_and_stats)
 {
     struct test_backend b;
     test_backend_open(&b, "cuda", "device_memory = 64M\n");
-    const struct tb_backend_ops *o = b.ops;
+    const struct tb_backend_ops *o = b.ops.backend;
     ck_assert_int_ge(o->device_count(b.ctx), 1);
     struct tb_device_info info;
     ck_assert_int_eq(o->device_info(b.ctx, 0, &info), TB_OK);
@@ -1287,17 +1287,17 @@ START_TEST(backend_keys)
     struct test_backend b;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_ne(tb_backend_open("cuda", "device = 1023\n", &b, &err), TB_OK);
+    ck_assert_int_ne(tb_instance_open(TB_KIND_BACKEND, "cuda", NULL, "device = 1023\n", &b, &err), TB_OK);
     ck_assert_contains(err.msg, "1023");
     tb_err_clear(&err);
-    ck_assert_int_ne(tb_backend_open("cuda", "conv_algo = fastest\n", &b, &err), TB_OK);
+    ck_assert_int_ne(tb_instance_open(TB_KIND_BACKEND, "cuda", NULL, "conv_algo = fastest\n", &b, &err), TB_OK);
     ck_assert_contains(err.msg, "conv_algo");
     ck_assert_contains(err.msg, "find, heuristic, deterministic");
     tb_err_clear(&err);
-    ck_assert_int_ne(tb_backend_open("cuda", "threads = 2\n", &b, &err), TB_OK); /* a cpu key */
+    ck_assert_int_ne(tb_instance_open(TB_KIND_BACKEND, "cuda", NULL, "threads = 2\n", &b, &err), TB_OK); /* a cpu key */
     ck_assert_contains(err.msg, "threads");
     tb_err_clear(&err);
-    ck_assert_int_ne(tb_backend_open("cuda", "comm_timeout = 0\n", &b, &err), TB_OK);
+    ck_assert_int_ne(tb_instance_open(TB_KIND_BACKEND, "cuda", NULL, "comm_timeout = 0\n", &b, &err), TB_OK);
     ck_assert_contains(err.msg, "comm_timeout");
 
     /* device_memory = 0: memory_fraction of the free memory; twice the fraction, about
@@ -1307,7 +1307,7 @@ START_TEST(backend_keys)
     for (int k = 0; k < 2; k++) {
         test_backend_open(&b, "cuda", fractions[k]);
         struct tb_device_info info;
-        ck_assert_int_eq(b.ops->device_info(b.ctx, 0, &info), TB_OK);
+        ck_assert_int_eq(b.ops.backend->device_info(b.ctx, 0, &info), TB_OK);
         cap[k] = info.capacity;
         test_backend_close(&b);
     }
@@ -1345,10 +1345,10 @@ static const struct tb_comm one_rank = { 0, 1, 0, 1, 0, one_rank_allreduce, one_
 static void open_attached(struct test_backend *b)
 {
     test_backend_open(b, "cuda", "device_memory = 1G\ntf32 = no\n");
-    ck_assert_ptr_nonnull(b->ops->comm_attach);
+    ck_assert_ptr_nonnull(b->ops.backend->comm_attach);
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(b->ops->comm_attach(b->ctx, 0, &one_rank, &err) == TB_OK, "comm_attach: %s", err.msg);
+    ck_assert_msg(b->ops.backend->comm_attach(b->ctx, 0, &one_rank, &err) == TB_OK, "comm_attach: %s", err.msg);
 }
 
 /* Synchronised batch norm over one rank is batch norm: the cuda backend's own kernels
@@ -1361,7 +1361,7 @@ START_TEST(batchnorm_sync_one_rank)
     open_attached(&b);
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_ne(b.ops->comm_attach(b.ctx, 0, &one_rank, &err), TB_OK);
+    ck_assert_int_ne(b.ops.backend->comm_attach(b.ctx, 0, &one_rank, &err), TB_OK);
     ck_assert_contains(err.msg, "twice");
     /* 2x3x96x160: 15360 values a plane, four partial sums per image */
     static const int shapes[][4] = { { 2, 16, 17, 19 }, { 4, 8, 9, 7 }, { 2, 3, 96, 160 } };
@@ -1408,7 +1408,7 @@ START_TEST(batchnorm_sync_one_rank)
     struct opcheck oc;
     opcheck_init(&oc, &b, &one);
     tb_err_clear(&err);
-    ck_assert_int_ne(b.ops->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err), TB_OK);
+    ck_assert_int_ne(b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err), TB_OK);
     ck_assert_contains(err.msg, "more than 1 value per channel");
     opcheck_fini(&oc);
     pc_free(&pc);
@@ -1438,11 +1438,11 @@ START_TEST(allreduce_one_rank)
     for (int round = 0; round < 3; round++) {
         const float sc = scales[round];
         /* t[0] is filled on the compute stream and all-reduced at once */
-        ck_assert_int_eq(b.ops->tensor_fill(b.ctx, &t[0], 3.0f, &err), TB_OK);
-        ck_assert_msg(b.ops->allreduce_start(b.ctx, &t[0], 2, sc, &err) == TB_OK, "%s", err.msg);
-        ck_assert_msg(b.ops->allreduce_start(b.ctx, &t[2], 1, sc, &err) == TB_OK, "%s", err.msg);
+        ck_assert_int_eq(b.ops.backend->tensor_fill(b.ctx, &t[0], 3.0f, &err), TB_OK);
+        ck_assert_msg(b.ops.backend->allreduce_start(b.ctx, &t[0], 2, sc, &err) == TB_OK, "%s", err.msg);
+        ck_assert_msg(b.ops.backend->allreduce_start(b.ctx, &t[2], 1, sc, &err) == TB_OK, "%s", err.msg);
         double busy = -1.0, waited = -1.0;
-        ck_assert_msg(b.ops->allreduce_wait(b.ctx, &busy, &waited, &err) == TB_OK, "%s", err.msg);
+        ck_assert_msg(b.ops.backend->allreduce_wait(b.ctx, &busy, &waited, &err) == TB_OK, "%s", err.msg);
         ck_assert_msg(busy >= 0.0 && busy < 10.0 && waited >= 0.0 && waited < 10.0, "busy %g s, waited %g s", busy,
                       waited);
         for (int i = 0; i < 3; i++) {
@@ -1459,9 +1459,9 @@ START_TEST(allreduce_one_rank)
     }
     /* nothing queued: nothing to wait for */
     double busy = -1.0, waited = -1.0;
-    ck_assert_int_eq(b.ops->allreduce_wait(b.ctx, &busy, &waited, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->allreduce_wait(b.ctx, &busy, &waited, &err), TB_OK);
     ck_assert(busy == 0.0 && waited == 0.0);
-    ck_assert_int_eq(b.ops->allreduce_wait(b.ctx, NULL, NULL, &err), TB_OK);
+    ck_assert_int_eq(b.ops.backend->allreduce_wait(b.ctx, NULL, NULL, &err), TB_OK);
     for (int i = 0; i < 3; i++) {
         test_tensor_free(&b, &t[i]);
         free(host[i]);
@@ -1481,7 +1481,7 @@ START_TEST(attach_without_nccl)
     two.size = 2;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_ne(b.ops->comm_attach(b.ctx, 0, &two, &err), TB_OK);
+    ck_assert_int_ne(b.ops.backend->comm_attach(b.ctx, 0, &two, &err), TB_OK);
     ck_assert_contains(err.msg, "no NCCL");
     ck_assert_contains(err.msg, "libnccl-dev");
     test_backend_close(&b);
@@ -1741,17 +1741,17 @@ static void open_backends(void)
 {
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(tb_backend_open("cpu", "", &g_cpu, &err) == TB_OK, "the cpu backend, the reference, does not open: %s",
-                  err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_BACKEND, "cpu", NULL, "", &g_cpu, &err) == TB_OK,
+                  "the cpu backend, the reference, does not open: %s", err.msg);
     tb_err_clear(&err);
-    ck_assert_msg(tb_backend_open("cuda", GPU_KEYS, &g_gpu, &err) == TB_OK, "the cuda backend does not open: %s",
-                  err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_BACKEND, "cuda", NULL, GPU_KEYS, &g_gpu, &err) == TB_OK,
+                  "the cuda backend does not open: %s", err.msg);
 }
 
 static void close_backends(void)
 {
-    tb_backend_close(&g_gpu);
-    tb_backend_close(&g_cpu);
+    tb_instance_close(&g_gpu);
+    tb_instance_close(&g_cpu);
 }
 
 /* Seconds per test, before Check's CK_TIMEOUT_MULTIPLIER: an op case takes well under a
@@ -1837,9 +1837,9 @@ static int no_gpu(const char *why)
 /* What the child that asks the plugin learns (score() initialises the CUDA driver, so it
  * is asked in a process of its own). */
 struct probe {
-    int found;      /* the loader opened the cuda plugin */
-    int score;      /* its score() (0: no usable GPU) */
-    char msg[400];  /* why it was not found, or score()'s reason */
+    int found;     /* the loader opened the cuda plugin */
+    int score;     /* its score() (0: no usable GPU) */
+    char msg[400]; /* why it was not found, or score()'s reason */
 };
 
 static int probe_in_child(struct probe *out)

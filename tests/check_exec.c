@@ -522,7 +522,7 @@ START_TEST(room_is_made_until_a_fragmented_allocation_fits)
     for (int i = 0; i < N; i++)
         ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
     struct tb_mem_stats st;
-    b.ops->mem_stats(b.ctx, 0, &st);
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 416u << 10); /* the arena never grew */
     free(in);
     free(out);

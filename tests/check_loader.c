@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -514,6 +515,69 @@ START_TEST(kind_names_round_trip)
 }
 END_TEST
 
+/* The core reads a plugin's vtable only as far as its ABI minor had members: what lies
+ * beyond (another struct, or members of a later minor the plugin could not have meant) is
+ * NULL in the handle, and the core tests for NULL. */
+static int fake_create(const struct tb_section *sec, void **ctx, struct tb_err *err)
+{
+    (void)sec;
+    (void)err;
+    *ctx = NULL;
+    return TB_OK;
+}
+
+static void fake_destroy(void *ctx)
+{
+    (void)ctx;
+}
+
+static uint64_t fake_failed_bytes(void *ctx, int device)
+{
+    (void)ctx;
+    (void)device;
+    return 1;
+}
+
+START_TEST(vtable_cut_at_the_plugins_minor)
+{
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 0), offsetof(struct tb_backend_ops, device_count));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 3), offsetof(struct tb_backend_ops, alloc_failed_bytes));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 6), offsetof(struct tb_backend_ops, op_describe));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, TB_ABI_MINOR), sizeof(struct tb_backend_ops));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_PLATFORM, 4), offsetof(struct tb_platform_ops, swap_defaults));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, 1), offsetof(struct tb_model_ops, build));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_SWAP, 3), offsetof(struct tb_swap_ops, plan));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_DATASET, 0), sizeof(struct tb_dataset_ops));
+
+    static const struct tb_backend_ops ops = { .create = fake_create,
+                                               .destroy = fake_destroy,
+                                               .device_count = NULL,
+                                               .alloc_failed_bytes = fake_failed_bytes };
+    const uint32_t minors[] = { 3, 4 };
+    for (size_t i = 0; i < 2; i++) {
+        const struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
+                                     .abi_minor = minors[i],
+                                     .kind = TB_KIND_BACKEND,
+                                     .name = "old",
+                                     .version = "0",
+                                     .description = "a test descriptor",
+                                     .ops.backend = &ops };
+        struct tb_plugin_handle *h;
+        struct tb_err err;
+        ck_assert_msg(tb_plugin_adopt(&p, "old.so", TB_KIND_BACKEND, &h, &err) == TB_OK, "%s", err.msg);
+        ck_assert_ptr_ne(h->p->ops.backend, &ops); /* the core's copy */
+        ck_assert_ptr_eq(h->p->ops.backend->create, fake_create);
+        ck_assert_uint_eq(h->p->abi_minor, minors[i]);
+        if (minors[i] < 4)
+            ck_assert_ptr_null(h->p->ops.backend->alloc_failed_bytes);
+        else
+            ck_assert_ptr_eq(h->p->ops.backend->alloc_failed_bytes, fake_failed_bytes);
+        ck_assert_ptr_null(h->p->ops.backend->op_describe);
+        tb_plugin_close(h);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -530,6 +594,7 @@ int main(void)
     tcase_add_test(tc, refuses_newer_abi_major);
     tcase_add_test(tc, refuses_newer_abi_minor);
     tcase_add_test(tc, refuses_wrong_kind);
+    tcase_add_test(tc, vtable_cut_at_the_plugins_minor);
     tcase_add_test(tc, refuses_missing_entry_symbol);
     tcase_add_test(tc, refuses_unloadable_with_dlerror);
     tcase_add_test(tc, refuses_bad_key_table);

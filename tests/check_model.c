@@ -45,14 +45,14 @@ static int part_of(const char *name)
     return -1;
 }
 
-static struct tb_graph *build(struct tb_model_instance *m, const char *settings, bool training, int batch, int h, int w,
+static struct tb_graph *build(struct tb_instance *m, const char *settings, bool training, int batch, int h, int w,
                               struct tb_err *err)
 {
-    ck_assert_msg(tb_model_open("gscnn", settings, m, err) == TB_OK, "%s", err->msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_MODEL, "gscnn", NULL, settings, m, err) == TB_OK, "%s", err->msg);
     struct tb_graph *g = tb_graph_new(training);
     ck_assert_ptr_nonnull(g);
     const struct tb_model_input in = { batch, 3, h, w, 19, 255 };
-    ck_assert_msg(m->ops->build(m->ctx, g, &in, err) == TB_OK, "%s", err->msg);
+    ck_assert_msg(m->ops.model->build(m->ctx, g, &in, err) == TB_OK, "%s", err->msg);
     ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
     return g;
 }
@@ -86,12 +86,12 @@ START_TEST(full_network_counts)
 {
     static const long long want[P_COUNT] = { 1728,     820608,      3279616, 27274752, 26484736, 9442304,
                                              37758976, 107948 - 65, 2,       30412032, 1695488 };
-    struct tb_model_instance m;
+    struct tb_instance m;
     struct tb_err err;
     struct tb_graph *g = build(&m, "", false, 1, 64, 64, &err);
     check_counts("gscnn (reference)", g, want, 137278190LL - 65);
     tb_graph_free(g);
-    tb_model_close(&m);
+    tb_instance_close(&m);
 }
 END_TEST
 
@@ -100,19 +100,19 @@ START_TEST(narrow_network_counts)
 {
     static const long long want[P_COUNT] = { 216,    3632,      14432, 57536,  119040, 148096,
                                              591104, 29044 - 9, 2,     475552, 27136 };
-    struct tb_model_instance m;
+    struct tb_instance m;
     struct tb_err err;
     struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,1,1,1,1\nshape_width = 1.0\n", false, 1, 64, 64, &err);
     check_counts("gscnn (width 0.125, blocks 1,1,1,1,1,1)", g, want, 1465790LL - 9);
     tb_graph_free(g);
-    tb_model_close(&m);
+    tb_instance_close(&m);
 }
 END_TEST
 
 /* Named parameters follow the scopes, and the outputs have the input's size. */
 START_TEST(names_and_outputs)
 {
-    struct tb_model_instance m;
+    struct tb_instance m;
     struct tb_err err;
     struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,2,1,1,1\n", false, 2, 40, 56, &err);
     static const char *const names[] = { "trunk.mod1.conv1.weight",        "trunk.mod4.block1.proj.weight",
@@ -139,7 +139,7 @@ START_TEST(names_and_outputs)
     ck_assert_int_eq(tb_node_desc(w).shape.n, 32);
     ck_assert_int_eq(tb_node_desc(w).shape.c, 512);
     tb_graph_free(g);
-    tb_model_close(&m);
+    tb_instance_close(&m);
 }
 END_TEST
 
@@ -147,7 +147,7 @@ END_TEST
  * uses its initial running statistics): outputs finite, edge probabilities in [0, 1]. */
 START_TEST(narrow_network_runs)
 {
-    struct tb_model_instance m;
+    struct tb_instance m;
     struct tb_err err;
     struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,1,1,1,1\n", false, 2, 32, 40, &err);
     struct test_backend b;
@@ -180,7 +180,7 @@ START_TEST(narrow_network_runs)
     tb_engine_fini(&e);
     test_backend_close(&b);
     tb_graph_free(g);
-    tb_model_close(&m);
+    tb_instance_close(&m);
 }
 END_TEST
 
@@ -189,7 +189,7 @@ END_TEST
  * positive losses and a gradient for every parameter. */
 START_TEST(narrow_network_trains)
 {
-    struct tb_model_instance m;
+    struct tb_instance m;
     struct tb_err err;
     const int N = 2, H = 32, W = 40;
     struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,1,1,1,1\n", true, N, H, W, &err);
@@ -245,15 +245,15 @@ START_TEST(narrow_network_trains)
     tb_engine_fini(&e);
     test_backend_close(&b);
     tb_graph_free(g);
-    tb_model_close(&m);
+    tb_instance_close(&m);
 }
 END_TEST
 
 static void refused(const char *settings, const char *want1, const char *want2)
 {
-    struct tb_model_instance m;
+    struct tb_instance m;
     struct tb_err err;
-    ck_assert_int_ne(tb_model_open("gscnn", settings, &m, &err), TB_OK);
+    ck_assert_int_ne(tb_instance_open(TB_KIND_MODEL, "gscnn", NULL, settings, &m, &err), TB_OK);
     ck_assert_msg(strstr(err.msg, want1) && strstr(err.msg, want2), "'%s': message '%s' lacks '%s' or '%s'", settings,
                   err.msg, want1, want2);
 }

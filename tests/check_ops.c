@@ -144,16 +144,16 @@ static float *get_din(struct opcheck *oc, uint32_t i)
 static int try_forward(struct opcheck *oc, struct tb_err *err)
 {
     tb_err_clear(err);
-    return oc->b->ops->op_forward(oc->b->ctx, &oc->op, oc->state, 0, oc->in, oc->out, err);
+    return oc->b->ops.backend->op_forward(oc->b->ctx, &oc->op, oc->state, 0, oc->in, oc->out, err);
 }
 
 static int try_prepare(struct test_backend *b, const struct tb_op *op, struct tb_err *err)
 {
     void *state = NULL;
     tb_err_clear(err);
-    int rc = b->ops->op_prepare(b->ctx, 0, op, &state, err);
+    int rc = b->ops.backend->op_prepare(b->ctx, 0, op, &state, err);
     if (rc == TB_OK)
-        b->ops->op_release(b->ctx, state);
+        b->ops.backend->op_release(b->ctx, state);
     return rc;
 }
 
@@ -966,7 +966,8 @@ START_TEST(concat_three)
         oc.din[1].data = NULL;
         struct tb_err err;
         tb_err_clear(&err);
-        ck_assert_int_eq(b.ops->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err), TB_OK);
+        ck_assert_int_eq(b.ops.backend->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err),
+                         TB_OK);
         oc.din[1].data = keep;
         float *after = get_din(&oc, 0);
         ck_assert_mem_eq(before, after, elems(op.in[0]) * sizeof(float));
@@ -1241,7 +1242,8 @@ START_TEST(softmax_ce_bad_label)
     ck_assert_contains(err.msg, "label 4");
     /* backward refuses the same labels */
     tb_err_clear(&err);
-    ck_assert_int_eq(b.ops->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err), TB_ERR_RUNTIME);
+    ck_assert_int_eq(b.ops.backend->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err),
+                     TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "image 1");
     /* 254 is no class either when the ignore label is 255 */
     lab[at(op.in[1].shape, 1, 0, 2, 3)] = 1;
@@ -1362,7 +1364,7 @@ START_TEST(class_weights_by_count)
     opcheck_set_input(&oc, 0, t);
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_ne(b.ops->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err), TB_OK);
+    ck_assert_int_ne(b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err), TB_OK);
     ck_assert_msg(strstr(err.msg, "image 1, pixel (row 2, column 3): label 6 is not a class (0..5)"), "%s", err.msg);
     opcheck_fini(&oc);
     free(t);
@@ -1547,12 +1549,12 @@ static unsigned char *det_run(struct test_backend *b, const struct tb_op *op, vo
         opcheck_set_input(&oc, i, inputs[i]);
         if (has_grad(op, i)) {
             total += opcheck_bytes(op->in[i]);
-            ck_assert_int_eq(b->ops->tensor_fill(b->ctx, &oc.din[i], junk, &err), TB_OK);
+            ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.din[i], junk, &err), TB_OK);
         }
     }
     for (uint32_t j = 0; j < op->nout; j++)
         if (op->out[j].dtype == TB_F32)
-            ck_assert_int_eq(b->ops->tensor_fill(b->ctx, &oc.out[j], junk, &err), TB_OK);
+            ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.out[j], junk, &err), TB_OK);
     unsigned char *buf = malloc(total + 1), *p = buf;
     ck_assert_ptr_nonnull(buf);
     opcheck_forward(&oc, step);

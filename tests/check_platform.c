@@ -28,25 +28,25 @@ static void setup(void)
     setenv("TRAINBIG_LOG", "error", 1);
 }
 
-static void open_ok(struct tb_platform_instance *pi, const char *name, const char *settings)
+static void open_ok(struct tb_instance *pi, const char *name, const char *settings)
 {
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(tb_platform_open(name, settings, pi, &err) == TB_OK, "%s: %s", name, err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_PLATFORM, name, NULL, settings, pi, &err) == TB_OK, "%s: %s", name, err.msg);
     ck_assert_ptr_nonnull(pi->ctx);
 }
 
 /* Opening fails with TB_ERR_CONFIG; the message is returned in err. */
 static void open_fails(const char *name, const char *settings, struct tb_err *err)
 {
-    struct tb_platform_instance pi;
+    struct tb_instance pi;
     tb_err_clear(err);
-    ck_assert_int_eq(tb_platform_open(name, settings, &pi, err), TB_ERR_CONFIG);
+    ck_assert_int_eq(tb_instance_open(TB_KIND_PLATFORM, name, NULL, settings, &pi, err), TB_ERR_CONFIG);
     ck_assert_ptr_null(pi.ctx);
     ck_assert_ptr_null(pi.h);
 }
 
-static struct tb_link link_of(const struct tb_platform_instance *pi)
+static struct tb_link link_of(const struct tb_instance *pi)
 {
     struct tb_link l;
     tb_platform_link(pi->h->p, pi->ctx, &l);
@@ -69,7 +69,7 @@ static int this_machine_node(void)
 
 START_TEST(x86_pcie_defaults)
 {
-    struct tb_platform_instance pi;
+    struct tb_instance pi;
     open_ok(&pi, "x86-pcie", "");
     ck_assert_uint_eq(pi.h->p->abi_minor, TB_ABI_MINOR);
     struct tb_link l = link_of(&pi);
@@ -81,17 +81,17 @@ START_TEST(x86_pcie_defaults)
     ck_assert_near(l.accel_efficiency, TB_ACCEL_EFFICIENCY_DEFAULT);
     ck_assert_near(l.accel_efficiency, atof(PLAT_EFFICIENCY_DEFAULT)); /* the key's default is the SDK's */
     ck_assert_int_eq(l.numa_node, this_machine_node());
-    const char *const *env = pi.ops->env_defaults(pi.ctx);
+    const char *const *env = pi.ops.platform->env_defaults(pi.ctx);
     ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=PHB");
     ck_assert_ptr_null(env[1]);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
     ck_assert_ptr_null(pi.h);
 }
 END_TEST
 
 START_TEST(power9_nvlink_defaults)
 {
-    struct tb_platform_instance pi;
+    struct tb_instance pi;
     open_ok(&pi, "power9-nvlink", "");
     struct tb_link l = link_of(&pi);
     ck_assert_near(l.h2d_bytes_per_s, 68e9);
@@ -101,10 +101,10 @@ START_TEST(power9_nvlink_defaults)
     ck_assert_near(l.accel_flops, 15.7e12);
     ck_assert_near(l.accel_efficiency, 0.7);
     ck_assert_int_eq(l.numa_node, this_machine_node());
-    const char *const *env = pi.ops->env_defaults(pi.ctx);
+    const char *const *env = pi.ops.platform->env_defaults(pi.ctx);
     ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=NVL");
     ck_assert_ptr_null(env[1]);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
 }
 END_TEST
 
@@ -114,7 +114,7 @@ START_TEST(every_value_overridden)
 {
     static const char *const names[] = { "x86-pcie", "power9-nvlink" };
     for (size_t i = 0; i < 2; i++) {
-        struct tb_platform_instance pi;
+        struct tb_instance pi;
         open_ok(&pi, names[i],
                 "h2d_gbps = 25\nd2h_gbps = 22.5\nduplex_gbps = 20\nlatency_us = 2.5\naccel_tflops = 19.5\n"
                 "accel_efficiency = 0.55\nnuma_node = 3\nnccl_env = NCCL_P2P_LEVEL=SYS, NCCL_IB_DISABLE=1\n");
@@ -126,11 +126,11 @@ START_TEST(every_value_overridden)
         ck_assert_near(l.accel_flops, 19.5e12);
         ck_assert_near(l.accel_efficiency, 0.55);
         ck_assert_int_eq(l.numa_node, 3);
-        const char *const *env = pi.ops->env_defaults(pi.ctx);
+        const char *const *env = pi.ops.platform->env_defaults(pi.ctx);
         ck_assert_str_eq(env[0], "NCCL_P2P_LEVEL=SYS");
         ck_assert_str_eq(env[1], "NCCL_IB_DISABLE=1");
         ck_assert_ptr_null(env[2]);
-        tb_platform_close(&pi);
+        tb_instance_close(&pi);
     }
 }
 END_TEST
@@ -139,22 +139,22 @@ END_TEST
  * empty nccl_env are all allowed. */
 START_TEST(edges_allowed)
 {
-    struct tb_platform_instance pi;
+    struct tb_instance pi;
     open_ok(&pi, "power9-nvlink", "duplex_gbps = 0\nlatency_us = 0\nnccl_env =\n");
     struct tb_link l = link_of(&pi);
     ck_assert(l.duplex_bytes_per_s == 0.0);
     ck_assert(l.latency_s == 0.0);
-    ck_assert_ptr_null(pi.ops->env_defaults(pi.ctx)[0]);
+    ck_assert_ptr_null(pi.ops.platform->env_defaults(pi.ctx)[0]);
     char report[256];
     size_t n = 9;
     struct tb_err err;
     ck_assert_int_eq(tb_platform_apply_env(pi.h->p, pi.ctx, report, sizeof report, &n, &err), TB_OK);
     ck_assert_str_eq(report, "none");
     ck_assert_uint_eq(n, 0);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
     open_ok(&pi, "x86-pcie", "h2d_gbps = 16\nd2h_gbps = 14\nduplex_gbps = 14\n");
     ck_assert_near(link_of(&pi).duplex_bytes_per_s, 14e9);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
 }
 END_TEST
 
@@ -256,7 +256,7 @@ START_TEST(env_defaults_only_where_unset)
 {
     unsetenv("NCCL_P2P_LEVEL");
     unsetenv("NCCL_TB_TEST_A");
-    struct tb_platform_instance pi;
+    struct tb_instance pi;
     open_ok(&pi, "x86-pcie", "nccl_env = NCCL_P2P_LEVEL=PHB, NCCL_TB_TEST_A=7\n");
     setenv("NCCL_P2P_LEVEL", "SYS", 1); /* the user's choice */
     char report[256];
@@ -273,14 +273,14 @@ START_TEST(env_defaults_only_where_unset)
     ck_assert_uint_eq(n, 0);
     ck_assert_str_eq(getenv("NCCL_TB_TEST_A"), "8");
     ck_assert_str_eq(report, "kept NCCL_P2P_LEVEL=SYS, NCCL_TB_TEST_A=8 (already set)");
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
 
     unsetenv("NCCL_P2P_LEVEL");
     open_ok(&pi, "power9-nvlink", "");
     ck_assert_int_eq(tb_platform_apply_env(pi.h->p, pi.ctx, report, sizeof report, NULL, &err), TB_OK);
     ck_assert_str_eq(getenv("NCCL_P2P_LEVEL"), "NVL");
     ck_assert_str_eq(report, "set NCCL_P2P_LEVEL=NVL");
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
     unsetenv("NCCL_P2P_LEVEL");
     unsetenv("NCCL_TB_TEST_A");
 }
@@ -327,7 +327,16 @@ static const char *const *never_called(void *ctx)
     return NULL;
 }
 
-static struct tb_plugin fake_plugin(uint32_t minor, const struct tb_platform_ops *ops)
+/* A platform plugin built for ABI 1.minor with vtable ops, as the loader takes it in: the
+ * members of later minors are not read from ops. Close with tb_plugin_close. */
+static const char *const *swap_never_called(void *ctx)
+{
+    (void)ctx;
+    ck_abort_msg("swap_defaults of an ABI 1.4 plugin was called: its vtable has no such member");
+    return NULL;
+}
+
+static struct tb_plugin_handle *fake_plugin(uint32_t minor, const struct tb_platform_ops *ops)
 {
     struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
                            .abi_minor = minor,
@@ -336,7 +345,10 @@ static struct tb_plugin fake_plugin(uint32_t minor, const struct tb_platform_ops
                            .version = "0",
                            .description = "a test descriptor",
                            .ops.platform = ops };
-    return p;
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    ck_assert_msg(tb_plugin_adopt(&p, "fake.so", TB_KIND_PLATFORM, &h, &err) == TB_OK, "%s", err.msg);
+    return h;
 }
 
 START_TEST(abi_1_3_plugin_link_unknown)
@@ -349,10 +361,10 @@ START_TEST(abi_1_3_plugin_link_unknown)
     };
     const struct tb_platform_ops *both[] = { &ops, &scribbler };
     for (size_t i = 0; i < 2; i++) {
-        struct tb_plugin p = fake_plugin(3, both[i]);
+        struct tb_plugin_handle *p = fake_plugin(3, both[i]);
         struct tb_link l;
         memset(&l, 0x5a, sizeof l);
-        tb_platform_link(&p, NULL, &l);
+        tb_platform_link(p->p, NULL, &l);
         ck_assert(l.h2d_bytes_per_s == 1e9 && l.d2h_bytes_per_s == 2e9 && l.accel_flops == 3e12);
         ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
         ck_assert(l.duplex_bytes_per_s == 0.0);
@@ -361,9 +373,10 @@ START_TEST(abi_1_3_plugin_link_unknown)
         char report[64];
         size_t n = 5;
         struct tb_err err;
-        ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, &n, &err), TB_OK);
+        ck_assert_int_eq(tb_platform_apply_env(p->p, NULL, report, sizeof report, &n, &err), TB_OK);
         ck_assert_str_eq(report, "none");
         ck_assert_uint_eq(n, 0);
+        tb_plugin_close(p);
     }
 }
 END_TEST
@@ -394,21 +407,24 @@ START_TEST(abi_1_4_plugin_link)
                                                  .destroy = fake_destroy,
                                                  .link = new_link_good };
     struct tb_link l;
-    struct tb_plugin p = fake_plugin(4, &quiet);
-    tb_platform_link(&p, NULL, &l);
+    struct tb_plugin_handle *p = fake_plugin(4, &quiet);
+    tb_platform_link(p->p, NULL, &l);
     ck_assert(l.duplex_bytes_per_s == 0.0 && l.latency_s == 0.0 && l.numa_node == -1);
+    tb_plugin_close(p);
     p = fake_plugin(4, &bad);
-    tb_platform_link(&p, NULL, &l);
+    tb_platform_link(p->p, NULL, &l);
     ck_assert(l.duplex_bytes_per_s == 0.0 && l.latency_s == 0.0 && l.numa_node == -1);
+    tb_plugin_close(p);
     p = fake_plugin(4, &good);
-    tb_platform_link(&p, NULL, &l);
+    tb_platform_link(p->p, NULL, &l);
     ck_assert(l.duplex_bytes_per_s == 0.5e9 && l.latency_s == 4e-6 && l.numa_node == 1);
     ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
     /* No env_defaults member set: nothing to apply. */
     char report[64];
     struct tb_err err;
-    ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, NULL, &err), TB_OK);
+    ck_assert_int_eq(tb_platform_apply_env(p->p, NULL, report, sizeof report, NULL, &err), TB_OK);
     ck_assert_str_eq(report, "none");
+    tb_plugin_close(p);
 }
 END_TEST
 
@@ -429,18 +445,20 @@ START_TEST(abi_1_7_accel_efficiency)
                                                 .link = link_with_efficiency };
     struct tb_link l;
     eff_written = 0.45;
-    struct tb_plugin p = fake_plugin(6, &ops);
-    tb_platform_link(&p, NULL, &l);
+    struct tb_plugin_handle *p = fake_plugin(6, &ops);
+    tb_platform_link(p->p, NULL, &l);
     ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT && l.numa_node == 1);
+    tb_plugin_close(p);
     p = fake_plugin(7, &ops);
-    tb_platform_link(&p, NULL, &l);
+    tb_platform_link(p->p, NULL, &l);
     ck_assert(l.accel_efficiency == 0.45);
     const double bad[] = { 0.0, -0.5, NAN, INFINITY };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         eff_written = bad[i];
-        tb_platform_link(&p, NULL, &l);
+        tb_platform_link(p->p, NULL, &l);
         ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
     }
+    tb_plugin_close(p);
 }
 END_TEST
 
@@ -457,13 +475,14 @@ START_TEST(malformed_env_default_sets_nothing)
     static const struct tb_platform_ops ops = {
         .create = fake_create, .destroy = fake_destroy, .link = old_link, .env_defaults = bad_env
     };
-    struct tb_plugin p = fake_plugin(4, &ops);
+    struct tb_plugin_handle *p = fake_plugin(4, &ops);
     char report[64];
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_int_eq(tb_platform_apply_env(&p, NULL, report, sizeof report, NULL, &err), TB_ERR_PLUGIN);
+    ck_assert_int_eq(tb_platform_apply_env(p->p, NULL, report, sizeof report, NULL, &err), TB_ERR_PLUGIN);
     ck_assert_contains(err.msg, "platform plugin 'fake': environment default '1NCCL=2' is not NAME=VALUE");
     ck_assert_ptr_null(getenv("NCCL_TB_TEST_B"));
+    tb_plugin_close(p);
 }
 END_TEST
 
@@ -488,7 +507,7 @@ static struct tb_section *swap_section(const char *const *sets)
 
 START_TEST(swap_defaults_where_the_user_set_none)
 {
-    struct tb_platform_instance pi;
+    struct tb_instance pi;
     char report[256];
     struct tb_err err;
     tb_err_clear(&err);
@@ -509,7 +528,7 @@ START_TEST(swap_defaults_where_the_user_set_none)
     ck_assert_uint_eq(tb_section_size(sec, "min_size"), 2u << 20);
     ck_assert_str_eq(report, "");
     tb_section_free(sec);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
 
     /* x86-pcie's default is 1M. */
     open_ok(&pi, "x86-pcie", "");
@@ -517,7 +536,7 @@ START_TEST(swap_defaults_where_the_user_set_none)
     ck_assert_int_eq(tb_platform_apply_swap(pi.h->p, pi.ctx, sec, report, sizeof report, &err), TB_OK);
     ck_assert_str_eq(report, "min_size = 1M");
     tb_section_free(sec);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
 
     /* A value the key refuses: an error naming the platform and the entry, and nothing
      * applied, not even the entry before it. */
@@ -528,20 +547,24 @@ START_TEST(swap_defaults_where_the_user_set_none)
     ck_assert_int_eq(tb_section_int(sec, "depth"), 3);
     ck_assert_uint_eq(tb_section_size(sec, "min_size"), 1u << 20);
     tb_section_free(sec);
-    tb_platform_close(&pi);
+    tb_instance_close(&pi);
 
     /* An item that is not key=value is refused when the platform is opened. */
     open_fails("x86-pcie", "swap_defaults = MinSize\n", &err);
     ck_assert_contains(err.msg, "[platform] swap_defaults item 'MinSize': expected key=value");
 
-    /* A plugin built for ABI 1.4 has no swap_defaults member: nothing applied. */
-    static const struct tb_platform_ops old = { .create = fake_create, .destroy = fake_destroy, .link = old_link };
-    struct tb_plugin p = fake_plugin(4, &old);
+    /* A plugin built for ABI 1.4 has no swap_defaults member: whatever lies where 1.5 put
+     * it is not read, nothing is applied. */
+    static const struct tb_platform_ops old = {
+        .create = fake_create, .destroy = fake_destroy, .link = old_link, .swap_defaults = swap_never_called
+    };
+    struct tb_plugin_handle *p = fake_plugin(4, &old);
     sec = swap_section(NULL);
-    ck_assert_int_eq(tb_platform_apply_swap(&p, NULL, sec, report, sizeof report, &err), TB_OK);
+    ck_assert_int_eq(tb_platform_apply_swap(p->p, NULL, sec, report, sizeof report, &err), TB_OK);
     ck_assert_str_eq(report, "");
     ck_assert_uint_eq(tb_section_size(sec, "min_size"), 1u << 20);
     tb_section_free(sec);
+    tb_plugin_close(p);
 }
 END_TEST
 
@@ -555,10 +578,10 @@ START_TEST(score_names_this_cpu)
     plat_cpu_text(&m, cpu, sizeof cpu);
     static const char *const names[] = { "x86-pcie", "power9-nvlink" };
     for (size_t i = 0; i < 2; i++) {
-        struct tb_platform_instance pi;
+        struct tb_instance pi;
         open_ok(&pi, names[i], "");
         char why[256] = "";
-        int score = pi.ops->score(why, sizeof why);
+        int score = pi.ops.platform->score(why, sizeof why);
         ck_assert_contains(why, cpu);
         if (i == 0 && m.cpu == PLAT_CPU_X86) {
             ck_assert_int_ge(score, 10);
@@ -568,7 +591,7 @@ START_TEST(score_names_this_cpu)
             ck_assert_int_eq(score, 0);
             ck_assert_contains(why, "not a POWER9 CPU (");
         }
-        tb_platform_close(&pi);
+        tb_instance_close(&pi);
     }
 }
 END_TEST

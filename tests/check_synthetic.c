@@ -18,41 +18,41 @@ static void setup(void)
     setenv("TRAINBIG_LOG", "error", 1);
 }
 
-static void open_split(struct tb_dataset_instance *d, const char *split, const char *settings)
+static void open_split(struct tb_instance *d, const char *split, const char *settings)
 {
     struct tb_err err;
-    ck_assert_msg(tb_dataset_open("synthetic", split, settings, d, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_DATASET, "synthetic", split, settings, d, &err) == TB_OK, "%s", err.msg);
 }
 
-static void load(struct tb_dataset_instance *d, size_t i, struct tb_sample *s)
+static void load(struct tb_instance *d, size_t i, struct tb_sample *s)
 {
     struct tb_err err;
-    ck_assert_msg(d->ops->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(d->ops.dataset->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
 }
 
 START_TEST(classes_and_splits)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "val", "val_count = 7\nwidth = 200\nheight = 72\n");
     const struct tb_class *cl;
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 19);
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 19);
     ck_assert_str_eq(cl[0].name, "road");
     ck_assert_str_eq(cl[10].name, "sky");
     ck_assert_str_eq(cl[18].name, "bicycle");
     ck_assert(cl[13].color[0] == 0 && cl[13].color[1] == 0 && cl[13].color[2] == 142); /* car */
-    ck_assert_uint_eq(d.ops->count(d.ctx), 7);
-    ck_assert_str_eq(d.ops->sample_name(d.ctx, 3), "synthetic/val/000003");
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 7);
+    ck_assert_str_eq(d.ops.dataset->sample_name(d.ctx, 3), "synthetic/val/000003");
     struct tb_sample s = { 0 };
     load(&d, 6, &s);
     ck_assert_uint_eq(s.width, 200);
     ck_assert_uint_eq(s.height, 72);
     tb_sample_release(&s);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, "train", "");
-    ck_assert_uint_eq(d.ops->count(d.ctx), 256);
-    tb_dataset_close(&d);
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 256);
+    tb_instance_close(&d);
     struct tb_err err;
-    ck_assert_int_ne(tb_dataset_open("synthetic", "extra", "", &d, &err), TB_OK);
+    ck_assert_int_ne(tb_instance_open(TB_KIND_DATASET, "synthetic", "extra", "", &d, &err), TB_OK);
     ck_assert_msg(strstr(err.msg, "no split 'extra' (train, val and test exist)"), "%s", err.msg);
 }
 END_TEST
@@ -61,7 +61,7 @@ END_TEST
 START_TEST(scenes_hold_their_classes)
 {
     static const int drawn[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15 };
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "");
     struct tb_sample s = { 0 };
     size_t seen[19] = { 0 };
@@ -83,12 +83,12 @@ START_TEST(scenes_hold_their_classes)
     for (int c = 0; c < 19; c++)
         ck_assert_msg(want[c] ? seen[c] > 0 : seen[c] == 0, "class %d: %zu pixels", c, seen[c]);
     tb_sample_release(&s);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
 struct job {
-    struct tb_dataset_instance *d;
+    struct tb_instance *d;
     size_t first;
     uint8_t *image, *label; /* 8 samples of 64x48 */
 };
@@ -99,7 +99,7 @@ static void *load_eight(void *arg)
     struct tb_sample s = { 0 };
     struct tb_err err;
     for (size_t i = 0; i < 8; i++) {
-        if (j->d->ops->load(j->d->ctx, j->first + i, &s, &err) != TB_OK)
+        if (j->d->ops.dataset->load(j->d->ctx, j->first + i, &s, &err) != TB_OK)
             return "load failed";
         memcpy(j->image + i * 64 * 48 * 3, s.image, 64 * 48 * 3);
         memcpy(j->label + i * 64 * 48, s.label, 64 * 48);
@@ -112,7 +112,7 @@ static void *load_eight(void *arg)
 START_TEST(deterministic_and_thread_safe)
 {
     const char *settings = "width = 64\nheight = 48\nseed = 5\n";
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", settings);
     uint8_t *img[3], *lab[3];
     for (int k = 0; k < 3; k++) {
@@ -128,23 +128,23 @@ START_TEST(deterministic_and_thread_safe)
     pthread_join(tb, &rb);
     ck_assert_ptr_null(ra);
     ck_assert_ptr_null(rb);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, "train", settings);
     struct job c = { &d, 0, img[1], lab[1] }, e = { &d, 8, img[1] + 8 * 64 * 48 * 3, lab[1] + 8 * 64 * 48 };
     ck_assert_ptr_null(load_eight(&c));
     ck_assert_ptr_null(load_eight(&e));
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     ck_assert(memcmp(img[0], img[1], 16 * 64 * 48 * 3) == 0);
     ck_assert(memcmp(lab[0], lab[1], 16 * 64 * 48) == 0);
     /* Another seed, another split: other scenes. */
     open_split(&d, "train", "width = 64\nheight = 48\nseed = 6\n");
     struct job f = { &d, 0, img[2], lab[2] };
     ck_assert_ptr_null(load_eight(&f));
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     ck_assert(memcmp(lab[0], lab[2], 8 * 64 * 48) != 0);
     open_split(&d, "val", settings);
     ck_assert_ptr_null(load_eight(&f));
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     ck_assert(memcmp(lab[0], lab[2], 8 * 64 * 48) != 0);
     for (int k = 0; k < 3; k++) {
         free(img[k]);

@@ -136,26 +136,25 @@ static void setup(void)
 
 /* ------------------------------------------------------------------ helpers */
 
-static int try_open(const char *split, const char *dir, const char *extra, struct tb_dataset_instance *d,
-                    struct tb_err *err)
+static int try_open(const char *split, const char *dir, const char *extra, struct tb_instance *d, struct tb_err *err)
 {
     char *settings;
     ck_assert_int_ge(asprintf(&settings, "root = %s\n%s", dir, extra), 0);
-    const int rc = tb_dataset_open("taco", split, settings, d, err);
+    const int rc = tb_instance_open(TB_KIND_DATASET, "taco", split, settings, d, err);
     free(settings);
     return rc;
 }
 
-static void open_split(struct tb_dataset_instance *d, const char *split, const char *extra)
+static void open_split(struct tb_instance *d, const char *split, const char *extra)
 {
     struct tb_err err;
     ck_assert_msg(try_open(split, root, extra, d, &err) == TB_OK, "%s", err.msg);
 }
 
-static void load(struct tb_dataset_instance *d, size_t i, struct tb_sample *s)
+static void load(struct tb_instance *d, size_t i, struct tb_sample *s)
 {
     struct tb_err err;
-    ck_assert_msg(d->ops->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(d->ops.dataset->load(d->ctx, i, s, &err) == TB_OK, "%s", err.msg);
 }
 
 /* Compares a label map with rows of digits ('0' + label). */
@@ -171,18 +170,18 @@ static void assert_mask(const struct tb_sample *s, const char *const *rows)
 
 START_TEST(category_classes_and_masks)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "classes = category\nsplit_ratios = 100,0,0\n");
     const struct tb_class *cl;
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 5);
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 5);
     static const char *const names[5] = { "background", "Aluminium foil", "Drink can", "Glass bottle", "Plastic film" };
     for (int k = 0; k < 5; k++)
         ck_assert_str_eq(cl[k].name, names[k]);
     ck_assert(cl[0].color[0] == 0 && cl[0].color[1] == 0 && cl[0].color[2] == 0);
-    ck_assert_uint_eq(d.ops->count(d.ctx), 4);
-    ck_assert_str_eq(d.ops->sample_name(d.ctx, 0), "batch_1/000001.jpg");
-    ck_assert_str_eq(d.ops->sample_name(d.ctx, 1), "batch_1/000002.JPG");
-    ck_assert_str_eq(d.ops->sample_name(d.ctx, 3), "batch_2/000004.JPG");
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 4);
+    ck_assert_str_eq(d.ops.dataset->sample_name(d.ctx, 0), "batch_1/000001.jpg");
+    ck_assert_str_eq(d.ops.dataset->sample_name(d.ctx, 1), "batch_1/000002.JPG");
+    ck_assert_str_eq(d.ops.dataset->sample_name(d.ctx, 3), "batch_2/000004.JPG");
 
     /* The rectangle (1,1)-(5,4): centres x + 0.5 in [1, 5), y + 0.5 in [1, 4). The
      * triangle (6.2,0.1) (9.7,0.1) (6.2,3.6): at row centre yc, x from 6.2 to 9.8 - yc. */
@@ -209,16 +208,16 @@ START_TEST(category_classes_and_masks)
     for (size_t p = 0; p < 64; p++)
         ck_assert_int_eq(s.label[p], 0);
     tb_sample_release(&s);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
 START_TEST(supercategory_classes)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "split_ratios = 100,0,0\n"); /* classes = supercategory by default */
     const struct tb_class *cl;
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 4);
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 4);
     static const char *const names[4] = { "background", "Bottle", "Can", "Plastic bag & wrapper" };
     for (int k = 0; k < 4; k++)
         ck_assert_str_eq(cl[k].name, names[k]);
@@ -233,7 +232,7 @@ START_TEST(supercategory_classes)
         for (uint32_t x = 0; x < 12; x++)
             ck_assert_int_eq(s.label[y * 12 + x], x >= 1 && x <= 10 && y >= 1 && y <= 10 ? 1 : 0);
     tb_sample_release(&s);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
@@ -241,10 +240,10 @@ END_TEST
  * at the top right, where the annotation is. */
 START_TEST(exif_orientation)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "classes = category\nsplit_ratios = 100,0,0\n");
     struct tb_sample s = { 0 };
-    ck_assert_str_eq(d.ops->sample_name(d.ctx, 2), "batch_2/000003.jpg");
+    ck_assert_str_eq(d.ops.dataset->sample_name(d.ctx, 2), "batch_2/000003.jpg");
     load(&d, 2, &s);
     ck_assert_uint_eq(s.width, 16);
     ck_assert_uint_eq(s.height, 32);
@@ -257,7 +256,7 @@ START_TEST(exif_orientation)
         for (uint32_t x = 0; x < 16; x++)
             ck_assert_int_eq(s.label[y * 16 + x], x >= 12 && y < 4 ? 2 : 0);
     tb_sample_release(&s);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
@@ -288,38 +287,38 @@ static void write_many(const char *rel, int first_image, int nimages)
 START_TEST(many_classes_palette)
 {
     write_many("many.json", 0, 3);
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "annotations = many.json\nclasses = category\n");
     const struct tb_class *cl;
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 61);
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 61);
     ck_assert_str_eq(cl[1].name, "cat00");
     ck_assert_str_eq(cl[60].name, "cat59");
     for (int a = 0; a < 61; a++)
         for (int b = a + 1; b < 61; b++)
             ck_assert_msg(memcmp(cl[a].color, cl[b].color, 3) != 0, "classes %d and %d share a colour", a, b);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     open_split(&d, "train", "annotations = many.json\n");
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 29);
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 29);
     ck_assert_str_eq(cl[1].name, "super00");
     ck_assert_str_eq(cl[2].name, "super03"); /* category 1 */
     ck_assert(cl[0].color[0] == 0 && cl[0].color[1] == 0 && cl[0].color[2] == 0);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
 /* The names of a split, joined with newlines (caller frees). */
 static char *split_names(const char *split, const char *extra, size_t *count)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, split, extra);
-    *count = d.ops->count(d.ctx);
+    *count = d.ops.dataset->count(d.ctx);
     char *all = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&all, &n);
     for (size_t i = 0; i < *count; i++)
-        fprintf(f, "%s\n", d.ops->sample_name(d.ctx, i));
+        fprintf(f, "%s\n", d.ops.dataset->sample_name(d.ctx, i));
     fclose(f);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     return all;
 }
 
@@ -361,7 +360,7 @@ START_TEST(seeded_splits)
     v = split_names("test", "annotations = split50.json\nsplit_ratios = 1, 1, 0\n", &c2);
     ck_assert_uint_eq(c2, 0);
     free(v);
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     struct tb_err err;
     ck_assert_int_eq(try_open("train", root, "split_ratios = 1,2\n", &d, &err), TB_ERR_CONFIG);
     ck_assert_contains(err.msg, "split_ratios");
@@ -390,15 +389,15 @@ START_TEST(user_split_files)
         ck_assert_int_eq(fixture_write_text(paths[k], text), 0);
         free(text);
     }
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     struct tb_err err;
     for (int k = 0; k < 3; k++) {
         ck_assert_msg(try_open(splits[k], dir, "split_seed = 3\n", &d, &err) == TB_OK, "%s", err.msg);
-        ck_assert_uint_eq(d.ops->count(d.ctx), 1);
+        ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 1);
         char want[16];
         snprintf(want, sizeof want, "%s.jpg", splits[k]);
-        ck_assert_str_eq(d.ops->sample_name(d.ctx, 0), want);
-        tb_dataset_close(&d);
+        ck_assert_str_eq(d.ops.dataset->sample_name(d.ctx, 0), want);
+        tb_instance_close(&d);
     }
     ck_assert_int_eq(unlink(paths[2]), 0);
     ck_assert_int_eq(try_open("train", dir, "", &d, &err), TB_ERR_CONFIG);
@@ -410,7 +409,7 @@ START_TEST(user_split_files)
 END_TEST
 
 struct job {
-    struct tb_dataset_instance *d;
+    struct tb_instance *d;
     uint8_t *ref; /* samples 0..3, labels then images, as one thread read them */
     size_t ref_size;
 };
@@ -423,7 +422,7 @@ static void *load_all(void *arg)
     for (int round = 0; round < 10; round++) {
         size_t off = 0;
         for (size_t i = 0; i < 4; i++) {
-            if (j->d->ops->load(j->d->ctx, i, &s, &err) != TB_OK)
+            if (j->d->ops.dataset->load(j->d->ctx, i, &s, &err) != TB_OK)
                 return "load failed";
             const size_t n = (size_t)s.width * s.height;
             if (memcmp(j->ref + off, s.label, n) || memcmp(j->ref + off + n, s.image, 3 * n))
@@ -437,7 +436,7 @@ static void *load_all(void *arg)
 
 START_TEST(thread_safe_loads)
 {
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "classes = category\nsplit_ratios = 100,0,0\n");
     uint8_t *ref = malloc(4 * (10 * 8 + 12 * 12 + 16 * 32 + 8 * 8));
     size_t off = 0;
@@ -460,7 +459,7 @@ START_TEST(thread_safe_loads)
         ck_assert_msg(r == NULL, "%s", (const char *)r);
     }
     free(ref);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
@@ -474,7 +473,7 @@ START_TEST(bad_images)
                "{\"id\": 3, \"width\": 8, \"height\": 8, \"file_name\": \"batch_2/missing.jpg\"},"
                "{\"id\": 4, \"width\": 8, \"height\": 16, \"file_name\": \"batch_2/000004.JPG\"}]",
                "\"annotations\": []");
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     open_split(&d, "train", "annotations = badload.json\nsplit_ratios = 100,0,0\n");
     struct tb_sample s = { 0 };
     struct tb_err err;
@@ -485,12 +484,12 @@ START_TEST(bad_images)
         { "batch_2/000004.JPG", "8x8", "8x16" },
     };
     for (size_t i = 0; i < 4; i++) {
-        ck_assert_int_eq(d.ops->load(d.ctx, i, &s, &err), TB_ERR_RUNTIME);
+        ck_assert_int_eq(d.ops.dataset->load(d.ctx, i, &s, &err), TB_ERR_RUNTIME);
         for (int k = 0; k < 3; k++)
             ck_assert_contains(err.msg, want[i][k]);
     }
     tb_sample_release(&s);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
 }
 END_TEST
 
@@ -568,7 +567,7 @@ START_TEST(bad_annotations)
           NULL, "annotation 17: \"area\" is not a number" },
         { NULL, img1, "\"annotations\": [[]]", NULL, "annotations[0] is not an object" },
     };
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     struct tb_err err;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32], extra[64];
@@ -694,19 +693,19 @@ START_TEST(generated_tree_loads)
     size_t seen = 0, bad = 0;
     struct tb_sample s = { 0 };
     for (int k = 0; k < 3; k++) {
-        struct tb_dataset_instance d;
+        struct tb_instance d;
         struct tb_err err;
-        ck_assert_msg(tb_dataset_open("taco", splits[k], settings, &d, &err) == TB_OK, "%s", err.msg);
-        ck_assert_uint_eq(d.ops->count(d.ctx), want_count[k]);
+        ck_assert_msg(tb_instance_open(TB_KIND_DATASET, "taco", splits[k], settings, &d, &err) == TB_OK, "%s", err.msg);
+        ck_assert_uint_eq(d.ops.dataset->count(d.ctx), want_count[k]);
         const struct tb_class *cl;
-        const size_t ncl = d.ops->classes(d.ctx, &cl);
+        const size_t ncl = d.ops.dataset->classes(d.ctx, &cl);
         ck_assert_uint_eq(ncl, 6); /* background and 5 supercategories */
-        for (size_t i = 0; i < d.ops->count(d.ctx); i++) {
-            const struct fixture_taco_image *im = fixture_image(d.ops->sample_name(d.ctx, i));
+        for (size_t i = 0; i < d.ops.dataset->count(d.ctx); i++) {
+            const struct fixture_taco_image *im = fixture_image(d.ops.dataset->sample_name(d.ctx, i));
             seen++;
             if (im->flags & (FIXTURE_TACO_CORRUPT | FIXTURE_TACO_MISSING)) {
                 bad++;
-                ck_assert_int_eq(d.ops->load(d.ctx, i, &s, &err), TB_ERR_RUNTIME);
+                ck_assert_int_eq(d.ops.dataset->load(d.ctx, i, &s, &err), TB_ERR_RUNTIME);
                 ck_assert_contains(err.msg, im->file);
                 ck_assert_contains(err.msg,
                                    im->flags & FIXTURE_TACO_CORRUPT ? "truncated or corrupt JPEG" : "cannot open");
@@ -715,7 +714,7 @@ START_TEST(generated_tree_loads)
             load(&d, i, &s);
             check_generated_sample(&s, im, cl, ncl);
         }
-        tb_dataset_close(&d);
+        tb_instance_close(&d);
     }
     ck_assert_uint_eq(seen, fixture_taco_nimages);
     ck_assert_uint_eq(bad, 2);
@@ -723,14 +722,14 @@ START_TEST(generated_tree_loads)
 
     /* classes = category: label id + 1, named after the category */
     ck_assert_int_ge(asprintf(&settings, "root = %s\nclasses = category\nsplit_ratios = 1,0,0\n", dir), 0);
-    struct tb_dataset_instance d;
+    struct tb_instance d;
     struct tb_err err;
-    ck_assert_msg(tb_dataset_open("taco", "train", settings, &d, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_DATASET, "taco", "train", settings, &d, &err) == TB_OK, "%s", err.msg);
     const struct tb_class *cl;
-    ck_assert_uint_eq(d.ops->classes(d.ctx, &cl), 61); /* the largest id is 59 */
+    ck_assert_uint_eq(d.ops.dataset->classes(d.ctx, &cl), 61); /* the largest id is 59 */
     for (size_t c = 0; c < fixture_taco_ncategories; c++)
         ck_assert_str_eq(cl[fixture_taco_categories[c].id + 1].name, fixture_taco_categories[c].name);
-    tb_dataset_close(&d);
+    tb_instance_close(&d);
     tb_sample_release(&s);
     free(settings);
     free(dir);
@@ -751,17 +750,17 @@ START_TEST(generated_clean_tree)
     static const size_t want_count[3] = { 14, 2, 2 };
     struct tb_sample s = { 0 };
     for (int k = 0; k < 3; k++) {
-        struct tb_dataset_instance d;
+        struct tb_instance d;
         struct tb_err err;
-        ck_assert_msg(tb_dataset_open("taco", splits[k], settings, &d, &err) == TB_OK, "%s", err.msg);
-        ck_assert_uint_eq(d.ops->count(d.ctx), want_count[k]);
+        ck_assert_msg(tb_instance_open(TB_KIND_DATASET, "taco", splits[k], settings, &d, &err) == TB_OK, "%s", err.msg);
+        ck_assert_uint_eq(d.ops.dataset->count(d.ctx), want_count[k]);
         const struct tb_class *cl;
-        const size_t ncl = d.ops->classes(d.ctx, &cl);
-        for (size_t i = 0; i < d.ops->count(d.ctx); i++) {
+        const size_t ncl = d.ops.dataset->classes(d.ctx, &cl);
+        for (size_t i = 0; i < d.ops.dataset->count(d.ctx); i++) {
             load(&d, i, &s);
-            check_generated_sample(&s, fixture_image(d.ops->sample_name(d.ctx, i)), cl, ncl);
+            check_generated_sample(&s, fixture_image(d.ops.dataset->sample_name(d.ctx, i)), cl, ncl);
         }
-        tb_dataset_close(&d);
+        tb_instance_close(&d);
     }
     tb_sample_release(&s);
     free(settings);

@@ -31,26 +31,26 @@
 #include "testutil.h"
 
 /* A backend instance (h, ops, ctx) opened by name. */
-#define test_backend tb_backend_instance
+#define test_backend tb_instance
 
 /* Opens backend plugin `name` with `keys` ("key = value" lines of its [backend] section). */
 static inline void test_backend_open(struct test_backend *b, const char *name, const char *keys)
 {
     struct tb_err err;
-    ck_assert_msg(tb_backend_open(name, keys, b, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_instance_open(TB_KIND_BACKEND, name, NULL, keys, b, &err) == TB_OK, "%s", err.msg);
 }
 
 static inline void test_backend_close(struct test_backend *b)
 {
-    tb_backend_close(b);
+    tb_instance_close(b);
 }
 
 /* A device tensor of the given description (device 0). */
 static inline struct tb_tensor test_tensor(struct test_backend *b, struct tb_tensor_desc d)
 {
     struct tb_tensor t = { d, 0, NULL };
-    size_t bytes = b->ops->tensor_bytes(b->ctx, &d);
-    t.data = b->ops->mem_alloc(b->ctx, 0, bytes ? bytes : 1);
+    size_t bytes = b->ops.backend->tensor_bytes(b->ctx, &d);
+    t.data = b->ops.backend->mem_alloc(b->ctx, 0, bytes ? bytes : 1);
     ck_assert_ptr_nonnull(t.data);
     return t;
 }
@@ -58,7 +58,7 @@ static inline struct tb_tensor test_tensor(struct test_backend *b, struct tb_ten
 static inline void test_tensor_free(struct test_backend *b, struct tb_tensor *t)
 {
     if (t->data)
-        b->ops->mem_free(b->ctx, 0, t->data);
+        b->ops.backend->mem_free(b->ctx, 0, t->data);
     t->data = NULL;
 }
 
@@ -66,14 +66,14 @@ static inline void test_upload(struct test_backend *b, const struct tb_tensor *t
 {
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(b->ops->tensor_write(b->ctx, t, host, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(b->ops.backend->tensor_write(b->ctx, t, host, &err) == TB_OK, "%s", err.msg);
 }
 
 static inline void test_download(struct test_backend *b, const struct tb_tensor *t, void *host)
 {
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(b->ops->tensor_read(b->ctx, t, host, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(b->ops.backend->tensor_read(b->ctx, t, host, &err) == TB_OK, "%s", err.msg);
 }
 
 /* Deterministic pseudo-random floats in [lo, hi). */
@@ -159,12 +159,12 @@ static inline void opcheck_init(struct opcheck *oc, struct test_backend *b, cons
     }
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(b->ops->op_prepare(b->ctx, 0, &oc->op, &oc->state, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(b->ops.backend->op_prepare(b->ctx, 0, &oc->op, &oc->state, &err) == TB_OK, "%s", err.msg);
 }
 
 static inline void opcheck_fini(struct opcheck *oc)
 {
-    oc->b->ops->op_release(oc->b->ctx, oc->state);
+    oc->b->ops.backend->op_release(oc->b->ctx, oc->state);
     for (uint32_t i = 0; i < oc->op.nin; i++) {
         test_tensor_free(oc->b, &oc->in[i]);
         test_tensor_free(oc->b, &oc->din[i]);
@@ -187,8 +187,8 @@ static inline void opcheck_forward(struct opcheck *oc, uint64_t step)
 {
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(oc->b->ops->op_forward(oc->b->ctx, &oc->op, oc->state, step, oc->in, oc->out, &err) == TB_OK, "%s",
-                  err.msg);
+    ck_assert_msg(oc->b->ops.backend->op_forward(oc->b->ctx, &oc->op, oc->state, step, oc->in, oc->out, &err) == TB_OK,
+                  "%s", err.msg);
 }
 
 static inline void opcheck_get_output(struct opcheck *oc, uint32_t j, void *host)
@@ -209,10 +209,10 @@ static inline void opcheck_backward(struct opcheck *oc, float *const *dout_host)
         if (dout_host && dout_host[j])
             test_upload(oc->b, &oc->dout[j], dout_host[j]);
         else
-            ck_assert(oc->b->ops->tensor_fill(oc->b->ctx, &oc->dout[j], 0.0f, &err) == TB_OK);
+            ck_assert(oc->b->ops.backend->tensor_fill(oc->b->ctx, &oc->dout[j], 0.0f, &err) == TB_OK);
     }
-    ck_assert_msg(oc->b->ops->op_backward(oc->b->ctx, &oc->op, oc->state, oc->in, oc->out, oc->dout, oc->din, &err) ==
-                      TB_OK,
+    ck_assert_msg(oc->b->ops.backend->op_backward(oc->b->ctx, &oc->op, oc->state, oc->in, oc->out, oc->dout, oc->din,
+                                                  &err) == TB_OK,
                   "%s", err.msg);
 }
 

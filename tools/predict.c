@@ -108,9 +108,8 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
         return rc;
     memset(in.label, IGNORE_LABEL, (size_t)in.width * in.height);
     /* The classes and their colours are the dataset's. */
-    rc = dp->ops.dataset->open(s->slot[TB_SEC_DATASET].section, "val", &ds, err);
+    rc = tb_plugin_create(dp, s->slot[TB_SEC_DATASET].section, "val", &ds, err);
     if (rc) {
-        ds = NULL;
         tb_err_prefix(err, "dataset '%s' (for its classes)", dp->name);
         goto out;
     }
@@ -165,8 +164,7 @@ out:
     tb_exec_free(x);
     tb_graph_free(g);
     tb_run_close(&run);
-    if (ds)
-        dp->ops.dataset->close(ds);
+    tb_plugin_destroy(dp, ds);
     tb_sample_release(&in);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include "core/util/kind_internal.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -204,6 +205,69 @@ static int check_descriptor(const struct tb_plugin *p, const char *path, int wan
     return check_ops(p, path, err);
 }
 
+/* Where each kind's vtable grew: a plugin built for an ABI minor below `minor` has a
+ * vtable that ends at `end`. In order of minor within a kind. */
+static const struct {
+    int kind;
+    uint32_t minor;
+    size_t end;
+} vtable_growth[] = {
+    { TB_KIND_BACKEND, 1, offsetof(struct tb_backend_ops, device_count) },
+    { TB_KIND_BACKEND, 4, offsetof(struct tb_backend_ops, alloc_failed_bytes) },
+    { TB_KIND_BACKEND, 6, offsetof(struct tb_backend_ops, comm_attach) },
+    { TB_KIND_BACKEND, 7, offsetof(struct tb_backend_ops, op_describe) },
+    { TB_KIND_PLATFORM, 4, offsetof(struct tb_platform_ops, env_defaults) },
+    { TB_KIND_PLATFORM, 5, offsetof(struct tb_platform_ops, swap_defaults) },
+    { TB_KIND_MODEL, 2, offsetof(struct tb_model_ops, build) },
+    { TB_KIND_SWAP, 4, offsetof(struct tb_swap_ops, plan) },
+};
+
+static size_t vtable_full_size(int kind)
+{
+    switch (kind) {
+    case TB_KIND_BACKEND:
+        return sizeof(struct tb_backend_ops);
+    case TB_KIND_PLATFORM:
+        return sizeof(struct tb_platform_ops);
+    case TB_KIND_MODEL:
+        return sizeof(struct tb_model_ops);
+    case TB_KIND_DATASET:
+        return sizeof(struct tb_dataset_ops);
+    case TB_KIND_SWAP:
+        return sizeof(struct tb_swap_ops);
+    }
+    return 0;
+}
+
+size_t tb_vtable_size(int kind, uint32_t minor)
+{
+    for (size_t i = 0; i < sizeof vtable_growth / sizeof vtable_growth[0]; i++)
+        if (vtable_growth[i].kind == kind && minor < vtable_growth[i].minor)
+            return vtable_growth[i].end;
+    return vtable_full_size(kind);
+}
+
+int tb_plugin_adopt(const struct tb_plugin *p, const char *path, int want_kind, struct tb_plugin_handle **out,
+                    struct tb_err *err)
+{
+    *out = NULL;
+    int rc = check_descriptor(p, path, want_kind, err);
+    if (rc)
+        return rc;
+    struct tb_plugin_handle *h = calloc(1, sizeof *h);
+    if (!h || !(h->path = strdup(path))) {
+        free(h);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    }
+    /* Only what the plugin's minor had is read from it: the rest of its struct is not its. */
+    memcpy(&h->vtable, p->ops.any, tb_vtable_size(p->kind, p->abi_minor));
+    h->desc = *p;
+    h->desc.ops.any = &h->vtable;
+    h->p = &h->desc;
+    *out = h;
+    return TB_OK;
+}
+
 int tb_plugin_open(const char *path, int want_kind, struct tb_plugin_handle **out, struct tb_err *err)
 {
     *out = NULL;
@@ -232,21 +296,63 @@ int tb_plugin_open(const char *path, int want_kind, struct tb_plugin_handle **ou
         return tb_err_set(err, TB_ERR_PLUGIN, "%s: not a trainbig plugin: it does not export the symbol '%s'", file,
                           TB_PLUGIN_ENTRY);
     }
-    int rc = check_descriptor(p, file, want_kind, err);
+    int rc = tb_plugin_adopt(p, file, want_kind, out, err);
     if (rc) {
         dlclose(dl);
         return rc;
     }
-    struct tb_plugin_handle *h = calloc(1, sizeof *h);
-    if (!h || !(h->path = strdup(file))) {
-        free(h);
-        dlclose(dl);
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    }
-    h->dl = dl;
-    h->p = p;
-    *out = h;
+    (*out)->dl = dl;
     return TB_OK;
+}
+
+int tb_plugin_create(const struct tb_plugin *p, const struct tb_section *sec, const char *split, void **ctx,
+                     struct tb_err *err)
+{
+    *ctx = NULL;
+    int rc = TB_ERR_PLUGIN;
+    switch (p->kind) {
+    case TB_KIND_BACKEND:
+        rc = p->ops.backend->create(sec, ctx, err);
+        break;
+    case TB_KIND_PLATFORM:
+        rc = p->ops.platform->create(sec, ctx, err);
+        break;
+    case TB_KIND_MODEL:
+        rc = p->ops.model->create(sec, ctx, err);
+        break;
+    case TB_KIND_DATASET:
+        rc = p->ops.dataset->open(sec, split, ctx, err);
+        break;
+    case TB_KIND_SWAP:
+        rc = p->ops.swap->create(sec, ctx, err);
+        break;
+    }
+    if (rc)
+        *ctx = NULL; /* a failed create frees what it made */
+    return rc;
+}
+
+void tb_plugin_destroy(const struct tb_plugin *p, void *ctx)
+{
+    if (!ctx)
+        return;
+    switch (p->kind) {
+    case TB_KIND_BACKEND:
+        p->ops.backend->destroy(ctx);
+        break;
+    case TB_KIND_PLATFORM:
+        p->ops.platform->destroy(ctx);
+        break;
+    case TB_KIND_MODEL:
+        p->ops.model->destroy(ctx);
+        break;
+    case TB_KIND_DATASET:
+        p->ops.dataset->close(ctx);
+        break;
+    case TB_KIND_SWAP:
+        p->ops.swap->destroy(ctx);
+        break;
+    }
 }
 
 void tb_plugin_close(struct tb_plugin_handle *h)

@@ -3,15 +3,42 @@
 #define TB_CORE_LOADER_INTERNAL_H
 
 #include <stddef.h>
+#include <trainbig/backend.h>
+#include <trainbig/dataset.h>
 #include <trainbig/error.h>
+#include <trainbig/model.h>
+#include <trainbig/platform.h>
 #include <trainbig/plugin.h>
+#include <trainbig/swap.h>
 
-/* A loaded, accepted plugin. Owned by whoever opened it; close with tb_plugin_close(). */
-struct tb_plugin_handle {
-    void *dl;                  /* dlopen handle */
-    char *path;                /* the file */
-    const struct tb_plugin *p; /* its descriptor, inside the loaded file */
+/* Every kind's vtable at this core's ABI minor. */
+union tb_vtable {
+    struct tb_backend_ops backend;
+    struct tb_platform_ops platform;
+    struct tb_model_ops model;
+    struct tb_dataset_ops dataset;
+    struct tb_swap_ops swap;
 };
+
+/* A loaded, accepted plugin. Owned by whoever opened it; close with tb_plugin_close().
+ * The core reads the plugin through p, a copy of its descriptor whose vtable is `vtable`:
+ * the plugin's vtable copied as far as its ABI minor had members, the members of later
+ * minors NULL. So the core tests an optional member for NULL, never the plugin's minor. */
+struct tb_plugin_handle {
+    void *dl;                  /* dlopen handle; NULL for a descriptor adopted by tb_plugin_adopt */
+    char *path;                /* the file */
+    const struct tb_plugin *p; /* &desc */
+    struct tb_plugin desc;     /* the plugin's descriptor, but ops points at vtable */
+    union tb_vtable vtable;
+};
+
+/* The size of a kind's vtable as a plugin built for ABI 1.minor has it. */
+size_t tb_vtable_size(int kind, uint32_t minor);
+
+/* Checks descriptor p (from a file, or a test's) as tb_plugin_open does and makes a handle
+ * for it without a file behind it; path names it in messages. */
+int tb_plugin_adopt(const struct tb_plugin *p, const char *path, int want_kind, struct tb_plugin_handle **out,
+                    struct tb_err *err);
 
 /* The directories searched for plugins by name, in order:
  *   1. each directory of TRAINBIG_PLUGIN_PATH (colon-separated)
@@ -57,5 +84,12 @@ int tb_plugin_list(int kind, struct tb_plugin_list *out);
 void tb_plugin_list_free(struct tb_plugin_list *l);
 
 void tb_plugin_close(struct tb_plugin_handle *h);
+
+/* An instance of any kind from its validated section: create(), or for a dataset open()
+ * of split (ignored for the other kinds). On failure *ctx is NULL and err says why. */
+int tb_plugin_create(const struct tb_plugin *p, const struct tb_section *sec, const char *split, void **ctx,
+                     struct tb_err *err);
+/* destroy(), or a dataset's close(); nothing for ctx NULL. */
+void tb_plugin_destroy(const struct tb_plugin *p, void *ctx);
 
 #endif

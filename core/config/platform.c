@@ -81,7 +81,7 @@ int tb_platform_apply_env(const struct tb_plugin *p, void *ctx, char *report, si
     if (nset)
         *nset = 0;
     snprintf(report, report_size, "none");
-    if (!has_v14(p) || !p->ops.platform->env_defaults)
+    if (!p->ops.platform->env_defaults)
         return TB_OK;
     const char *const *env = p->ops.platform->env_defaults(ctx);
     if (!env || !env[0])
@@ -126,7 +126,7 @@ int tb_platform_apply_swap(const struct tb_plugin *p, void *ctx, struct tb_secti
 {
     if (report_size)
         report[0] = '\0';
-    if (p->abi_minor < 5 || !p->ops.platform->swap_defaults)
+    if (!p->ops.platform->swap_defaults)
         return TB_OK;
     const char *const *defs = p->ops.platform->swap_defaults(ctx);
     /* Checked first, applied after: nothing is applied half. */

@@ -207,11 +207,8 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
          * one-direction rates, the form of nccl_env) in create(): make one now, so that
          * those mistakes are reported with the rest of the file, and keep it for its swap
          * defaults (apply_implied_defaults). */
-        const struct tb_platform_ops *o = slot->plugin->p->ops.platform;
         tb_err_clear(&perr);
-        rc = o->create(slot->section, &slot->platform_ctx, &perr);
-        if (rc != TB_OK)
-            slot->platform_ctx = NULL; /* a failed create frees what it made */
+        rc = tb_plugin_create(slot->plugin->p, slot->section, NULL, &slot->platform_ctx, &perr);
         if (rc != TB_OK && !perr.msg[0])
             tb_err_set(&perr, rc, "[platform] plugin '%s': create() failed and said nothing about why",
                        slot->plugin->p->name);
@@ -242,7 +239,7 @@ static int apply_implied_defaults(struct tb_setup *s, struct tb_err *err)
     const struct tb_plugin *plat = ps->plugin->p;
     int rc = tb_platform_apply_swap(plat, ps->platform_ctx, s->slot[TB_SEC_SWAP].section, s->swap_note,
                                     sizeof s->swap_note, err);
-    plat->ops.platform->destroy(ps->platform_ctx);
+    tb_plugin_destroy(plat, ps->platform_ctx);
     ps->platform_ctx = NULL;
     return rc;
 }
@@ -318,97 +315,31 @@ static int open_section(int kind, const char *section, const char *name, const c
     return rc;
 }
 
-int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err)
+int tb_instance_open(int kind, const char *name, const char *split, const char *settings, struct tb_instance *in,
+                     struct tb_err *err)
 {
-    memset(b, 0, sizeof *b);
-    int rc = open_section(TB_KIND_BACKEND, "backend", name, settings, &b->h, &b->cfg, &b->sec, err);
+    memset(in, 0, sizeof *in);
+    const char *section = tb_kind_name(kind);
+    if (!section)
+        return tb_err_set(err, TB_ERR_PLUGIN, "internal error: no plugin kind %d", kind);
+    int rc = open_section(kind, section, name, settings, &in->h, &in->cfg, &in->sec, err);
     if (rc)
         return rc;
-    b->ops = b->h->p->ops.backend;
-    rc = b->ops->create(b->sec, &b->ctx, err);
+    in->ops.any = in->h->p->ops.any;
+    rc = tb_plugin_create(in->h->p, in->sec, split, &in->ctx, err);
     if (rc)
-        tb_backend_close(b);
+        tb_instance_close(in);
     return rc;
 }
 
-void tb_backend_close(struct tb_backend_instance *b)
+void tb_instance_close(struct tb_instance *in)
 {
-    if (b->ctx)
-        b->ops->destroy(b->ctx);
-    tb_section_free(b->sec);
-    tb_config_free(b->cfg);
-    tb_plugin_close(b->h);
-    memset(b, 0, sizeof *b);
-}
-
-int tb_platform_open(const char *name, const char *settings, struct tb_platform_instance *p, struct tb_err *err)
-{
-    memset(p, 0, sizeof *p);
-    int rc = open_section(TB_KIND_PLATFORM, "platform", name, settings, &p->h, &p->cfg, &p->sec, err);
-    if (rc)
-        return rc;
-    p->ops = p->h->p->ops.platform;
-    rc = p->ops->create(p->sec, &p->ctx, err);
-    if (rc)
-        tb_platform_close(p);
-    return rc;
-}
-
-void tb_platform_close(struct tb_platform_instance *p)
-{
-    if (p->ctx)
-        p->ops->destroy(p->ctx);
-    tb_section_free(p->sec);
-    tb_config_free(p->cfg);
-    tb_plugin_close(p->h);
-    memset(p, 0, sizeof *p);
-}
-
-int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err)
-{
-    memset(m, 0, sizeof *m);
-    int rc = open_section(TB_KIND_MODEL, "model", name, settings, &m->h, &m->cfg, &m->sec, err);
-    if (rc)
-        return rc;
-    m->ops = m->h->p->ops.model;
-    rc = m->ops->create(m->sec, &m->ctx, err);
-    if (rc)
-        tb_model_close(m);
-    return rc;
-}
-
-void tb_model_close(struct tb_model_instance *m)
-{
-    if (m->ctx)
-        m->ops->destroy(m->ctx);
-    tb_section_free(m->sec);
-    tb_config_free(m->cfg);
-    tb_plugin_close(m->h);
-    memset(m, 0, sizeof *m);
-}
-
-int tb_dataset_open(const char *name, const char *split, const char *settings, struct tb_dataset_instance *d,
-                    struct tb_err *err)
-{
-    memset(d, 0, sizeof *d);
-    int rc = open_section(TB_KIND_DATASET, "dataset", name, settings, &d->h, &d->cfg, &d->sec, err);
-    if (rc)
-        return rc;
-    d->ops = d->h->p->ops.dataset;
-    rc = d->ops->open(d->sec, split, &d->ctx, err);
-    if (rc)
-        tb_dataset_close(d);
-    return rc;
-}
-
-void tb_dataset_close(struct tb_dataset_instance *d)
-{
-    if (d->ctx)
-        d->ops->close(d->ctx);
-    tb_section_free(d->sec);
-    tb_config_free(d->cfg);
-    tb_plugin_close(d->h);
-    memset(d, 0, sizeof *d);
+    if (in->h)
+        tb_plugin_destroy(in->h->p, in->ctx);
+    tb_section_free(in->sec);
+    tb_config_free(in->cfg);
+    tb_plugin_close(in->h);
+    memset(in, 0, sizeof *in);
 }
 
 void tb_setup_free(struct tb_setup *s)
@@ -417,7 +348,7 @@ void tb_setup_free(struct tb_setup *s)
         return;
     for (int i = 0; i < TB_SEC_COUNT; i++) {
         if (s->slot[i].platform_ctx) /* resolve failed after the platform's create */
-            s->slot[i].plugin->p->ops.platform->destroy(s->slot[i].platform_ctx);
+            tb_plugin_destroy(s->slot[i].plugin->p, s->slot[i].platform_ctx);
         tb_section_free(s->slot[i].section);
         tb_plugin_close(s->slot[i].plugin);
         free(s->slot[i].plugin_origin);

@@ -67,61 +67,31 @@ void tb_setup_print(const struct tb_setup *s, FILE *out);
 /* The names of the installed plugins of a kind, "a, b" or "none". */
 void tb_plugin_names(int kind, char *buf, size_t size);
 
-/* A backend instance opened outside a full configuration (benchmarks, tests, tools). */
-struct tb_backend_instance {
+/* A plugin instance opened outside a full configuration (benchmarks, tests, tools): the
+ * plugin, its settings, and the context its create() (a dataset's open()) made. ops is
+ * the plugin's vtable as the loader completed it (loader_internal.h). */
+struct tb_instance {
     struct tb_plugin_handle *h;
-    const struct tb_backend_ops *ops;
+    union {
+        const void *any;
+        const struct tb_backend_ops *backend;
+        const struct tb_platform_ops *platform;
+        const struct tb_model_ops *model;
+        const struct tb_dataset_ops *dataset;
+        const struct tb_swap_ops *swap;
+    } ops;
     void *ctx;
     struct tb_config *cfg;
     struct tb_section *sec;
 };
 
-/* The same for a model. */
-struct tb_model_instance {
-    struct tb_plugin_handle *h;
-    const struct tb_model_ops *ops;
-    void *ctx;
-    struct tb_config *cfg;
-    struct tb_section *sec;
-};
-
-/* Finds backend plugin `name`, validates `settings` ("key = value" lines of its
- * [backend] section, as in a file) against its keys, and creates an instance. On failure
- * *b is left empty and err says why. Close with tb_backend_close(). */
-int tb_backend_open(const char *name, const char *settings, struct tb_backend_instance *b, struct tb_err *err);
-void tb_backend_close(struct tb_backend_instance *b);
-
-/* The same for a dataset split. */
-struct tb_dataset_instance {
-    struct tb_plugin_handle *h;
-    const struct tb_dataset_ops *ops;
-    void *ctx;
-    struct tb_config *cfg;
-    struct tb_section *sec;
-};
-
-/* The same for a platform. */
-struct tb_platform_instance {
-    struct tb_plugin_handle *h;
-    const struct tb_platform_ops *ops;
-    void *ctx;
-    struct tb_config *cfg;
-    struct tb_section *sec;
-};
-
-/* As tb_backend_open, for platform plugin `name` and its [platform] settings. Read its
- * link with tb_platform_link(p->h->p, p->ctx, &link) (core/config/platform_internal.h). */
-int tb_platform_open(const char *name, const char *settings, struct tb_platform_instance *p, struct tb_err *err);
-void tb_platform_close(struct tb_platform_instance *p);
-
-/* As tb_backend_open, for model plugin `name` and its [model] settings. */
-int tb_model_open(const char *name, const char *settings, struct tb_model_instance *m, struct tb_err *err);
-void tb_model_close(struct tb_model_instance *m);
-
-/* As tb_backend_open, for split `split` of dataset plugin `name` and its [dataset]
- * settings. */
-int tb_dataset_open(const char *name, const char *split, const char *settings, struct tb_dataset_instance *d,
-                    struct tb_err *err);
-void tb_dataset_close(struct tb_dataset_instance *d);
+/* Finds plugin `name` of `kind`, validates `settings` ("key = value" lines of its section,
+ * as in a file) against its keys, and creates an instance; split names a dataset's split
+ * (NULL for other kinds). On failure *in is left empty and err says why. Close with
+ * tb_instance_close(). For a platform, read its link with
+ * tb_platform_link(in->h->p, in->ctx, &link) (core/config/platform_internal.h). */
+int tb_instance_open(int kind, const char *name, const char *split, const char *settings, struct tb_instance *in,
+                     struct tb_err *err);
+void tb_instance_close(struct tb_instance *in);
 
 #endif

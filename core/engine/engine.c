@@ -15,11 +15,10 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
 {
     memset(e, 0, sizeof *e);
     const struct tb_backend_ops *o = backend->ops.backend;
-    /* The compute members arrived with ABI 1.1: an older plugin's vtable ends before them. */
-    if (backend->abi_minor < 1 || !o->device_count || !o->mem_alloc || !o->mem_free || !o->tensor_bytes ||
-        !o->tensor_write || !o->tensor_read || !o->tensor_fill || !o->tensor_accumulate || !o->op_prepare ||
-        !o->op_release || !o->op_forward || !o->op_backward || !o->sgd_update || !o->event_create || !o->copy_async ||
-        !o->stream_sync)
+    /* The compute members arrived with ABI 1.1: the loader left them NULL for an older plugin. */
+    if (!o->device_count || !o->mem_alloc || !o->mem_free || !o->tensor_bytes || !o->tensor_write || !o->tensor_read ||
+        !o->tensor_fill || !o->tensor_accumulate || !o->op_prepare || !o->op_release || !o->op_forward ||
+        !o->op_backward || !o->sgd_update || !o->event_create || !o->copy_async || !o->stream_sync)
         return tb_err_set(err, TB_ERR_PLUGIN,
                           "backend plugin '%s' (ABI %u.%u) cannot compute: it lacks the device, memory, tensor and "
                           "op members of the backend contract (trainbig/backend.h, ABI 1.1)",
@@ -29,11 +28,12 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
                           o->device_count(ctx), device);
     e->ops = o;
     e->ctx = ctx;
-    e->alloc_failed_bytes = backend->abi_minor >= 4 ? o->alloc_failed_bytes : NULL;
-    e->release_scratch = backend->abi_minor >= 4 ? o->release_scratch : NULL;
-    e->event_time = backend->abi_minor >= 4 ? o->event_time : NULL;
-    e->op_describe = backend->abi_minor >= 7 ? o->op_describe : NULL;
-    e->reorder_stats = backend->abi_minor >= 7 ? o->reorder_stats : NULL;
+    e->alloc_failed_bytes = o->alloc_failed_bytes;
+    e->release_scratch = o->release_scratch;
+    e->event_time = o->event_time;
+    e->op_describe = o->op_describe;
+    e->reorder_stats = o->reorder_stats;
+    /* A struct the plugin fills, not a vtable member: only a 1.7 plugin knows the field. */
     e->largest_free_known = backend->abi_minor >= 7;
     e->device = device;
     e->seed = seed;
@@ -174,13 +174,13 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
     return TB_OK;
 }
 
-int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, int abi_minor, const struct tb_comm *comm,
+int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, const struct tb_comm *comm,
                           size_t bucket_bytes, struct tb_err *err)
 {
     if (!comm || comm->size <= 1)
         return TB_OK;
     const struct tb_backend_ops *o = e->ops;
-    if (abi_minor < 6 || !o->comm_attach || !o->allreduce_start || !o->allreduce_wait)
+    if (!o->comm_attach || !o->allreduce_start || !o->allreduce_wait)
         return tb_err_set(err, TB_ERR_PLUGIN,
                           "backend '%s' cannot all-reduce gradients across ranks (it lacks comm_attach, "
                           "allreduce_start and allreduce_wait of trainbig/backend.h, ABI 1.6): run it as one process, "

@@ -51,7 +51,7 @@ struct tb_engine {
 /* Joins the engine's backend to the ranks of comm (size > 1): its comm_attach, and the
  * all-reduce members training graphs then use. A backend without them (ABI < 1.6, or
  * NULL members) is refused by name: it can train single-process only. */
-int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, int abi_minor, const struct tb_comm *comm,
+int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, const struct tb_comm *comm,
                           size_t bucket_bytes, struct tb_err *err);
 
 /* An engine over a created backend instance (which it does not own). The backend must

@@ -19,33 +19,25 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     r->s = s;
     r->backend = s->slot[TB_SEC_BACKEND].plugin->p;
     r->model = s->slot[TB_SEC_MODEL].plugin->p;
-    if (r->model->abi_minor < 2)
-        return tb_err_set(err, TB_ERR_PLUGIN,
-                          "model plugin '%s' was built for ABI %u.%u and cannot build a network: build() arrived "
-                          "with ABI 1.2; rebuild it against this SDK",
-                          r->model->name, r->model->abi_major, r->model->abi_minor);
     if (!r->model->ops.model->build)
         return tb_err_set(err, TB_ERR_PLUGIN,
-                          "model plugin '%s' has no build() (trainbig/model.h): it cannot describe a network, so "
-                          "nothing can be trained with it",
-                          r->model->name);
+                          "model plugin '%s' has no build() (trainbig/model.h, ABI 1.2; the plugin has ABI %u.%u): it "
+                          "cannot describe a network, so nothing can be trained with it",
+                          r->model->name, r->model->abi_major, r->model->abi_minor);
     const struct tb_comm *world = tb_comm_world();
     /* [backend] device under mpirun and the platform's [swap] defaults were applied by
      * tb_setup_resolve, so `trainbig config` shows them. */
-    int rc = r->backend->ops.backend->create(s->slot[TB_SEC_BACKEND].section, &r->backend_ctx, err);
+    int rc = tb_plugin_create(r->backend, s->slot[TB_SEC_BACKEND].section, NULL, &r->backend_ctx, err);
     if (rc) {
-        r->backend_ctx = NULL;
         return tb_err_prefix(err, "backend '%s'", r->backend->name);
     }
-    rc = r->model->ops.model->create(s->slot[TB_SEC_MODEL].section, &r->model_ctx, err);
+    rc = tb_plugin_create(r->model, s->slot[TB_SEC_MODEL].section, NULL, &r->model_ctx, err);
     if (rc) {
-        r->model_ctx = NULL;
         return tb_err_prefix(err, "model '%s'", r->model->name);
     }
     r->platform = s->slot[TB_SEC_PLATFORM].plugin->p;
-    rc = r->platform->ops.platform->create(s->slot[TB_SEC_PLATFORM].section, &r->platform_ctx, err);
+    rc = tb_plugin_create(r->platform, s->slot[TB_SEC_PLATFORM].section, NULL, &r->platform_ctx, err);
     if (rc) {
-        r->platform_ctx = NULL;
         return tb_err_prefix(err, "platform '%s'", r->platform->name);
     }
     if (world->size > 1) {
@@ -61,7 +53,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     tb_platform_link(r->platform, r->platform_ctx, &r->link);
     r->platform_link = r->link;
     const struct tb_backend_ops *bo = r->backend->ops.backend;
-    if (r->backend->abi_minor >= 4 && bo->set_platform) {
+    if (bo->set_platform) {
         char note[1024];
         rc = bo->set_platform(r->backend_ctx, 0, &r->link, note, sizeof note, err);
         if (rc)
@@ -72,9 +64,8 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     if (s->swap_note[0])
         tb_log(TB_LOG_INFO, "[swap] %s from platform '%s' (its swap_defaults)", s->swap_note, r->platform->name);
     r->swap = s->slot[TB_SEC_SWAP].plugin->p;
-    rc = r->swap->ops.swap->create(s->slot[TB_SEC_SWAP].section, &r->swap_ctx, err);
+    rc = tb_plugin_create(r->swap, s->slot[TB_SEC_SWAP].section, NULL, &r->swap_ctx, err);
     if (rc) {
-        r->swap_ctx = NULL;
         r->swap = NULL;
         return tb_err_prefix(err, "swap policy '%s'", s->slot[TB_SEC_SWAP].plugin->p->name);
     }
@@ -82,12 +73,11 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     rc = tb_engine_init(&r->engine, r->backend, r->backend_ctx, 0, seed, err);
     r->engine_ready = rc == TB_OK;
     if (rc == TB_OK && world->size > 1)
-        rc = tb_engine_attach_comm(&r->engine, r->backend->name, (int)r->backend->abi_minor, world,
+        rc = tb_engine_attach_comm(&r->engine, r->backend->name, world,
                                    (size_t)tb_section_size(s->slot[TB_SEC_TRAIN].section, "allreduce_bucket"), err);
-    /* A policy built before the hooks (ABI < 1.4) has a shorter vtable: it never swaps. */
+    /* A policy built before the hooks (ABI < 1.4) has them NULL: it never swaps. */
     if (r->engine_ready)
-        r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->abi_minor >= 4 ? r->swap->ops.swap : NULL,
-                                                  r->swap_ctx, &r->link };
+        r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->ops.swap, r->swap_ctx, &r->link };
     return rc;
 }
 
@@ -96,13 +86,13 @@ void tb_run_close(struct tb_run *r)
     if (r->engine_ready)
         tb_engine_fini(&r->engine);
     if (r->swap_ctx)
-        r->swap->ops.swap->destroy(r->swap_ctx);
+        tb_plugin_destroy(r->swap, r->swap_ctx);
     if (r->platform_ctx)
-        r->platform->ops.platform->destroy(r->platform_ctx);
+        tb_plugin_destroy(r->platform, r->platform_ctx);
     if (r->model_ctx)
-        r->model->ops.model->destroy(r->model_ctx);
+        tb_plugin_destroy(r->model, r->model_ctx);
     if (r->backend_ctx)
-        r->backend->ops.backend->destroy(r->backend_ctx);
+        tb_plugin_destroy(r->backend, r->backend_ctx);
     memset(r, 0, sizeof *r);
 }
 

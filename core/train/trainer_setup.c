@@ -28,11 +28,9 @@ static int open_split(struct tb_trainer *t, const char *name, struct tb_split *s
     const struct tb_plugin *p = t->s->slot[TB_SEC_DATASET].plugin->p;
     sp->name = name;
     sp->ops = p->ops.dataset;
-    int rc = sp->ops->open(t->s->slot[TB_SEC_DATASET].section, name, &sp->ctx, err);
-    if (rc) {
-        sp->ctx = NULL;
+    int rc = tb_plugin_create(p, t->s->slot[TB_SEC_DATASET].section, name, &sp->ctx, err);
+    if (rc)
         return tb_err_prefix(err, "dataset '%s', split %s", p->name, name);
-    }
     sp->count = sp->ops->count(sp->ctx);
     if (sp->count == 0)
         return tb_err_set(err, TB_ERR_CONFIG, "dataset '%s': the %s split has no samples", p->name, name);

@@ -18,7 +18,9 @@
  * kind's vtable at its end, or adding a kind, bumps TB_ABI_MINOR; any other change bumps
  * TB_ABI_MAJOR and resets the minor. The loader accepts a plugin built for the same major
  * and a minor no newer than its own; a newer-minor plugin may use members this core does
- * not have, so it is refused, naming the file and both versions. */
+ * not have, so it is refused, naming the file and both versions. The core reads an
+ * accepted plugin's vtable only as far as its minor had members: later members read as
+ * NULL. */
 #ifndef TRAINBIG_PLUGIN_H
 #define TRAINBIG_PLUGIN_H
 
