@@ -8,7 +8,8 @@
  *   (b) decoding, the training augmentation (a fresh draw per sample with the reference's
  *       settings: scale 0.5-2.0, a CROP x CROP crop, flip, jitter 0.25, blur with
  *       probability 0.5 and sigma 0.15-1.3) and tb_batch_put into a one-image batch
- *       (normalisation, Canny edges, edge targets): everything the model needs.
+ *       (normalisation, and the gscnn model's prepare(): Canny edges, edge targets):
+ *       everything the model needs.
  * Each is the median of REPS runs over SAMPLES samples. The breakdown times the stages
  * separately: the augmentation's stages as differences of runs of tb_augment_apply on the
  * same draw with the later stages switched off.
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/data/augment_internal.h"
+#include "core/config/setup_internal.h"
 #include "core/data/batch_internal.h"
 #include "core/data/png_internal.h"
 
@@ -311,7 +313,18 @@ int main(int argc, char **argv)
                  .blur_sigma_min = 0.15f,
                  .blur_sigma_max = 1.3f },
     };
-    if (tb_batch_init(&b.batch, 1, crop, crop, NULL, &err))
+    /* G-SCNN's own inputs, as its graph declares them, made by its prepare(). */
+    struct tb_instance model;
+    if (tb_instance_open(TB_KIND_MODEL, "gscnn", NULL, "", &model, &err))
+        die("the gscnn model", &err);
+    static const struct tb_model_feed gscnn_feeds[] = { { "canny", TB_F32, 1, NULL }, { "edges", TB_U8, 1, NULL } };
+    const struct tb_batch_spec spec = { 2, gscnn_feeds, model.ops.model->prepare, model.ops.model->free_work,
+                                        model.ctx };
+    if (!spec.prepare) {
+        tb_err_set(&err, TB_ERR_PLUGIN, "it has no prepare()");
+        die("the gscnn model", &err);
+    }
+    if (tb_batch_init(&b.batch, 1, crop, crop, &spec, NULL, &err))
         die("tb_batch_init", &err);
 
     /* one warm-up pass: buffers sized, files in the page cache */
@@ -345,8 +358,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < STAGES; k++)
         printf("  %-34s %6.2f\n", names[k], 1e3 * t_stage[k]);
 
-    tb_batch_fini(&b.batch);
     tb_batch_work_free(&b.batch_work);
+    tb_batch_fini(&b.batch);
+    tb_instance_close(&model);
     tb_augment_work_free(&b.work);
     tb_sample_release(&b.decoded);
     tb_sample_release(&b.augmented);

@@ -49,6 +49,7 @@
 #include "benchutil.h"
 #include "core/data/batch_internal.h"
 #include "core/engine/engine_internal.h"
+#include "core/train/inputs_internal.h"
 
 /* The optimizer of both networks. */
 #define SGD_LR 0.005f
@@ -468,17 +469,20 @@ static void write_batch(const struct tb_batch *b, char *path, size_t size)
         return;
     }
     const size_t pix = (size_t)b->n * (size_t)b->h * (size_t)b->w;
-    bool ok = fwrite(b->image, sizeof *b->image, 3 * pix, f) == 3 * pix &&
-              fwrite(b->canny, sizeof *b->canny, pix, f) == pix && fwrite(b->labels, 1, pix, f) == pix &&
-              fwrite(b->edges, 1, pix, f) == pix;
+    const float *canny = tb_batch_feed(b, "canny");
+    const uint8_t *edges = tb_batch_feed(b, "edges");
+    bool ok = canny && edges && fwrite(b->image, sizeof *b->image, 3 * pix, f) == 3 * pix &&
+              fwrite(canny, sizeof *canny, pix, f) == pix && fwrite(b->labels, 1, pix, f) == pix &&
+              fwrite(edges, 1, pix, f) == pix;
     if (fclose(f) != 0 || !ok) {
         unlink(path);
         path[0] = 0;
     }
 }
 
-/* One batch of the synthetic dataset as the model's four inputs. */
-static int synthetic_batch(struct tb_batch *batch, const struct gscnn_size *z, struct tb_err *err)
+/* One batch of the synthetic dataset as the model's inputs (those of spec its own). */
+static int synthetic_batch(struct tb_batch *batch, const struct tb_batch_spec *spec, const struct gscnn_size *z,
+                           struct tb_err *err)
 {
     char settings[128];
     snprintf(settings, sizeof settings, "width = %d\nheight = %d\ntrain_count = %d\n", z->side, z->side,
@@ -495,7 +499,7 @@ static int synthetic_batch(struct tb_batch *batch, const struct gscnn_size *z, s
     if (!rc && d.ops.dataset->count(d.ctx) < (size_t)z->batch)
         rc = tb_err_set(err, TB_ERR_CONFIG, "the synthetic train split has fewer than %d images", z->batch);
     if (!rc)
-        rc = tb_batch_init(batch, z->batch, z->side, z->side, NULL, err);
+        rc = tb_batch_init(batch, z->batch, z->side, z->side, spec, NULL, err);
     struct tb_sample sample;
     struct tb_batch_work work = { 0 };
     memset(&sample, 0, sizeof sample);
@@ -541,16 +545,13 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
         engine = true;
     if (!rc)
         rc = tb_exec_create(&e, g, &x, &err);
+    struct tb_batch_spec feeds = { 0 };
     if (!rc)
-        rc = synthetic_batch(&batch, z, &err);
+        rc = tb_inputs_spec(&feeds, g, m.h->p, m.ctx, z->batch, z->side, z->side, &err);
     if (!rc)
-        rc = tb_exec_set_input(x, "image", batch.image, &err);
+        rc = synthetic_batch(&batch, &feeds, z, &err);
     if (!rc)
-        rc = tb_exec_set_input(x, "canny", batch.canny, &err);
-    if (!rc)
-        rc = tb_exec_set_input(x, "labels", batch.labels, &err);
-    if (!rc)
-        rc = tb_exec_set_input(x, "edges", batch.edges, &err);
+        rc = tb_inputs_set(x, g, &batch, &err);
 
     printf("\nbench/step: G-SCNN (gscnn plugin: width %s, shape_width %s, blocks %s), batch %d of synthetic 3x%dx%d, "
            "%d classes, losses seg + 20 edge + att, SGD momentum\n",
@@ -599,6 +600,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
         breakdown(&e, x, &before, o->steps + 2);
     }
     tb_batch_fini(&batch);
+    tb_inputs_spec_free(&feeds);
     tb_exec_free(x);
     if (engine)
         tb_engine_fini(&e);

@@ -91,6 +91,23 @@ static struct tb_data_settings settings(int workers, int prefetch, bool augment)
     return s;
 }
 
+/* The gscnn model's inputs, made by its prepare() in the loader's threads: opened once,
+ * closed by main. */
+static struct tb_instance g_model;
+static struct tb_batch_spec g_spec;
+
+static const struct tb_batch_spec *gscnn_inputs(void)
+{
+    static const struct tb_model_feed feeds[] = { { "canny", TB_F32, 1, NULL }, { "edges", TB_U8, 1, NULL } };
+    if (!g_model.h) {
+        struct tb_err err;
+        ck_assert_msg(tb_instance_open(TB_KIND_MODEL, "gscnn", NULL, "", &g_model, &err) == TB_OK, "%s", err.msg);
+        g_spec =
+            (struct tb_batch_spec){ 2, feeds, g_model.ops.model->prepare, g_model.ops.model->free_work, g_model.ctx };
+    }
+    return &g_spec;
+}
+
 static struct tb_data_loader *open_loader(struct fake *f, const struct tb_data_settings *s, bool train, int batch,
                                           int rank, int world, uint32_t w, uint32_t h)
 {
@@ -106,6 +123,7 @@ static struct tb_data_loader *open_loader(struct fake *f, const struct tb_data_s
         .width = w,
         .height = h,
         .set = s,
+        .spec = gscnn_inputs(),
     };
     struct tb_data_loader *l;
     struct tb_err err;
@@ -152,9 +170,11 @@ static void dump_range(struct tb_data_loader *l, uint64_t begin, uint64_t end, s
         ck_assert_ptr_nonnull(d->bytes);
         unsigned char *p = d->bytes + d->n;
         memcpy(p, b->image, pix * 3 * sizeof(float));
-        memcpy(p + pix * 3 * sizeof(float), b->canny, pix * sizeof(float));
+        const void *canny = tb_batch_feed(b, "canny"), *edges = tb_batch_feed(b, "edges");
+        ck_assert(canny && edges);
+        memcpy(p + pix * 3 * sizeof(float), canny, pix * sizeof(float));
         memcpy(p + pix * 4 * sizeof(float), b->labels, pix);
-        memcpy(p + pix * 4 * sizeof(float) + pix, b->edges, pix);
+        memcpy(p + pix * 4 * sizeof(float) + pix, edges, pix);
         d->n += add;
     }
 }
@@ -199,6 +219,7 @@ START_TEST(same_batches_whatever_the_workers)
         .seed = 8,
         .width = 32,
         .height = 24,
+        .spec = gscnn_inputs(),
         .set = &s,
     };
     struct tb_data_loader *l;
@@ -553,11 +574,12 @@ START_TEST(batches_in_pinned_memory)
         .height = 8,
         .set = &s,
         .host = &host,
+        .spec = gscnn_inputs(),
     };
     struct tb_data_loader *l;
     struct tb_err err;
     ck_assert_int_eq(tb_data_loader_open(&c, &l, &err), TB_OK);
-    ck_assert_uint_eq(pinned_calls, 4 * 4); /* prefetch + 1 batches of 4 buffers */
+    ck_assert_uint_eq(pinned_calls, 4 * 4); /* prefetch + 1 batches of 4 buffers: image, labels, canny, edges */
     tb_data_loader_start(l, 0, 2);
     struct tb_loaded lb;
     ck_assert_int_eq(tb_data_loader_next(l, &lb, &err), TB_OK);
@@ -634,5 +656,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    tb_instance_close(&g_model);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,7 +1,8 @@
-/* check_edges: the per-pixel inputs the core computes for G-SCNN: Canny edges of the
- * image (OpenCV's definition: Sobel 3x3, L1 magnitude, the strongest channel, non-maximum
- * suppression with its tie rule, hysteresis), the boundary targets of a label map, and a
- * batch slot holding them with the normalised image. */
+/* check_edges: the edge maps of the SDK (trainbig/edges.h) that G-SCNN's prepare() makes
+ * its inputs from: Canny edges of the image (OpenCV's definition: Sobel 3x3, L1 magnitude,
+ * the strongest channel, non-maximum suppression with its tie rule, hysteresis), the
+ * boundary targets of a label map; and a batch slot holding them, made by the gscnn
+ * plugin's prepare(), with the normalised image. */
 #include "config.h"
 
 #include <check.h>
@@ -9,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/setup_internal.h"
 #include "core/data/batch_internal.h"
-#include "core/data/canny_internal.h"
+#include <trainbig/edges.h>
 
 enum { W = 16, H = 12 };
 
@@ -208,14 +210,23 @@ START_TEST(label_edges_random_maps)
 }
 END_TEST
 
-/* A batch slot: the image normalised per channel, the Canny edges and edge targets as
- * computed above, the labels copied; a sample of another size is refused by name. */
+/* A batch slot: the image normalised per channel and the labels copied by the core, the
+ * Canny edges and edge targets as computed above by the gscnn plugin's prepare(); a sample
+ * of another size is refused by name. */
 START_TEST(batch_inputs)
 {
     struct tb_batch b;
     struct tb_batch_work bw = { 0 };
     struct tb_err err;
-    ck_assert_int_eq(tb_batch_init(&b, 2, H, W, NULL, &err), TB_OK);
+    struct tb_instance m;
+    ck_assert_msg(tb_instance_open(TB_KIND_MODEL, "gscnn", NULL, "", &m, &err) == TB_OK, "%s", err.msg);
+    const struct tb_model_feed feeds[] = { { "canny", TB_F32, 1, NULL }, { "edges", TB_U8, 1, NULL } };
+    const struct tb_batch_spec spec = { 2, feeds, m.ops.model->prepare, m.ops.model->free_work, m.ctx };
+    ck_assert_ptr_nonnull(spec.prepare);
+    ck_assert_int_eq(tb_batch_init(&b, 2, H, W, &spec, NULL, &err), TB_OK);
+    const float *cny = tb_batch_feed(&b, "canny");
+    const uint8_t *edges = tb_batch_feed(&b, "edges");
+    ck_assert(cny && edges && !tb_batch_feed(&b, "image"));
     fill(0);
     vertical_step(200, 7, 0, H);
     img[3][4][1] = 51;
@@ -230,23 +241,32 @@ START_TEST(batch_inputs)
     canny(10, 100);
     tb_label_edges(&lab[0][0], W, H, 2, 255, &tgt[0][0]);
     for (size_t p = 0; p < plane; p++) {
-        ck_assert(b.canny[plane + p] == (&out[0][0])[p]);
+        ck_assert(cny[plane + p] == (&out[0][0])[p]);
         ck_assert(b.labels[plane + p] == (&lab[0][0])[p]);
-        ck_assert(b.edges[plane + p] == (&tgt[0][0])[p]);
+        ck_assert(edges[plane + p] == (&tgt[0][0])[p]);
     }
-    ck_assert_int_eq(b.edges[plane + 5 * W + 9], 1);
-    ck_assert_int_eq(b.edges[plane + 9], 255);
+    ck_assert_int_eq(edges[plane + 5 * W + 9], 1);
+    ck_assert_int_eq(edges[plane + 9], 255);
     s.width = W - 1;
     ck_assert_int_ne(tb_batch_put(&b, 0, &s, "city/0001", &bw, &err), TB_OK);
     ck_assert_msg(strstr(err.msg, "sample city/0001 is 15x12, but the batch takes 16x12 images"), "%s", err.msg);
     /* A skipped sample's slot: nothing to learn from. */
-    tb_batch_put_ignored(&b, 1);
+    ck_assert_int_eq(tb_batch_put_ignored(&b, 1, &bw, &err), TB_OK);
     for (size_t p = 0; p < plane; p++) {
-        ck_assert(b.image[slot + p] == 0.0f && b.canny[plane + p] == 0.0f);
-        ck_assert(b.labels[plane + p] == 255 && b.edges[plane + p] == 255);
+        ck_assert(b.image[slot + p] == 0.0f && cny[plane + p] == 0.0f);
+        ck_assert(b.labels[plane + p] == 255 && edges[plane + p] == 255);
     }
-    tb_batch_fini(&b);
     tb_batch_work_free(&bw);
+    tb_batch_fini(&b);
+
+    /* A batch of image and labels only: a model that reads no edges costs nothing for them. */
+    ck_assert_int_eq(tb_batch_init(&b, 1, H, W, NULL, NULL, &err), TB_OK);
+    s.width = W;
+    ck_assert_int_eq(tb_batch_put(&b, 0, &s, "s", &bw, &err), TB_OK);
+    ck_assert(!tb_batch_feed(&b, "canny") && !bw.model_work);
+    tb_batch_work_free(&bw);
+    tb_batch_fini(&b);
+    tb_instance_close(&m);
 }
 END_TEST
 

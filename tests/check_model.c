@@ -19,6 +19,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/engine/graph_internal.h"
 #include "core/config/setup_internal.h"
+#include "core/train/inputs_internal.h"
 #include "opcheck.h"
 #include "testutil.h"
 
@@ -269,6 +270,45 @@ START_TEST(bad_settings_refused)
 }
 END_TEST
 
+/* The inputs besides "image" and "labels" are the model's: the training graph's "canny"
+ * and "edges", the inference graph's "canny" only, made by its prepare(); a model that
+ * reads an input it cannot make, or one of another size than the images fed, is refused
+ * naming the input. */
+START_TEST(inputs_owned_by_the_model)
+{
+    const char *settings = "width = 0.125\nblocks = 1,1,1,1,1,1\n";
+    struct tb_instance m;
+    struct tb_err err;
+    struct tb_batch_spec spec;
+    for (int training = 0; training < 2; training++) {
+        struct tb_graph *g = build(&m, settings, training, 2, 40, 56, &err);
+        ck_assert_msg(tb_inputs_spec(&spec, g, m.h->p, m.ctx, 2, 40, 56, &err) == TB_OK, "%s", err.msg);
+        ck_assert_int_eq(spec.nfeeds, training ? 2 : 1);
+        ck_assert_str_eq(spec.feeds[0].name, "canny");
+        ck_assert(spec.feeds[0].dtype == TB_F32 && spec.feeds[0].channels == 1);
+        if (training) {
+            ck_assert_str_eq(spec.feeds[1].name, "edges");
+            ck_assert(spec.feeds[1].dtype == TB_U8 && spec.feeds[1].channels == 1);
+        }
+        ck_assert_ptr_eq(spec.prepare, m.ops.model->prepare);
+        tb_inputs_spec_free(&spec);
+
+        ck_assert_int_eq(tb_inputs_spec(&spec, g, m.h->p, m.ctx, 2, 40, 64, &err), TB_ERR_PLUGIN);
+        ck_assert_contains(err.msg, "model 'gscnn': graph input 'image' (f32, 2x3x40x56): its shape is not");
+
+        struct tb_model_ops no_prepare = *m.ops.model;
+        no_prepare.prepare = NULL;
+        struct tb_plugin p = *m.h->p;
+        p.ops.model = &no_prepare;
+        ck_assert_int_eq(tb_inputs_spec(&spec, g, &p, m.ctx, 2, 40, 56, &err), TB_ERR_PLUGIN);
+        ck_assert_contains(err.msg, "graph input 'canny' (f32, 2x1x40x56): the core feeds only 'image' and "
+                                    "'labels', and the model has no prepare() to make it");
+        tb_graph_free(g);
+        tb_instance_close(&m);
+    }
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -281,6 +321,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, narrow_network_runs);
     tcase_add_test(tc, narrow_network_trains);
     tcase_add_test(tc, bad_settings_refused);
+    tcase_add_test(tc, inputs_owned_by_the_model);
     suite_add_tcase(s, tc);
     return s;
 }

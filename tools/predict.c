@@ -14,6 +14,7 @@
 #include "core/train/checkpoint_internal.h"
 #include "core/engine/graph_internal.h"
 #include "core/data/png_internal.h"
+#include "core/train/inputs_internal.h"
 #include "core/train/run_internal.h"
 
 enum { IGNORE_LABEL = 255 };
@@ -95,6 +96,7 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     struct tb_run run;
     struct tb_batch b;
     struct tb_batch_work bw = { 0 };
+    struct tb_batch_spec inputs = { 0 };
     memset(&b, 0, sizeof b);
     memset(&run, 0, sizeof run);
     struct tb_graph *g = NULL;
@@ -129,7 +131,9 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     struct tb_ckpt_info info = { .model = model_text };
     rc = tb_checkpoint_load(req->checkpoint, &run.engine, false, &info, NULL, err);
     if (!rc)
-        rc = tb_batch_init(&b, 1, (int)in.height, (int)in.width, NULL, err);
+        rc = tb_inputs_spec(&inputs, g, run.model, run.model_ctx, 1, (int)in.height, (int)in.width, err);
+    if (!rc)
+        rc = tb_batch_init(&b, 1, (int)in.height, (int)in.width, &inputs, NULL, err);
     if (!rc)
         rc = tb_batch_put(&b, 0, &in, req->input, &bw, err);
     if (rc)
@@ -141,9 +145,7 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto out;
     }
-    rc = tb_exec_set_input(x, "image", b.image, err);
-    if (!rc && tb_graph_find(g, "canny"))
-        rc = tb_exec_set_input(x, "canny", b.canny, err);
+    rc = tb_inputs_set(x, g, &b, err);
     if (!rc)
         rc = tb_exec_forward(x, 0, err);
     if (!rc)
@@ -159,8 +161,9 @@ out:
     free(logits);
     free(edge);
     free(model_text);
-    tb_batch_fini(&b);
     tb_batch_work_free(&bw);
+    tb_batch_fini(&b);
+    tb_inputs_spec_free(&inputs);
     tb_exec_free(x);
     tb_graph_free(g);
     tb_run_close(&run);

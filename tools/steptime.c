@@ -15,6 +15,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/engine/graph_internal.h"
 #include "core/config/loader_internal.h"
+#include "core/train/inputs_internal.h"
 #include "core/train/run_internal.h"
 #include "core/config/setup_internal.h"
 
@@ -91,9 +92,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         rc = tb_run_open(&r, s, err);
     if (!rc) {
         dops = s->slot[TB_SEC_DATASET].plugin->p->ops.dataset;
-        rc = dops->open(s->slot[TB_SEC_DATASET].section, "train", &ds, err);
-        if (rc)
-            ds = NULL;
+        rc = tb_plugin_create(s->slot[TB_SEC_DATASET].plugin->p, s->slot[TB_SEC_DATASET].section, "train", &ds, err);
     }
     const int batch = s ? (int)tb_section_int(s->slot[TB_SEC_TRAIN].section, "batch") : 0;
     struct tb_data_settings set;
@@ -111,6 +110,9 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         const struct tb_model_input in = { batch, 3, (int)h, (int)w, k, 255 };
         rc = tb_run_graph(&r, true, &in, &g, &x, err);
     }
+    struct tb_batch_spec inputs = { 0 };
+    if (!rc)
+        rc = tb_inputs_spec(&inputs, g, r.model, r.model_ctx, batch, (int)h, (int)w, err);
     if (!rc) {
         const struct tb_data_loader_config lc = {
             .ops = dops,
@@ -124,6 +126,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
             .width = w,
             .height = h,
             .set = &set,
+            .spec = &inputs,
         };
         rc = tb_data_loader_open(&lc, &l, err);
     }
@@ -132,13 +135,8 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         tb_data_loader_start(l, 0, 1);
         rc = tb_data_loader_next(l, &lb, err);
     }
-    if (!rc) {
-        const char *names[] = { "image", "canny", "labels", "edges" };
-        const void *data[] = { lb.b->image, lb.b->canny, lb.b->labels, lb.b->edges };
-        for (int i = 0; i < 4 && !rc; i++)
-            if (tb_graph_find(g, names[i]))
-                rc = tb_exec_set_input(x, names[i], data[i], err);
-    }
+    if (!rc)
+        rc = tb_inputs_set(x, g, lb.b, err);
     out->width = (int)w;
     out->height = (int)h;
     out->batch = batch;
@@ -191,6 +189,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
     }
     free(times);
     tb_data_loader_close(l);
+    tb_inputs_spec_free(&inputs);
     tb_exec_free(x);
     tb_graph_free(g);
     if (ds)

@@ -1,4 +1,4 @@
-/* core/data/canny.c: Canny edges of an 8-bit RGB image, G-SCNN's "image gradients" input.
+/* core/data/canny.c: Canny edges of an 8-bit RGB image (trainbig/edges.h), G-SCNN's "image gradients" input.
  *
  * The reference computes cv2.Canny(image, 10, 100) per image. This follows OpenCV's
  * definition (imgproc/canny.cpp, default aperture 3 and L1 gradient) step by step:
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/data/canny_internal.h"
+#include <trainbig/edges.h>
 
 enum { SHIFT = 15, TG22 = 13573 }; /* round(tan(22.5 degrees) * 2^15) */
 

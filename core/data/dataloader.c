@@ -238,10 +238,8 @@ static int produce(struct worker *w, struct slot *s, uint64_t k, int j, size_t i
     tb_err_clear(err);
     w->nskips = 0;
     s->index[j] = SIZE_MAX;
-    if (!present) {
-        tb_batch_put_ignored(&s->b, j);
-        return TB_OK;
-    }
+    if (!present)
+        return tb_batch_put_ignored(&s->b, j, &w->bw, err);
     for (int attempt = 0;; attempt++) {
         const struct tb_sample *ready = NULL;
         tb_err_clear(err);
@@ -257,10 +255,8 @@ static int produce(struct worker *w, struct slot *s, uint64_t k, int j, size_t i
             if (asprintf(&m, "%s", err->msg) >= 0)
                 w->skips[w->nskips++] = m;
         }
-        if (!l->cfg.train) {
-            tb_batch_put_ignored(&s->b, j);
-            return TB_OK;
-        }
+        if (!l->cfg.train)
+            return tb_batch_put_ignored(&s->b, j, &w->bw, err);
         if (attempt + 1 >= MAX_SKIP_RUN || (size_t)attempt + 1 >= l->n)
             return tb_err_set(err, TB_ERR_RUNTIME,
                               "%d samples in a row could not be read (the last: %s); is [dataset] right?", attempt + 1,
@@ -415,7 +411,8 @@ int tb_data_loader_open(const struct tb_data_loader_config *cfg, struct tb_data_
             tb_data_loader_close(l);
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         }
-        int rc = tb_batch_init(&l->slots[i].b, cfg->batch, (int)cfg->height, (int)cfg->width, cfg->host, err);
+        int rc =
+            tb_batch_init(&l->slots[i].b, cfg->batch, (int)cfg->height, (int)cfg->width, cfg->spec, cfg->host, err);
         if (rc) {
             tb_data_loader_close(l);
             return rc;

@@ -60,6 +60,7 @@ struct tb_data_loader_config {
     uint32_t width, height;               /* of every image of a batch */
     const struct tb_data_settings *set;   /* copied */
     const struct tb_host_allocator *host; /* pinned memory for batches, or NULL */
+    const struct tb_batch_spec *spec;     /* the model's inputs (NULL: none); outlives the loader */
 };
 
 /* One batch, as tb_data_loader_next() hands it over: valid until the next call of

@@ -1,4 +1,4 @@
-/* core/data/label_edges.c: the edge targets of G-SCNN's edge loss, computed from the label map.
+/* core/data/label_edges.c: boundary targets of a label map (trainbig/edges.h), G-SCNN's edge targets.
  *
  * The reference (GSCNN edge_utils.onehot_to_binary_edges, radius 2) marks, for each class,
  * the pixels within distance 2 of that class's boundary, using a Euclidean distance
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/data/canny_internal.h"
+#include <trainbig/edges.h>
 
 /* The rule at one pixel, by looking at its whole disc. */
 static uint8_t edge_at(const uint8_t *labels, int width, int height, int x, int y, int radius, uint8_t ignore)

@@ -114,7 +114,7 @@ static int train_step(struct tb_trainer *t, double *loss, struct tb_err *err)
     struct tb_loaded lb;
     int rc = tb_trainer_next_batch(t, &t->train, &lb, err);
     if (!rc)
-        rc = tb_trainer_set_inputs(t->tx, t->tg, lb.b, err);
+        rc = tb_inputs_set(t->tx, t->tg, lb.b, err);
     if (!rc)
         rc = tb_exec_forward(t->tx, t->iteration, err);
     double values[TB_TERMS_MAX], objective = 0;

@@ -43,8 +43,14 @@ static int open_split(struct tb_trainer *t, const char *name, struct tb_split *s
     return TB_OK;
 }
 
-static int open_loader(struct tb_trainer *t, struct tb_split *sp, bool train, int batch, struct tb_err *err)
+/* The loader of split sp for graph g, whose inputs besides the image and labels the model
+ * makes from each sample. */
+static int open_loader(struct tb_trainer *t, struct tb_split *sp, const struct tb_graph *g, bool train, int batch,
+                       struct tb_err *err)
 {
+    int rc = tb_inputs_spec(&sp->inputs, g, t->run.model, t->run.model_ctx, batch, sp->height, sp->width, err);
+    if (rc)
+        return rc;
     char what[256];
     snprintf(what, sizeof what, "dataset '%s', %s split", t->s->slot[TB_SEC_DATASET].plugin->p->name, sp->name);
     const struct tb_backend_ops *be = t->run.engine.ops;
@@ -62,6 +68,7 @@ static int open_loader(struct tb_trainer *t, struct tb_split *sp, bool train, in
         .height = (uint32_t)sp->height,
         .set = &t->data,
         .host = be->host_alloc && be->host_free ? &pinned : NULL,
+        .spec = &sp->inputs,
     };
     return tb_data_loader_open(&lc, &sp->loader, err);
 }
@@ -70,6 +77,7 @@ static void close_split(struct tb_split *sp)
 {
     tb_data_loader_close(sp->loader);
     sp->loader = NULL;
+    tb_inputs_spec_free(&sp->inputs);
     if (sp->ctx)
         sp->ops->close(sp->ctx);
     sp->ctx = NULL;
@@ -90,22 +98,6 @@ int tb_trainer_next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_l
     for (int i = 0; i < lb->nskipped; i++)
         tb_log(TB_LOG_WARN, "%s split: skipped %s", sp->name, lb->skipped[i]);
     t->skipped += (uint64_t)lb->nskipped;
-    return TB_OK;
-}
-
-int tb_trainer_set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct tb_batch *b, struct tb_err *err)
-{
-    const struct {
-        const char *name;
-        const void *data;
-    } in[] = { { "image", b->image }, { "canny", b->canny }, { "labels", b->labels }, { "edges", b->edges } };
-    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
-        if (!tb_graph_find(g, in[i].name))
-            continue;
-        int rc = tb_exec_set_input(x, in[i].name, in[i].data, err);
-        if (rc)
-            return rc;
-    }
     return TB_OK;
 }
 
@@ -231,13 +223,13 @@ static int setup_graphs(struct tb_trainer *t, bool validate, struct tb_err *err)
     };
     int rc = tb_run_graph(&t->run, true, &tin, &t->tg, &t->tx, err);
     if (!rc)
-        rc = open_loader(t, &t->train, true, t->rank_batch, err);
+        rc = open_loader(t, &t->train, t->tg, true, t->rank_batch, err);
     if (!rc && validate) {
         const struct tb_model_input vin = { t->rank_val_batch, 3,           t->val.height,
                                             t->val.width,      t->nclasses, TB_IGNORE_LABEL };
         rc = tb_run_graph(&t->run, false, &vin, &t->vg, &t->vx, err);
         if (!rc)
-            rc = open_loader(t, &t->val, false, t->rank_val_batch, err);
+            rc = open_loader(t, &t->val, t->vg, false, t->rank_val_batch, err);
         if (!rc && tb_confusion_init(&t->confusion, t->nclasses) != 0)
             rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         size_t n = (size_t)t->rank_val_batch * (size_t)t->nclasses * (size_t)t->val.height * (size_t)t->val.width;

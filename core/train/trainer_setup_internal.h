@@ -21,6 +21,7 @@
 #include "core/data/batch_internal.h"
 #include "core/data/dataloader_internal.h"
 #include "core/dist/comm_internal.h"
+#include "core/train/inputs_internal.h"
 #include "core/train/metrics_internal.h"
 #include "core/train/progress_internal.h"
 #include "core/train/report_internal.h"
@@ -42,7 +43,8 @@ struct tb_split {
     const struct tb_dataset_ops *ops;
     void *ctx;
     size_t count;
-    int width, height; /* of every image of a batch */
+    int width, height;           /* of every image of a batch */
+    struct tb_batch_spec inputs; /* the model's inputs its batches hold (inputs.c) */
     struct tb_data_loader *loader;
 };
 
@@ -100,8 +102,5 @@ void tb_trainer_teardown(struct tb_trainer *t);
 /* The next batch of a split's loader, timed (training's wait counts in t->wait_seconds);
  * its skipped samples logged and counted in t->skipped. The batch is the loader's. */
 int tb_trainer_next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_loaded *lb, struct tb_err *err);
-
-/* Sets each input of g that b holds (image, canny, labels, edges) on executor x. */
-int tb_trainer_set_inputs(struct tb_exec *x, const struct tb_graph *g, const struct tb_batch *b, struct tb_err *err);
 
 #endif

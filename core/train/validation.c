@@ -58,7 +58,7 @@ static int validate(struct tb_trainer *t, double *miou, double *acc, double *los
         int rc = tb_trainer_next_batch(t, &t->val, &lb, err);
         const int n = lb.count;
         if (!rc)
-            rc = tb_trainer_set_inputs(t->vx, t->vg, lb.b, err);
+            rc = tb_inputs_set(t->vx, t->vg, lb.b, err);
         if (!rc)
             rc = tb_exec_forward(t->vx, 0, err);
         if (!rc)

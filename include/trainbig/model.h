@@ -5,10 +5,12 @@
  * same build call makes the training graph (with its losses) and the inference graph
  * (predictions only): tb_graph_training() tells which.
  *
- * ABI 1.2 added build; a model plugin built for ABI 1.1 loads but cannot be trained. */
+ * ABI 1.2 added build; a model plugin built for ABI 1.1 loads but cannot be trained.
+ * ABI 1.8 added prepare and free_work: the inputs a model computes from each sample. */
 #ifndef TRAINBIG_MODEL_H
 #define TRAINBIG_MODEL_H
 
+#include <stdint.h>
 #include <trainbig/error.h>
 #include <trainbig/graph.h>
 #include <trainbig/keys.h>
@@ -27,15 +29,35 @@ struct tb_model_input {
     int ignore_label;  /* 255 */
 };
 
-/* Inputs the core knows how to feed, by the name a model gives tb_input():
+/* The core feeds two inputs, by the name a model gives tb_input():
  *   "image"   f32 (N,3,H,W)  the image normalised with the dataset's mean and std
- *   "canny"   f32 (N,1,H,W)  Canny edges of the 8-bit image before normalisation
- *                            (thresholds 10 and 100), 0 or 255
  *   "labels"  u8  (N,1,H,W)  class ids, ignore_label where unlabelled
- *   "edges"   u8  (N,1,H,W)  1 within 2 px of a class boundary, 0 elsewhere,
- *                            ignore_label where the label is ignored
- * A model declares only the inputs it reads; an inference graph must not read labels or
- * edges. */
+ * Every other input a graph declares is the model's: its prepare() computes it from each
+ * sample (G-SCNN's Canny edges of the image and its edge targets; trainbig/edges.h has
+ * helpers). A model declares only the inputs it reads, and the core computes nothing for
+ * an input no graph reads; an inference graph must not read labels, nor an input computed
+ * from them. */
+
+/* One sample as prepare() sees it: after augmentation and cropping, before the core
+ * normalises the image. Memory is the core's, valid during the call. */
+struct tb_model_sample {
+    const char *name;      /* the sample, for messages */
+    int width, height;     /* those of the graph's inputs */
+    const uint8_t *rgb;    /* height x width x 3, interleaved, 0..255 */
+    const uint8_t *labels; /* height x width class ids; all ignore_label where the sample has
+                              none (predict) or nothing is to be learnt from it (a slot left
+                              empty after a bad sample, with an all-zero rgb) */
+    int ignore_label;
+};
+
+/* One input of the graph for prepare() to fill, for one sample: its (C,H,W) part of the
+ * (N,C,H,W) input, channel planes one after another. Memory is the core's. */
+struct tb_model_feed {
+    const char *name; /* as the model gave tb_input() */
+    enum tb_dtype dtype;
+    int channels;
+    void *data; /* channels x height x width elements of dtype */
+};
 
 struct tb_model_ops {
     /* As tb_backend_ops.create, from the validated [model] section. */
@@ -48,6 +70,17 @@ struct tb_model_ops {
      * or an error naming the key or the shape at fault; a graph error (tb_graph_error) is
      * reported by the core. */
     int (*build)(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err);
+    /* ABI 1.8, optional: a model whose graphs read only "image" and "labels" has none.
+     * Fills feeds[0..nfeeds-1], the graph's inputs besides those two (in the order the
+     * graph declared them), for sample s. Called from the data loader's threads, several
+     * at once: it must only read ctx. *work is the calling thread's scratch memory, NULL
+     * at the first call and the model's to allocate; keep it from sample to sample (a
+     * fresh allocation per image costs page faults) and the core releases it with
+     * free_work. Returns TB_OK, or an error naming s->name, which stops the run. */
+    int (*prepare)(void *ctx, const struct tb_model_sample *s, const struct tb_model_feed *feeds, int nfeeds,
+                   void **work, struct tb_err *err);
+    /* Releases a thread's *work of prepare(); never called with NULL. */
+    void (*free_work)(void *ctx, void *work);
 };
 
 #ifdef __cplusplus

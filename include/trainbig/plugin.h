@@ -44,9 +44,11 @@ extern "C" {
  *   1.6  backend: comm_attach, allreduce_start, allreduce_wait (backend.h, comm.h);
  *        batch norm's sync (ops.h)
  *   1.7  backend: struct tb_mem_stats largest_free, op_describe, reorder_stats
- *        (backend.h); platform: tb_link accel_efficiency (platform.h) */
+ *        (backend.h); platform: tb_link accel_efficiency (platform.h)
+ *   1.8  model: prepare, free_work (model.h); SDK functions: edge maps for models'
+ *        inputs (edges.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 7
+#define TB_ABI_MINOR 8
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -4,6 +4,7 @@
 
 #include <trainbig/backend.h>
 #include <trainbig/dataset.h>
+#include <trainbig/edges.h>
 #include <trainbig/error.h>
 #include <trainbig/graph.h>
 #include <trainbig/image.h>

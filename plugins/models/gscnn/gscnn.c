@@ -260,6 +260,8 @@ static const struct tb_model_ops gscnn_ops = {
     .create = gscnn_create,
     .destroy = gscnn_destroy,
     .build = gscnn_build,
+    .prepare = gscnn_prepare,
+    .free_work = gscnn_free_work,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

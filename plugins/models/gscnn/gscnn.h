@@ -34,4 +34,10 @@ struct gscnn_trunk {
 bool gscnn_wider_resnet38(struct tb_graph *g, const struct gscnn_cfg *cfg, struct tb_node *image,
                           struct gscnn_trunk *out);
 
+/* prepare() and free_work() of the model's vtable (gscnn_inputs.c): the "canny" and
+ * "edges" inputs of each sample. */
+int gscnn_prepare(void *ctx, const struct tb_model_sample *s, const struct tb_model_feed *feeds, int nfeeds,
+                  void **work, struct tb_err *err);
+void gscnn_free_work(void *ctx, void *work);
+
 #endif

@@ -1,11 +1,15 @@
-/* core/data/canny_internal.h: the per-pixel inputs the core computes for a model from a sample:
- * Canny edges of the image (canny.c) and boundary targets of the label map
- * (label_edges.c). */
-#ifndef TB_CORE_CANNY_INTERNAL_H
-#define TB_CORE_CANNY_INTERNAL_H
+/* trainbig/edges.h: edge maps a model may compute from a sample in its prepare()
+ * (trainbig/model.h), as G-SCNN does: Canny edges of the image, and the boundary targets
+ * of the label map (ABI 1.8). */
+#ifndef TRAINBIG_EDGES_H
+#define TRAINBIG_EDGES_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Canny's working buffers, kept by the caller from image to image (a fresh multi-megabyte
  * allocation per image costs milliseconds in page faults); zero-initialise, then
@@ -22,8 +26,9 @@ struct tb_canny_work {
 void tb_canny_work_free(struct tb_canny_work *w);
 
 /* Canny edges of rgb ([height][width][3]) into out ([height][width]): 255 on edges, 0
- * elsewhere, with OpenCV's definition (see canny.c). Returns 0, or -1 when out of memory
- * (out untouched). */
+ * elsewhere, with hysteresis thresholds low and high on the L1 gradient magnitude of 3x3
+ * Sobel derivatives, taken per pixel from the channel with the largest magnitude (OpenCV's
+ * definition for colour images). Returns 0, or -1 when out of memory (out untouched). */
 int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8_t *out, struct tb_canny_work *w);
 
 /* Boundary targets of labels ([height][width]) into out: ignore where the label is ignore,
@@ -31,4 +36,7 @@ int tb_canny(const uint8_t *rgb, int width, int height, int low, int high, uint8
  * not ignore, 0 when none has. */
 void tb_label_edges(const uint8_t *labels, int width, int height, int radius, uint8_t ignore, uint8_t *out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
