@@ -465,6 +465,51 @@ START_TEST(list_allowed_items)
 }
 END_TEST
 
+/* Typed lists (ABI 1.8): the count and each item's type and range checked, the values
+ * parsed once. */
+START_TEST(typed_list_values)
+{
+    static const struct tb_key blocks = { "blocks", TB_KEY_INT_LIST, "3,3,6,3,1,1", "[6] 1..64", "h" };
+    struct tb_value v = parse_ok(&blocks, " 3, 3 ,6,3,1, 64", NULL);
+    ck_assert_uint_eq(v.nitems, 6);
+    const int64_t want[] = { 3, 3, 6, 3, 1, 64 };
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(v.ints[i], want[i]);
+    ck_assert_ptr_null(v.floats);
+    tb_value_free(&v);
+    ck_assert_ptr_null(v.ints);
+    parse_fails(&blocks, "3,3,6", "3 items", "a comma-separated list of 6 integers in 1..64");
+    parse_fails(&blocks, "3,3,6,3,1,1,1", "7 items");
+    parse_fails(&blocks, "3,3,x,3,1,1", "item 3 'x' is not an integer");
+    parse_fails(&blocks, "3,3,6,3,0,1", "item 5 '0' is out of range");
+    parse_fails(&blocks, "1,1,-1,1,1,1", "item 3 '-1' is out of range");
+    parse_fails(&blocks, "1,1,1,1,1,2147483648", "item 6 '2147483648' is out of range");
+    parse_fails(&blocks, "3,3,,3,1,1", "empty list item");
+
+    static const struct tb_key ratios = { "r", TB_KEY_FLOAT_LIST, "", "[1..3] 0..1", "h" };
+    v = parse_ok(&ratios, "0.5, 1e-1", NULL);
+    ck_assert_uint_eq(v.nitems, 2);
+    ck_assert(v.floats[0] == 0.5 && v.floats[1] == 0.1);
+    tb_value_free(&v);
+    parse_fails(&ratios, "", "0 items", "a comma-separated list of 1 to 3 numbers in 0..1");
+    parse_fails(&ratios, "0.5,2", "item 2 '2' is out of range");
+    parse_fails(&ratios, "0.5,nan", "item 2 'nan' is not a number");
+
+    static const struct tb_key any = { "a", TB_KEY_INT_LIST, "", NULL, "h" };
+    v = parse_ok(&any, "", NULL);
+    ck_assert_uint_eq(v.nitems, 0);
+    tb_value_free(&v);
+    v = parse_ok(&any, "-5,9000000000", NULL);
+    ck_assert(v.nitems == 2 && v.ints[0] == -5 && v.ints[1] == 9000000000LL);
+    tb_value_free(&v);
+    static const struct tb_key some = { "a", TB_KEY_INT_LIST, "", "[2..]", "h" };
+    parse_fails(&some, "1", "1 item", "a comma-separated list of at least 2 integers");
+
+    ck_assert_str_eq(tb_key_type_name(TB_KEY_INT_LIST), "int list");
+    ck_assert_str_eq(tb_key_type_name(TB_KEY_FLOAT_LIST), "float list");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ string, path */
 
 static const struct tb_key k_string = { "label", TB_KEY_STRING, "", NULL, "h" };
@@ -729,6 +774,17 @@ START_TEST(table_bad_ranges)
 }
 END_TEST
 
+START_TEST(table_bad_typed_lists)
+{
+    static const struct tb_key bad_count[] = { { "a", TB_KEY_INT_LIST, "1", "[x] 1..2", "h" }, TB_KEYS_END };
+    table_refused(bad_count, 1, "key 'a' has a bad allowed '[x] 1..2'");
+    static const struct tb_key bad_range[] = { { "a", TB_KEY_FLOAT_LIST, NULL, "[1] 2..1", "h" }, TB_KEYS_END };
+    table_refused(bad_range, 1, "key 'a' has a bad allowed '[1] 2..1'");
+    static const struct tb_key bad_default[] = { { "a", TB_KEY_INT_LIST, "1,2", "[3]", "h" }, TB_KEYS_END };
+    table_refused(bad_default, 1, "key 'a' has a bad default '1,2': 2 items");
+}
+END_TEST
+
 START_TEST(table_bad_defaults)
 {
     static const struct tb_key notint[] = { { "threads", TB_KEY_INT, "zero", "1..8", "h" }, TB_KEYS_END };
@@ -876,6 +932,7 @@ int main(void)
     tcase_add_test(tc, list_values);
     tcase_add_test(tc, list_rejects);
     tcase_add_test(tc, list_allowed_items);
+    tcase_add_test(tc, typed_list_values);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("string_path");
@@ -894,6 +951,7 @@ int main(void)
     tcase_add_test(tc, table_enum_without_values);
     tcase_add_test(tc, table_bad_ranges);
     tcase_add_test(tc, table_bad_defaults);
+    tcase_add_test(tc, table_bad_typed_lists);
     tcase_add_test(tc, table_allowed_where_not_allowed);
     tcase_add_test(tc, table_missing_help_and_type);
     tcase_add_test(tc, table_every_problem_reported);

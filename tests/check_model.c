@@ -261,10 +261,11 @@ static void refused(const char *settings, const char *want1, const char *want2)
 
 START_TEST(bad_settings_refused)
 {
-    refused("blocks = 3,3,6\n", "blocks", "3 values given, expected 6 integers in 1..64");
-    refused("blocks = 3,3,x,3,1,1\n", "blocks", "item 3 'x'");
-    refused("blocks = 3,3,6,3,0,1\n", "blocks", "item 5 '0'");
-    refused("aspp_rates = 12,24\n", "aspp_rates", "expected 3 integers");
+    refused("blocks = 3,3,6\n", "blocks", "3 items; allowed: a comma-separated list of 6 integers in 1..64");
+    refused("blocks = 3,3,x,3,1,1\n", "blocks", "item 3 'x' is not an integer");
+    refused("blocks = 3,3,6,3,0,1\n", "blocks", "item 5 '0' is out of range");
+    refused("aspp_rates = 12,24\n", "aspp_rates", "list of 3 integers");
+    refused("aspp_rates = 12,24,1025\n", "aspp_rates", "item 3 '1025' is out of range");
     refused("width = 0\n", "width", "0.01..16");
     refused("trunk = resnet50\n", "trunk", "wider_resnet38");
 }

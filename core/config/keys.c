@@ -1,5 +1,6 @@
-/* keys.c: the value syntax of each key type, ranges and names, key-table checks, and the
- * "did you mean" suggestion for typos. */
+/* keys.c: parsing a value by its key's type and allowed values (the text forms are in
+ * key_syntax.c), describing what a key allows, key-table checks, and the "did you mean"
+ * suggestion for typos. */
 #include "config.h"
 
 #include "core/config/keys_internal.h"
@@ -31,6 +32,10 @@ const char *tb_key_type_name(enum tb_key_type t)
         return "path";
     case TB_KEY_LIST:
         return "list";
+    case TB_KEY_INT_LIST:
+        return "int list";
+    case TB_KEY_FLOAT_LIST:
+        return "float list";
     }
     return NULL;
 }
@@ -51,221 +56,75 @@ const struct tb_key *tb_keys_find(const struct tb_key *keys, const char *name)
     return NULL;
 }
 
-/* ------------------------------------------------------------------ scalars */
+/* ------------------------------------------------------------------ typed lists */
 
-static char *trim_dup(const char *s)
+static bool is_typed_list(enum tb_key_type t)
 {
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1]))
-        n--;
-    char *r = malloc(n + 1);
-    if (r) {
-        memcpy(r, s, n);
-        r[n] = '\0';
-    }
-    return r;
+    return t == TB_KEY_INT_LIST || t == TB_KEY_FLOAT_LIST;
 }
 
-static int parse_int(const char *s, int64_t *out)
+static enum tb_key_type item_type(enum tb_key_type t)
 {
-    if (!*s)
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s)
-        return -1;
-    *out = v;
-    return 0;
+    return t == TB_KEY_INT_LIST ? TB_KEY_INT : TB_KEY_FLOAT;
 }
 
-static int parse_float(const char *s, double *out)
+/* A typed list's allowed, "[COUNT] RANGE" with either part optional, split in two. */
+static int split_list_allowed(const char *allowed, char *count, char *range, size_t size)
 {
-    if (!*s)
-        return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int tb_parse_size(const char *s, uint64_t *bytes)
-{
-    if (!*s || *s == '-' || *s == '+')
-        return -1;
-    char *end;
-    errno = 0;
-    if (isdigit((unsigned char)*s)) {
-        unsigned long long whole = strtoull(s, &end, 10);
-        if (!errno && (!*end || ((*end == 'b' || *end == 'B') && !end[1]))) {
-            *bytes = whole;
-            return 0;
-        }
-        errno = 0;
-    }
-    double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v < 0)
-        return -1;
-    double mul = 1;
-    if (*end) {
-        switch (toupper((unsigned char)*end)) {
-        case 'K':
-            mul = 1024.0;
-            break;
-        case 'M':
-            mul = 1024.0 * 1024;
-            break;
-        case 'G':
-            mul = 1024.0 * 1024 * 1024;
-            break;
-        case 'T':
-            mul = 1024.0 * 1024 * 1024 * 1024;
-            break;
-        case 'B':
-            mul = 1;
-            end--; /* "B" alone: plain bytes */
-            break;
-        default:
+    count[0] = range[0] = '\0';
+    const char *p = allowed ? allowed : "";
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '[') {
+        const char *close = strchr(p, ']');
+        if (!close || (size_t)(close - p - 1) >= size)
             return -1;
-        }
-        end++;
-        if (strcasecmp(end, "") != 0 && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0)
-            return -1;
+        memcpy(count, p + 1, (size_t)(close - p - 1));
+        count[close - p - 1] = '\0';
+        p = close + 1;
     }
-    double b = v * mul;
-    if (b >= 18446744073709551616.0) /* 2^64 */
+    while (isspace((unsigned char)*p))
+        p++;
+    if (strlen(p) >= size)
         return -1;
-    *bytes = (uint64_t)llround(b);
+    strcpy(range, p);
     return 0;
 }
 
-void tb_format_size(uint64_t bytes, char *buf, size_t size)
+/* COUNT, "n" or "lo..hi" (either side may be empty), as bounds on the number of items. */
+static int count_bounds(const char *count, size_t *lo, size_t *hi)
 {
-    static const char suffix[] = "KMGT";
-    int s = -1;
-    while (s < 3 && bytes && bytes % 1024 == 0) {
-        bytes /= 1024;
-        s++;
-    }
-    if (s < 0)
-        snprintf(buf, size, "%llu", (unsigned long long)bytes);
-    else
-        snprintf(buf, size, "%llu%c", (unsigned long long)bytes, suffix[s]);
-}
-
-static int parse_bool(const char *s, bool *out)
-{
-    static const char *const yes[] = { "yes", "true", "on", "1" };
-    static const char *const no[] = { "no", "false", "off", "0" };
-    for (int i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) {
-            *out = true;
-            return 0;
-        }
-        if (strcasecmp(s, no[i]) == 0) {
-            *out = false;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Index of name in "a|b|c" (case-insensitive), or -1. */
-static int name_index(const char *allowed, const char *name)
-{
-    if (!allowed)
-        return -1;
-    size_t len = strlen(name);
-    int idx = 0;
-    for (const char *p = allowed;; idx++) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        if (n == len && strncasecmp(p, name, n) == 0)
-            return idx;
-        if (!bar)
-            return -1;
-        p = bar + 1;
-    }
-}
-
-/* The idx-th name of "a|b|c", copied into buf. */
-static void name_at(const char *allowed, int idx, char *buf, size_t size)
-{
-    const char *p = allowed;
-    for (int i = 0; i < idx && p; i++) {
-        p = strchr(p, '|');
-        if (p)
-            p++;
-    }
-    if (!p) {
-        buf[0] = '\0';
-        return;
-    }
-    const char *bar = strchr(p, '|');
-    size_t n = bar ? (size_t)(bar - p) : strlen(p);
-    if (n >= size)
-        n = size - 1;
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-}
-
-/* "a|b|c" -> "a, b, c" */
-static void names_list(const char *allowed, char *buf, size_t size)
-{
-    size_t o = 0;
-    for (const char *p = allowed; *p && o + 3 < size; p++) {
-        if (*p == '|') {
-            buf[o++] = ',';
-            buf[o++] = ' ';
-        } else {
-            buf[o++] = *p;
-        }
-    }
-    buf[o] = '\0';
-}
-
-/* Splits "lo..hi" into its two sides (either may be empty). -1 when there is no "..". */
-static int split_range(const char *range, char *lo, char *hi, size_t size)
-{
-    const char *dots = strstr(range, "..");
-    if (!dots)
-        return -1;
-    size_t n = (size_t)(dots - range);
-    if (n >= size || strlen(dots + 2) >= size)
-        return -1;
-    memcpy(lo, range, n);
-    lo[n] = '\0';
-    strcpy(hi, dots + 2);
-    return 0;
-}
-
-/* Parses one side of a range as the key's scalar type into a double, for comparison.
- * Empty side: *present = false. */
-static int range_side(enum tb_key_type t, const char *text, double *out, bool *present)
-{
-    *present = *text != '\0';
-    if (!*present)
+    *lo = 0;
+    *hi = SIZE_MAX;
+    if (!*count)
         return 0;
-    if (t == TB_KEY_INT) {
-        int64_t v;
-        if (parse_int(text, &v))
+    char a[32], b[32];
+    int64_t v;
+    if (tb_split_range(count, a, b, sizeof a) != 0) {
+        if (tb_parse_int(count, &v) || v < 0)
             return -1;
-        *out = (double)v;
-    } else if (t == TB_KEY_FLOAT) {
-        if (parse_float(text, out))
-            return -1;
-    } else {
-        uint64_t v;
-        if (tb_parse_size(text, &v))
-            return -1;
-        *out = (double)v;
+        *lo = *hi = (size_t)v;
+        return 0;
     }
-    return 0;
+    if (*a && (tb_parse_int(a, &v) || v < 0 || (*lo = (size_t)v, false)))
+        return -1;
+    if (*b && (tb_parse_int(b, &v) || v < 0 || (*hi = (size_t)v, false)))
+        return -1;
+    return *lo <= *hi ? 0 : -1;
+}
+
+/* Whether a typed list's allowed is well formed. */
+static bool list_allowed_ok(const struct tb_key *k)
+{
+    char count[64], range[128], lo[64], hi[64];
+    size_t clo, chi;
+    double a, b;
+    bool has_a, has_b;
+    if (split_list_allowed(k->allowed, count, range, sizeof count) || count_bounds(count, &clo, &chi))
+        return false;
+    return !*range ||
+           (tb_split_range(range, lo, hi, sizeof lo) == 0 && !tb_range_side(item_type(k->type), lo, &a, &has_a) &&
+            !tb_range_side(item_type(k->type), hi, &b, &has_b) && !(has_a && has_b && a > b));
 }
 
 static bool is_ranged(enum tb_key_type t)
@@ -273,10 +132,46 @@ static bool is_ranged(enum tb_key_type t)
     return t == TB_KEY_INT || t == TB_KEY_FLOAT || t == TB_KEY_SIZE;
 }
 
+/* "WHAT in lo..hi", "WHAT >= lo", ..., or WHAT alone, from range "lo..hi" (or NULL). */
+static void describe_range(const char *what, const char *range, char *buf, size_t size)
+{
+    char lo[64], hi[64];
+    if (range && tb_split_range(range, lo, hi, sizeof lo) == 0) {
+        if (*lo && *hi)
+            snprintf(buf, size, "%s in %s..%s", what, lo, hi);
+        else if (*lo)
+            snprintf(buf, size, "%s >= %s", what, lo);
+        else if (*hi)
+            snprintf(buf, size, "%s <= %s", what, hi);
+        else
+            snprintf(buf, size, "%s", what);
+    } else {
+        snprintf(buf, size, "%s", what);
+    }
+}
+
+/* "a comma-separated list of 6 integers in 1..64" */
+static void describe_list(const struct tb_key *k, char *buf, size_t size)
+{
+    char count[64], range[128], what[160];
+    size_t lo = 0, hi = SIZE_MAX;
+    const char *item = k->type == TB_KEY_INT_LIST ? "integers" : "numbers";
+    if (split_list_allowed(k->allowed, count, range, sizeof count) || count_bounds(count, &lo, &hi))
+        lo = 0, hi = SIZE_MAX, range[0] = '\0';
+    if (lo == hi)
+        snprintf(what, sizeof what, "a comma-separated list of %zu %s", lo, item);
+    else if (hi != SIZE_MAX)
+        snprintf(what, sizeof what, "a comma-separated list of %zu to %zu %s", lo, hi, item);
+    else if (lo)
+        snprintf(what, sizeof what, "a comma-separated list of at least %zu %s", lo, item);
+    else
+        snprintf(what, sizeof what, "a comma-separated list of %s", item);
+    describe_range(what, *range ? range : NULL, buf, size);
+}
+
 void tb_key_describe(const struct tb_key *k, char *buf, size_t size)
 {
     char names[512];
-    char lo[64], hi[64];
     const char *what = "";
     switch (k->type) {
     case TB_KEY_INT:
@@ -292,12 +187,12 @@ void tb_key_describe(const struct tb_key *k, char *buf, size_t size)
         snprintf(buf, size, "yes or no (also true/false, on/off, 1/0)");
         return;
     case TB_KEY_ENUM:
-        names_list(k->allowed ? k->allowed : "", names, sizeof names);
+        tb_names_list(k->allowed ? k->allowed : "", names, sizeof names);
         snprintf(buf, size, "one of: %s", names);
         return;
     case TB_KEY_LIST:
         if (k->allowed) {
-            names_list(k->allowed, names, sizeof names);
+            tb_names_list(k->allowed, names, sizeof names);
             snprintf(buf, size, "a comma-separated list of: %s", names);
         } else {
             snprintf(buf, size, "a comma-separated list");
@@ -309,19 +204,12 @@ void tb_key_describe(const struct tb_key *k, char *buf, size_t size)
     case TB_KEY_PATH:
         snprintf(buf, size, "a path (relative to the INI file's directory)");
         return;
+    case TB_KEY_INT_LIST:
+    case TB_KEY_FLOAT_LIST:
+        describe_list(k, buf, size);
+        return;
     }
-    if (k->allowed && split_range(k->allowed, lo, hi, sizeof lo) == 0) {
-        if (*lo && *hi)
-            snprintf(buf, size, "%s in %s..%s", what, lo, hi);
-        else if (*lo)
-            snprintf(buf, size, "%s >= %s", what, lo);
-        else if (*hi)
-            snprintf(buf, size, "%s <= %s", what, hi);
-        else
-            snprintf(buf, size, "%s", what);
-    } else {
-        snprintf(buf, size, "%s", what);
-    }
+    describe_range(what, k->allowed, buf, size);
 }
 
 void tb_value_free(struct tb_value *v)
@@ -332,6 +220,8 @@ void tb_value_free(struct tb_value *v)
     for (size_t i = 0; i < v->nitems; i++)
         free(v->items[i]);
     free(v->items);
+    free(v->ints);
+    free(v->floats);
     memset(v, 0, sizeof *v);
 }
 
@@ -346,11 +236,11 @@ static int fail(char *why, size_t why_size, const struct tb_key *k, const char *
 static int check_range(const struct tb_key *k, double v, char *why, size_t why_size)
 {
     char lo[64], hi[64];
-    if (!k->allowed || split_range(k->allowed, lo, hi, sizeof lo))
+    if (!k->allowed || tb_split_range(k->allowed, lo, hi, sizeof lo))
         return 0;
     double a, b;
     bool has_a, has_b;
-    if (range_side(k->type, lo, &a, &has_a) || range_side(k->type, hi, &b, &has_b))
+    if (tb_range_side(k->type, lo, &a, &has_a) || tb_range_side(k->type, hi, &b, &has_b))
         return 0; /* a bad range is a table bug, reported by tb_keys_check_table */
     if ((has_a && v < a) || (has_b && v > b))
         return fail(why, why_size, k, "out of range");
@@ -376,7 +266,7 @@ static int parse_list(const struct tb_key *k, const char *text, struct tb_value 
             return TB_ERR_NOMEM;
         memcpy(raw, p, n);
         raw[n] = '\0';
-        char *item = trim_dup(raw);
+        char *item = tb_trim_dup(raw);
         free(raw);
         if (!item)
             return TB_ERR_NOMEM;
@@ -384,15 +274,15 @@ static int parse_list(const struct tb_key *k, const char *text, struct tb_value 
         if (!*item) {
             return fail(why, why_size, k, "empty list item");
         }
-        if (k->allowed) {
-            int idx = name_index(k->allowed, item);
+        if (k->type == TB_KEY_LIST && k->allowed) {
+            int idx = tb_name_index(k->allowed, item);
             if (idx < 0) {
                 char problem[256];
                 snprintf(problem, sizeof problem, "unknown item '%s'", item);
                 return fail(why, why_size, k, problem);
             }
             /* The table's spelling, as for ENUM values. */
-            name_at(k->allowed, idx, item, strlen(item) + 1);
+            tb_name_at(k->allowed, idx, item, strlen(item) + 1);
         }
         if (!comma)
             return 0;
@@ -400,12 +290,50 @@ static int parse_list(const struct tb_key *k, const char *text, struct tb_value 
     }
 }
 
+/* A typed list: the items, then their count, then each item's type and range. */
+static int parse_typed_list(const struct tb_key *k, const char *text, struct tb_value *out, char *why, size_t why_size)
+{
+    int rc = parse_list(k, text, out, why, why_size);
+    if (rc)
+        return rc;
+    char count[64], range[128], problem[300];
+    size_t lo, hi;
+    if (split_list_allowed(k->allowed, count, range, sizeof count) || count_bounds(count, &lo, &hi))
+        return 0; /* a bad table, reported by tb_keys_check_table */
+    if (out->nitems < lo || out->nitems > hi) {
+        snprintf(problem, sizeof problem, "%zu item%s", out->nitems, out->nitems == 1 ? "" : "s");
+        return fail(why, why_size, k, problem);
+    }
+    const bool ints = k->type == TB_KEY_INT_LIST;
+    if (ints ? !(out->ints = calloc(out->nitems + 1, sizeof *out->ints))
+             : !(out->floats = calloc(out->nitems + 1, sizeof *out->floats)))
+        return TB_ERR_NOMEM;
+    const struct tb_key scalar = { k->name, item_type(k->type), NULL, *range ? range : NULL, k->help };
+    for (size_t i = 0; i < out->nitems; i++) {
+        struct tb_value v;
+        char item_why[600];
+        if (tb_key_parse(&scalar, out->items[i], NULL, &v, item_why, sizeof item_why)) {
+            snprintf(problem, sizeof problem, "item %zu '%s' is %s", i + 1, out->items[i],
+                     strncmp(item_why, "out of range", 12) == 0 ? "out of range"
+                     : ints                                     ? "not an integer"
+                                                                : "not a number");
+            return fail(why, why_size, k, problem);
+        }
+        if (ints)
+            out->ints[i] = v.v.i;
+        else
+            out->floats[i] = v.v.f;
+        tb_value_free(&v);
+    }
+    return 0;
+}
+
 int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir, struct tb_value *out, char *why,
                  size_t why_size)
 {
     memset(out, 0, sizeof *out);
     why[0] = '\0';
-    char *t = trim_dup(text ? text : "");
+    char *t = tb_trim_dup(text ? text : "");
     if (!t) {
         snprintf(why, why_size, "out of memory");
         return TB_ERR_NOMEM;
@@ -413,18 +341,19 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
     int rc = 0;
     switch (k->type) {
     case TB_KEY_INT:
-        if (parse_int(t, &out->v.i))
+        if (tb_parse_int(t, &out->v.i))
             rc = fail(why, why_size, k, *t ? "not an integer" : "empty value");
         else {
             char lo[64], hi[64];
             int64_t a, b;
-            if (k->allowed && split_range(k->allowed, lo, hi, sizeof lo) == 0 &&
-                ((*lo && parse_int(lo, &a) == 0 && out->v.i < a) || (*hi && parse_int(hi, &b) == 0 && out->v.i > b)))
+            if (k->allowed && tb_split_range(k->allowed, lo, hi, sizeof lo) == 0 &&
+                ((*lo && tb_parse_int(lo, &a) == 0 && out->v.i < a) ||
+                 (*hi && tb_parse_int(hi, &b) == 0 && out->v.i > b)))
                 rc = fail(why, why_size, k, "out of range");
         }
         break;
     case TB_KEY_FLOAT:
-        if (parse_float(t, &out->v.f))
+        if (tb_parse_float(t, &out->v.f))
             rc = fail(why, why_size, k, *t ? "not a number" : "empty value");
         else
             rc = check_range(k, out->v.f, why, why_size);
@@ -436,16 +365,16 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
             rc = check_range(k, (double)out->v.u, why, why_size);
         break;
     case TB_KEY_BOOL:
-        if (parse_bool(t, &out->v.b))
+        if (tb_parse_bool(t, &out->v.b))
             rc = fail(why, why_size, k, *t ? "not a yes/no value" : "empty value");
         break;
     case TB_KEY_ENUM: {
-        int idx = name_index(k->allowed, t);
+        int idx = tb_name_index(k->allowed, t);
         if (idx < 0) {
             rc = fail(why, why_size, k, *t ? "not an allowed value" : "empty value");
         } else {
             char canon[256];
-            name_at(k->allowed, idx, canon, sizeof canon);
+            tb_name_at(k->allowed, idx, canon, sizeof canon);
             free(t);
             t = strdup(canon);
             out->v.e = idx;
@@ -471,6 +400,10 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
         break;
     case TB_KEY_LIST:
         rc = parse_list(k, t, out, why, why_size);
+        break;
+    case TB_KEY_INT_LIST:
+    case TB_KEY_FLOAT_LIST:
+        rc = parse_typed_list(k, t, out, why, why_size);
         break;
     default:
         snprintf(why, why_size, "key has an unknown type %d", (int)k->type);
@@ -525,11 +458,15 @@ int tb_keys_check_table(const struct tb_key *keys, const char *who, struct tb_er
             char lo[64], hi[64];
             double a, b;
             bool has_a, has_b;
-            if (split_range(k->allowed, lo, hi, sizeof lo) || range_side(k->type, lo, &a, &has_a) ||
-                range_side(k->type, hi, &b, &has_b) || (has_a && has_b && a > b))
+            if (tb_split_range(k->allowed, lo, hi, sizeof lo) || tb_range_side(k->type, lo, &a, &has_a) ||
+                tb_range_side(k->type, hi, &b, &has_b) || (has_a && has_b && a > b))
                 rc = tb_err_add(err, TB_ERR_PLUGIN, "%s: key '%s' has a bad range '%s' (want lo..hi of its type)", who,
                                 k->name, k->allowed);
         }
+        if (is_typed_list(k->type) && k->allowed && !list_allowed_ok(k))
+            rc = tb_err_add(err, TB_ERR_PLUGIN,
+                            "%s: key '%s' has a bad allowed '%s' (want \"[COUNT] lo..hi\", either part optional)", who,
+                            k->name, k->allowed);
         if ((k->type == TB_KEY_BOOL || k->type == TB_KEY_STRING || k->type == TB_KEY_PATH) && k->allowed)
             rc = tb_err_add(err, TB_ERR_PLUGIN, "%s: %s key '%s' cannot have allowed values", who,
                             tb_key_type_name(k->type), k->name);

@@ -17,8 +17,10 @@ struct tb_value {
         int e;      /* ENUM: index into allowed */
     } v;
     char *text;   /* as written (trimmed); ENUM: the canonical name; PATH: resolved */
-    char **items; /* LIST */
+    char **items; /* LIST, INT_LIST, FLOAT_LIST: the items as written */
     size_t nitems;
+    int64_t *ints;  /* INT_LIST: nitems values */
+    double *floats; /* FLOAT_LIST: nitems values */
 };
 
 /* Parses text as a value of key k. A relative PATH is joined to base_dir when base_dir is
@@ -44,10 +46,31 @@ int tb_keys_check_table(const struct tb_key *keys, const char *who, struct tb_er
  * when none is close enough to be a likely typo. */
 const char *tb_nearest(const char *word, const char *const *candidates, size_t n);
 
+/* ---- The text forms of values (key_syntax.c). Each returns 0, or -1 on bad syntax. */
+
+/* A copy of s without its leading and trailing white space; NULL when out of memory. */
+char *tb_trim_dup(const char *s);
+/* A decimal integer with an optional sign, within int64_t. */
+int tb_parse_int(const char *s, int64_t *out);
+/* A finite number, decimal or scientific. */
+int tb_parse_float(const char *s, double *out);
+/* yes/no, true/false, on/off, 1/0 in any case. */
+int tb_parse_bool(const char *s, bool *out);
 /* Parses a size ("16G", "1.5M", "4096") into bytes; -1 on bad syntax or overflow. */
 int tb_parse_size(const char *text, uint64_t *bytes);
-
 /* Formats bytes with the largest exact binary suffix ("16G", "1536M", "100"). */
 void tb_format_size(uint64_t bytes, char *buf, size_t size);
+
+/* Index of name in "a|b|c" (case-insensitive), or -1; the idx-th name copied into buf;
+ * "a|b|c" as "a, b, c". */
+int tb_name_index(const char *allowed, const char *name);
+void tb_name_at(const char *allowed, int idx, char *buf, size_t size);
+void tb_names_list(const char *allowed, char *buf, size_t size);
+
+/* Splits "lo..hi" into its two sides (either may be empty); -1 when there is no "..". */
+int tb_split_range(const char *range, char *lo, char *hi, size_t size);
+/* One side of a range as a value of type t (INT, FLOAT or SIZE; a list's item type for
+ * the typed lists), as a double for comparison; an empty side sets *present = false. */
+int tb_range_side(enum tb_key_type t, const char *text, double *out, bool *present);
 
 #endif

@@ -196,6 +196,22 @@ size_t tb_section_list(const struct tb_section *s, const char *key, const char *
     return v->nitems;
 }
 
+size_t tb_section_ints(const struct tb_section *s, const char *key, const int64_t **items)
+{
+    const struct tb_value *v = lookup(s, key, TB_KEY_INT_LIST, TB_KEY_INT_LIST, TB_KEY_INT_LIST);
+    if (items)
+        *items = v->ints;
+    return v->nitems;
+}
+
+size_t tb_section_floats(const struct tb_section *s, const char *key, const double **items)
+{
+    const struct tb_value *v = lookup(s, key, TB_KEY_FLOAT_LIST, TB_KEY_FLOAT_LIST, TB_KEY_FLOAT_LIST);
+    if (items)
+        *items = v->floats;
+    return v->nitems;
+}
+
 const char *tb_section_name(const struct tb_section *s)
 {
     return s->name;

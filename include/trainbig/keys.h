@@ -17,11 +17,17 @@
  *                  relative to that file's directory, one given with --set to the
  *                  working directory; empty means "not set"
  *   TB_KEY_LIST    comma-separated items, spaces around items trimmed; empty = no items
+ *   TB_KEY_INT_LIST, TB_KEY_FLOAT_LIST (ABI 1.8)
+ *                  comma-separated integers or numbers                  3,3,6,3,1,1
  *
  * `allowed` is, by type:
  *   INT, FLOAT, SIZE  a range "lo..hi"; either side may be left out ("1..", "..64")
  *   ENUM              the names, separated by '|': "none|lru|prefetch" (required)
  *   LIST              optional: the names each item must be one of, as for ENUM
+ *   INT_LIST, FLOAT_LIST
+ *                     optional: "[COUNT] RANGE", either part optional: COUNT is how many
+ *                     items ("6", or a range "1..4"), RANGE each item's "lo..hi":
+ *                     "[6] 1..64" is six integers from 1 to 64
  *   others            NULL
  * `def` is the default written as in the file; NULL makes the key required.
  * The loader checks a plugin's table when it loads it (types, defaults parse and lie in
@@ -47,6 +53,8 @@ enum tb_key_type {
     TB_KEY_STRING,
     TB_KEY_PATH,
     TB_KEY_LIST,
+    TB_KEY_INT_LIST,   /* ABI 1.8 */
+    TB_KEY_FLOAT_LIST, /* ABI 1.8 */
 };
 
 struct tb_key {
@@ -80,6 +88,10 @@ int tb_section_enum(const struct tb_section *s, const char *key);
 const char *tb_section_string(const struct tb_section *s, const char *key);
 /* LIST: the number of items; *items (may be NULL) receives the array, owned by s. */
 size_t tb_section_list(const struct tb_section *s, const char *key, const char *const **items);
+/* INT_LIST and FLOAT_LIST (ABI 1.8): the number of items, each validated against the
+ * key's COUNT and RANGE; *items (may be NULL) receives the values, owned by s. */
+size_t tb_section_ints(const struct tb_section *s, const char *key, const int64_t **items);
+size_t tb_section_floats(const struct tb_section *s, const char *key, const double **items);
 
 /* The section's name ("backend") and where a key's value came from ("run.ini:12",
  * "--set", "default"), for messages. Owned by s. */

@@ -25,7 +25,7 @@ static const struct tb_key taco_keys[] = {
     { "classes", TB_KEY_ENUM, "supercategory", "category|supercategory",
       "labels: background + 60 categories, or background + 28 supercategories" },
     { "split_seed", TB_KEY_INT, "0", "0..", "shuffles the images before they are cut into splits" },
-    { "split_ratios", TB_KEY_LIST, "80,10,10", NULL, "shares of train, val and test: three integers" },
+    { "split_ratios", TB_KEY_INT_LIST, "80,10,10", "[3] 0..1000000", "shares of train, val and test" },
     TB_KEYS_END,
 };
 
@@ -57,26 +57,16 @@ static bool is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* split_ratios: three non-negative integers, not all zero. */
+/* split_ratios: three integers in 0..1000000 (the key table's), not all zero. */
 static int read_ratios(const struct tb_section *cfg, uint64_t ratios[3], struct tb_err *err)
 {
-    const char *const *items;
-    const size_t n = tb_section_list(cfg, "split_ratios", &items);
-    if (n != 3)
-        return tb_err_set(err, TB_ERR_CONFIG, "[%s] split_ratios (%s): %zu values given, expected 3 (train, val, test)",
-                          tb_section_name(cfg), tb_section_origin(cfg, "split_ratios"), n);
-    for (int k = 0; k < 3; k++) {
-        char *end;
-        const long long v = strtoll(items[k], &end, 10);
-        if (end == items[k] || *end || v < 0 || v > 1000000)
-            return tb_err_set(err, TB_ERR_CONFIG,
-                              "[%s] split_ratios (%s): item %d '%s' is not an integer in 0..1000000",
-                              tb_section_name(cfg), tb_section_origin(cfg, "split_ratios"), k + 1, items[k]);
-        ratios[k] = (uint64_t)v;
-    }
+    const int64_t *items;
+    const size_t n = tb_section_ints(cfg, "split_ratios", &items);
+    for (size_t k = 0; k < 3; k++)
+        ratios[k] = k < n ? (uint64_t)items[k] : 0;
     if (ratios[0] + ratios[1] + ratios[2] == 0)
-        return tb_err_set(err, TB_ERR_CONFIG, "[%s] split_ratios (%s): all three are 0", tb_section_name(cfg),
-                          tb_section_origin(cfg, "split_ratios"));
+        return tb_err_set(err, TB_ERR_CONFIG, "[%s] split_ratios (%s): all three are 0; allowed: shares, not all 0",
+                          tb_section_name(cfg), tb_section_origin(cfg, "split_ratios"));
     return TB_OK;
 }
 

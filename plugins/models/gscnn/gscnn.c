@@ -22,9 +22,10 @@ static const struct tb_key gscnn_keys[] = {
     { "trunk", TB_KEY_ENUM, "wider_resnet38", "wider_resnet38", "backbone: WiderResNet38-A2, dilated" },
     { "width", TB_KEY_FLOAT, "1.0", "0.01..16", "multiplies every channel count of the trunk, ASPP and decoder" },
     { "shape_width", TB_KEY_FLOAT, "1.0", "0.01..16", "multiplies the shape stream's 32/16/8 channels" },
-    { "blocks", TB_KEY_LIST, "3,3,6,3,1,1", NULL, "residual blocks of mod2..mod7, six counts 1..64" },
+    { "blocks", TB_KEY_INT_LIST, "3,3,6,3,1,1", "[6] 1..64", "residual blocks of mod2..mod7" },
     { "output_stride", TB_KEY_ENUM, "8", "8", "trunk output stride (the dilated WiderResNet38 is 8)" },
-    { "aspp_rates", TB_KEY_LIST, "12,24,36", NULL, "dilations of the three 3x3 ASPP branches (6,12,18 doubled)" },
+    { "aspp_rates", TB_KEY_INT_LIST, "12,24,36", "[3] 1..1024",
+      "dilations of the three 3x3 ASPP branches (6,12,18 doubled)" },
     { "dropout_mod6", TB_KEY_FLOAT, "0.3", "0..0.95", "channel dropout in mod6's blocks" },
     { "dropout_mod7", TB_KEY_FLOAT, "0.5", "0..0.95", "channel dropout in mod7's blocks" },
     { "seg_weight", TB_KEY_FLOAT, "1.0", "0..", "weight of the segmentation loss" },
@@ -33,23 +34,13 @@ static const struct tb_key gscnn_keys[] = {
     TB_KEYS_END,
 };
 
-/* Reads a list key of exactly n integers in lo..hi into out. */
-static int int_list(const struct tb_section *cfg, const char *key, int n, int lo, int hi, int *out, struct tb_err *err)
+/* n values of an INT_LIST key whose table entry says "[n] lo..hi" with lo..hi within int. */
+static void int_items(const struct tb_section *cfg, const char *key, int n, int *out)
 {
-    const char *const *items;
-    const size_t count = tb_section_list(cfg, key, &items);
-    if (count != (size_t)n)
-        return tb_err_set(err, TB_ERR_CONFIG, "[%s] %s (%s): %zu values given, expected %d integers in %d..%d",
-                          tb_section_name(cfg), key, tb_section_origin(cfg, key), count, n, lo, hi);
-    for (int i = 0; i < n; i++) {
-        char *end;
-        const long v = strtol(items[i], &end, 10);
-        if (end == items[i] || *end || v < lo || v > hi)
-            return tb_err_set(err, TB_ERR_CONFIG, "[%s] %s (%s): item %d '%s' is not an integer in %d..%d",
-                              tb_section_name(cfg), key, tb_section_origin(cfg, key), i + 1, items[i], lo, hi);
-        out[i] = (int)v;
-    }
-    return TB_OK;
+    const int64_t *items;
+    const size_t count = tb_section_ints(cfg, key, &items);
+    for (int i = 0; i < n && (size_t)i < count; i++)
+        out[i] = (int)items[i];
 }
 
 static int gscnn_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
@@ -64,13 +55,8 @@ static int gscnn_create(const struct tb_section *cfg, void **ctx, struct tb_err 
     c->w_seg = (float)tb_section_float(cfg, "seg_weight");
     c->w_edge = (float)tb_section_float(cfg, "edge_weight");
     c->w_att = (float)tb_section_float(cfg, "att_weight");
-    int rc = int_list(cfg, "blocks", GSCNN_MODULES, 1, 64, c->blocks, err);
-    if (!rc)
-        rc = int_list(cfg, "aspp_rates", 3, 1, 1024, c->aspp_rates, err);
-    if (rc) {
-        free(c);
-        return rc;
-    }
+    int_items(cfg, "blocks", GSCNN_MODULES, c->blocks);
+    int_items(cfg, "aspp_rates", 3, c->aspp_rates);
     *ctx = c;
     return TB_OK;
 }
