@@ -933,6 +933,42 @@ static const char full_ini[] = "[run]\n"               /* 1 */
                                "batch = 8\n"           /* 18 */
                                "lr = 0.5\n";           /* 19 */
 
+/* Every key of the core's tables is bound, once, to a field of its type that holds every
+ * value the key allows; no binding names a key the table lacks. */
+START_TEST(core_keys_bound_to_fields)
+{
+    const struct {
+        const struct tb_key *keys;
+        const struct tb_binding *bind;
+    } tables[] = { { tb_run_keys, tb_run_bindings },
+                   { tb_train_keys, tb_train_bindings },
+                   { tb_report_keys, tb_report_bindings },
+                   { tb_data_keys, tb_data_bindings },
+                   { tb_model_core_keys, tb_model_core_bindings } };
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        size_t nbind = 0;
+        for (const struct tb_binding *b = tables[t].bind; b->key; b++, nbind++) {
+            const struct tb_key *k = tb_keys_find(tables[t].keys, b->key);
+            ck_assert_msg(k, "binding of '%s' names no key of its table", b->key);
+            char why[300];
+            ck_assert_msg(tb_binding_fits(b, k, why, sizeof why), "%s", why);
+            for (const struct tb_binding *c = tables[t].bind; c != b; c++)
+                ck_assert_msg(strcmp(c->key, b->key) != 0, "key '%s' bound twice", b->key);
+        }
+        ck_assert_uint_eq(nbind, tb_keys_count(tables[t].keys));
+    }
+    /* The check can fail: an open range on an int field, or a size on a float. */
+    const struct tb_key open = { "epochs", TB_KEY_INT, "1", "1..", "h" };
+    const struct tb_binding to_int = { "epochs", TB_FIELD_INT, 0 }, to_float = { "epochs", TB_FIELD_FLOAT, 0 };
+    char why[300];
+    ck_assert(!tb_binding_fits(&to_int, &open, why, sizeof why));
+    ck_assert_contains(why, "key 'epochs' allows '1..', more than its field holds");
+    ck_assert(!tb_binding_fits(&to_float, &open, why, sizeof why));
+    const struct tb_key ok = { "epochs", TB_KEY_INT, "1", "1..2147483647", "h" };
+    ck_assert(tb_binding_fits(&to_int, &ok, why, sizeof why));
+}
+END_TEST
+
 START_TEST(resolve_full_config)
 {
     char *path = ini("full.ini", full_ini);
@@ -996,6 +1032,23 @@ START_TEST(resolve_full_config)
     ck_assert_double_eq(tb_section_float(tr, "weight_decay"), 1e-4);
     ck_assert_str_eq(tb_section_origin(tr, "weight_decay"), "default");
     ck_assert_str_eq(tb_section_string(s->slot[TB_SEC_REPORT].section, "csv"), "");
+
+    /* The same values, bound once into the typed settings. */
+    const struct tb_settings *st = &s->settings;
+    ck_assert_str_eq(st->run.name, "unit");
+    ck_assert_int_eq(st->run.seed, 42);
+    ck_assert_int_eq(st->run.epochs, 1);
+    ck_assert_int_eq(st->train.batch, 8);
+    ck_assert_double_eq(st->train.lr, 0.5);
+    ck_assert_double_eq(st->train.momentum, 0.5);
+    ck_assert_double_eq(st->train.weight_decay, 1e-4);
+    ck_assert_int_eq(st->train.lr_policy, TB_LR_POLY);
+    ck_assert_uint_eq(st->train.allreduce_bucket, 25u << 20);
+    ck_assert_str_eq(st->report.csv, "");
+    ck_assert_int_eq(st->report.progress, TB_PROGRESS_AUTO);
+    ck_assert_int_eq(st->data.workers, 2);
+    ck_assert(st->data.aug.scale_min == 0.5f && st->data.aug.blur_sigma_max == 1.3f && st->data.aug.flip);
+    ck_assert(st->sync_bn);
 
     tb_setup_free(s);
     tb_config_free(c);
@@ -1620,6 +1673,7 @@ int main(void)
     tcase_add_checked_fixture(tc, resolve_setup, resolve_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, resolve_full_config);
+    tcase_add_test(tc, core_keys_bound_to_fields);
     tcase_add_test(tc, resolve_unknown_section);
     tcase_add_test(tc, resolve_model_missing);
     tcase_add_test(tc, resolve_plugin_typo);

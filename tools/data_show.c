@@ -79,7 +79,7 @@ int tb_data_show(const struct tb_setup *s, int n, const char *dir, FILE *out, st
         .batch = 1,
         .rank = 0,
         .world = 1,
-        .seed = (uint64_t)tb_section_int(s->slot[TB_SEC_RUN].section, "seed"),
+        .seed = (uint64_t)s->settings.run.seed,
         .width = w,
         .height = h,
         .set = &set,

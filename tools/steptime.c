@@ -94,7 +94,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         dops = s->slot[TB_SEC_DATASET].plugin->p->ops.dataset;
         rc = tb_plugin_create(s->slot[TB_SEC_DATASET].plugin->p, s->slot[TB_SEC_DATASET].section, "train", &ds, err);
     }
-    const int batch = s ? (int)tb_section_int(s->slot[TB_SEC_TRAIN].section, "batch") : 0;
+    const int batch = s ? s->settings.train.batch : 0;
     struct tb_data_settings set;
     uint32_t w = 0, h = 0;
     struct tb_data_loader *l = NULL;

@@ -2,7 +2,11 @@
  * and the data loader's keys, which [dataset] holds beside its plugin's. */
 #include "config.h"
 
+#include "core/config/settings_internal.h"
 #include "core/config/setup_internal.h"
+
+/* Counts and step numbers are held in int: their keys stop at INT_MAX. */
+#define INT_TOP "2147483647"
 
 const struct tb_key tb_run_keys[] = {
     { "name", TB_KEY_STRING, "trainbig", NULL, "name of the run, used in output file names" },
@@ -10,30 +14,56 @@ const struct tb_key tb_run_keys[] = {
       "seed of every random choice: data order, augmentation, dropout, initial weights" },
     { "output", TB_KEY_PATH, "runs", NULL,
       "where run directories go: a run writes to OUTPUT/NAME (OUTPUT/NAME.2 ... when that holds an earlier run)" },
-    { "epochs", TB_KEY_INT, "1", "1..", "passes over the training split" },
+    { "epochs", TB_KEY_INT, "1", "1.." INT_TOP, "passes over the training split" },
     { "log_level", TB_KEY_ENUM, "info", "error|warn|info|debug",
       "log verbosity; the TRAINBIG_LOG environment variable wins over it" },
     TB_KEYS_END,
 };
 
+const struct tb_binding tb_run_bindings[] = {
+    TB_BIND("name", TB_FIELD_TEXT, struct tb_run_settings, name),
+    TB_BIND("seed", TB_FIELD_INT, struct tb_run_settings, seed),
+    TB_BIND("output", TB_FIELD_TEXT, struct tb_run_settings, output),
+    TB_BIND("epochs", TB_FIELD_INT, struct tb_run_settings, epochs),
+    TB_BIND("log_level", TB_FIELD_INT, struct tb_run_settings, log_level),
+    TB_BINDINGS_END,
+};
+
 const struct tb_key tb_train_keys[] = {
-    { "batch", TB_KEY_INT, "2", "1..", "images per step, over all ranks together" },
-    { "val_batch", TB_KEY_INT, "0", "0..", "images per validation step; 0 = batch" },
+    { "batch", TB_KEY_INT, "2", "1.." INT_TOP, "images per step, over all ranks together" },
+    { "val_batch", TB_KEY_INT, "0", "0.." INT_TOP, "images per validation step; 0 = batch" },
     { "lr", TB_KEY_FLOAT, "0.01", "0..", "base learning rate" },
     { "lr_policy", TB_KEY_ENUM, "poly", "poly|constant",
       "learning-rate schedule: poly decays to 0 over the run, per iteration; constant keeps lr" },
     { "lr_power", TB_KEY_FLOAT, "1.0", "0..", "exponent of the poly schedule: lr * (1 - iteration/iterations)^power" },
     { "momentum", TB_KEY_FLOAT, "0.9", "0..1", "SGD momentum" },
     { "weight_decay", TB_KEY_FLOAT, "1e-4", "0..", "L2 weight decay" },
-    { "val_every", TB_KEY_INT, "1", "0..", "validate every N epochs and after the last; 0 = never" },
+    { "val_every", TB_KEY_INT, "1", "0.." INT_TOP, "validate every N epochs and after the last; 0 = never" },
     { "val_at_start", TB_KEY_BOOL, "no", NULL, "validate once before the first step: the untrained baseline" },
-    { "checkpoint_every", TB_KEY_INT, "1", "0..", "write a checkpoint every N epochs; 0 = only at the end" },
-    { "keep", TB_KEY_INT, "3", "1..", "checkpoints kept in the run directory: the last N, older ones deleted" },
+    { "checkpoint_every", TB_KEY_INT, "1", "0.." INT_TOP, "write a checkpoint every N epochs; 0 = only at the end" },
+    { "keep", TB_KEY_INT, "3", "1.." INT_TOP, "checkpoints kept in the run directory: the last N, older ones deleted" },
     { "allreduce_bucket", TB_KEY_SIZE, "25M", "1K..4G",
       "data parallel: gradients per all-reduce bucket; a bucket is reduced while backward goes on" },
-    { "replica_check", TB_KEY_INT, "0", "0..",
+    { "replica_check", TB_KEY_INT, "0", "0.." INT_TOP,
       "data parallel: every N steps, check that every rank holds the same weights (a hash per parameter); 0 = never" },
     TB_KEYS_END,
+};
+
+const struct tb_binding tb_train_bindings[] = {
+    TB_BIND("batch", TB_FIELD_INT, struct tb_train_settings, batch),
+    TB_BIND("val_batch", TB_FIELD_INT, struct tb_train_settings, val_batch),
+    TB_BIND("lr", TB_FIELD_DOUBLE, struct tb_train_settings, lr),
+    TB_BIND("lr_policy", TB_FIELD_INT, struct tb_train_settings, lr_policy),
+    TB_BIND("lr_power", TB_FIELD_DOUBLE, struct tb_train_settings, lr_power),
+    TB_BIND("momentum", TB_FIELD_DOUBLE, struct tb_train_settings, momentum),
+    TB_BIND("weight_decay", TB_FIELD_DOUBLE, struct tb_train_settings, weight_decay),
+    TB_BIND("val_every", TB_FIELD_INT, struct tb_train_settings, val_every),
+    TB_BIND("val_at_start", TB_FIELD_BOOL, struct tb_train_settings, val_at_start),
+    TB_BIND("checkpoint_every", TB_FIELD_INT, struct tb_train_settings, checkpoint_every),
+    TB_BIND("keep", TB_FIELD_INT, struct tb_train_settings, keep),
+    TB_BIND("allreduce_bucket", TB_FIELD_U64, struct tb_train_settings, allreduce_bucket),
+    TB_BIND("replica_check", TB_FIELD_INT, struct tb_train_settings, replica_check),
+    TB_BINDINGS_END,
 };
 
 const struct tb_key tb_report_keys[] = {
@@ -45,6 +75,14 @@ const struct tb_key tb_report_keys[] = {
     { "progress", TB_KEY_ENUM, "auto", "auto|yes|no",
       "live progress line: auto = when stderr is a terminal (else a plain line every 30 s)" },
     TB_KEYS_END,
+};
+
+const struct tb_binding tb_report_bindings[] = {
+    TB_BIND("csv", TB_FIELD_TEXT, struct tb_report_settings, csv),
+    TB_BIND("jsonl", TB_FIELD_TEXT, struct tb_report_settings, jsonl),
+    TB_BIND("trace", TB_FIELD_TEXT, struct tb_report_settings, trace),
+    TB_BIND("progress", TB_FIELD_INT, struct tb_report_settings, progress),
+    TB_BINDINGS_END,
 };
 
 /* The reference's augmentation (Takikawa et al. 2019, after Zhu et al. 2019) by default. */
@@ -70,10 +108,32 @@ const struct tb_key tb_data_keys[] = {
     TB_KEYS_END,
 };
 
+const struct tb_binding tb_data_bindings[] = {
+    TB_BIND("workers", TB_FIELD_INT, struct tb_data_settings, workers),
+    TB_BIND("prefetch", TB_FIELD_INT, struct tb_data_settings, prefetch),
+    TB_BIND("on_bad_sample", TB_FIELD_INT, struct tb_data_settings, on_bad_sample),
+    TB_BIND("crop", TB_FIELD_U32, struct tb_data_settings, crop),
+    TB_BIND("augment", TB_FIELD_BOOL, struct tb_data_settings, augment),
+    TB_BIND("scale_min", TB_FIELD_FLOAT, struct tb_data_settings, aug.scale_min),
+    TB_BIND("scale_max", TB_FIELD_FLOAT, struct tb_data_settings, aug.scale_max),
+    TB_BIND("flip", TB_FIELD_BOOL, struct tb_data_settings, aug.flip),
+    TB_BIND("color_jitter", TB_FIELD_FLOAT, struct tb_data_settings, aug.jitter),
+    TB_BIND("blur_prob", TB_FIELD_FLOAT, struct tb_data_settings, aug.blur_prob),
+    TB_BIND("blur_sigma_min", TB_FIELD_FLOAT, struct tb_data_settings, aug.blur_sigma_min),
+    TB_BIND("blur_sigma_max", TB_FIELD_FLOAT, struct tb_data_settings, aug.blur_sigma_max),
+    TB_BIND("val_size", TB_FIELD_TEXT, struct tb_data_settings, val_size),
+    TB_BINDINGS_END,
+};
+
 /* The core's keys in [model], beside the model plugin's. */
 const struct tb_key tb_model_core_keys[] = {
     { "sync_bn", TB_KEY_BOOL, "yes", NULL,
       "data parallel: batch norm statistics over every rank's images (synchronised), as one process over the global "
       "batch would compute them; no = each rank's own" },
     TB_KEYS_END,
+};
+
+const struct tb_binding tb_model_core_bindings[] = {
+    TB_BIND("sync_bn", TB_FIELD_BOOL, struct tb_settings, sync_bn),
+    TB_BINDINGS_END,
 };

@@ -244,6 +244,22 @@ static int apply_implied_defaults(struct tb_setup *s, struct tb_err *err)
     return rc;
 }
 
+/* The core's keys of every section into s->settings, once the sections hold what runs. */
+static int read_settings(struct tb_setup *s, struct tb_err *err)
+{
+    struct tb_settings *st = &s->settings;
+    int rc = tb_section_bind(s->slot[TB_SEC_RUN].section, tb_run_bindings, &st->run, err);
+    if (!rc)
+        rc = tb_section_bind(s->slot[TB_SEC_TRAIN].section, tb_train_bindings, &st->train, err);
+    if (!rc)
+        rc = tb_section_bind(s->slot[TB_SEC_REPORT].section, tb_report_bindings, &st->report, err);
+    if (!rc)
+        rc = tb_section_bind(s->slot[TB_SEC_MODEL].section, tb_model_core_bindings, st, err);
+    if (!rc)
+        rc = tb_data_settings_read(s->slot[TB_SEC_DATASET].section, &st->data, err);
+    return rc;
+}
+
 int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err)
 {
     *out = NULL;
@@ -266,6 +282,8 @@ int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct 
     }
     if (rc == TB_OK)
         rc = apply_implied_defaults(s, err);
+    if (rc == TB_OK)
+        rc = read_settings(s, err);
     if (rc) {
         tb_setup_free(s);
         return err->status ? err->status : rc;

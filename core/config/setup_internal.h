@@ -9,6 +9,7 @@
 #include "core/config/config_internal.h"
 #include "core/config/loader_internal.h"
 #include "core/config/section_internal.h"
+#include "core/config/settings_internal.h"
 
 extern const struct tb_key tb_run_keys[];
 extern const struct tb_key tb_train_keys[];
@@ -49,6 +50,8 @@ struct tb_setup {
     /* The [swap] keys the platform's swap_defaults filled ("min_size = 256K, ..."), or
      * "": what tb_setup_resolve applied, for the run's log line. */
     char swap_note[512];
+    /* The core's own keys, read once from the sections above (settings_internal.h). */
+    struct tb_settings settings;
 };
 
 /* Validates all of cfg and loads its plugins. Every problem found is one line in err

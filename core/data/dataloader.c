@@ -10,6 +10,8 @@
 
 #include "core/data/dataloader_internal.h"
 
+#include "core/config/settings_internal.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -27,19 +29,11 @@ enum { MAX_SKIP_RUN = 64 };
 int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *out, struct tb_err *err)
 {
     memset(out, 0, sizeof *out);
-    out->workers = (int)tb_section_int(ds, "workers");
-    out->prefetch = (int)tb_section_int(ds, "prefetch");
-    out->skip_bad = strcmp(tb_section_string(ds, "on_bad_sample"), "skip") == 0;
-    out->crop = (uint32_t)tb_section_int(ds, "crop");
-    out->augment = tb_section_bool(ds, "augment");
+    int rc = tb_section_bind(ds, tb_data_bindings, out, err);
+    if (rc)
+        return rc;
+    out->skip_bad = out->on_bad_sample == 1;
     struct tb_augment *a = &out->aug;
-    a->scale_min = (float)tb_section_float(ds, "scale_min");
-    a->scale_max = (float)tb_section_float(ds, "scale_max");
-    a->flip = tb_section_bool(ds, "flip");
-    a->jitter = (float)tb_section_float(ds, "color_jitter");
-    a->blur_prob = (float)tb_section_float(ds, "blur_prob");
-    a->blur_sigma_min = (float)tb_section_float(ds, "blur_sigma_min");
-    a->blur_sigma_max = (float)tb_section_float(ds, "blur_sigma_max");
     if (a->scale_min > a->scale_max)
         return tb_err_set(err, TB_ERR_CONFIG, "%s: [dataset] scale_min = %g is more than scale_max = %g (%s)",
                           tb_section_origin(ds, "scale_min"), a->scale_min, a->scale_max,
@@ -55,7 +49,7 @@ int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *
         a->jitter = 0.0f;
         a->blur_prob = 0.0f;
     }
-    const char *vs = tb_section_string(ds, "val_size");
+    const char *vs = out->val_size;
     if (vs[0]) {
         unsigned w, h;
         char x, extra;

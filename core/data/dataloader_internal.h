@@ -22,10 +22,12 @@
 /* The [dataset] keys of the loader (core_keys.c), read and checked. */
 struct tb_data_settings {
     int workers, prefetch;
-    bool skip_bad; /* on_bad_sample = skip */
-    uint32_t crop; /* 0: the first training image's size */
+    int on_bad_sample; /* 0 fail, 1 skip */
+    bool skip_bad;     /* on_bad_sample = skip */
+    uint32_t crop;     /* 0: the first training image's size */
     bool augment;
     struct tb_augment aug; /* crop_w, crop_h left 0: the loader sets them */
+    const char *val_size;  /* as written; the section's */
     uint32_t val_w, val_h; /* 0: validation images as decoded */
 };
 

@@ -92,10 +92,10 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
 
 /* ------------------------------------------------------------------ files */
 
-static int open_one(const struct tb_section *rep, const char *rundir, const char *key, const char *file, FILE **out,
-                    bool *fresh, struct tb_err *err)
+/* Opens [report] `key`'s file for appending: v, or when v is "" `file` in the run directory. */
+static int open_one(const char *v, const char *rundir, const char *key, const char *file, FILE **out, bool *fresh,
+                    struct tb_err *err)
 {
-    const char *v = tb_section_string(rep, key);
     char path[4200];
     if (v[0])
         snprintf(path, sizeof path, "%s", v);
@@ -110,10 +110,11 @@ static int open_one(const struct tb_section *rep, const char *rundir, const char
     return TB_OK;
 }
 
-int tb_report_open(struct tb_report *rep, const struct tb_section *report, const char *rundir, struct tb_err *err)
+int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir,
+                   struct tb_err *err)
 {
     bool fresh;
-    int rc = open_one(report, rundir, "csv", "epochs.csv", &rep->csv, &fresh, err);
+    int rc = open_one(report->csv, rundir, "csv", "epochs.csv", &rep->csv, &fresh, err);
     if (rc)
         return rc;
     if (fresh) {
@@ -126,7 +127,7 @@ int tb_report_open(struct tb_report *rep, const struct tb_section *report, const
               "largest_free_device_bytes,fragmentation\n",
               rep->csv);
     }
-    return open_one(report, rundir, "jsonl", "epochs.jsonl", &rep->jsonl, &fresh, err);
+    return open_one(report->jsonl, rundir, "jsonl", "epochs.jsonl", &rep->jsonl, &fresh, err);
 }
 
 void tb_report_close(struct tb_report *rep)

@@ -83,7 +83,8 @@ struct tb_report {
 /* Opens (appends to) the CSV and JSONL reports: the files [report] csv and jsonl name, or
  * epochs.csv and epochs.jsonl in rundir; a new or empty CSV file gets its header first.
  * The fields other than the files must be set already. Only rank 0 calls it. */
-int tb_report_open(struct tb_report *rep, const struct tb_section *report, const char *rundir, struct tb_err *err);
+int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir,
+                   struct tb_err *err);
 void tb_report_close(struct tb_report *rep);
 
 /* Appends r to the open reports, each term's mean over r's steps from its sum. */

@@ -69,12 +69,12 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         r->swap = NULL;
         return tb_err_prefix(err, "swap policy '%s'", s->slot[TB_SEC_SWAP].plugin->p->name);
     }
-    const uint64_t seed = (uint64_t)tb_section_int(s->slot[TB_SEC_RUN].section, "seed");
+    const uint64_t seed = (uint64_t)s->settings.run.seed;
     rc = tb_engine_init(&r->engine, r->backend, r->backend_ctx, 0, seed, err);
     r->engine_ready = rc == TB_OK;
     if (rc == TB_OK && world->size > 1)
-        rc = tb_engine_attach_comm(&r->engine, r->backend->name, world,
-                                   (size_t)tb_section_size(s->slot[TB_SEC_TRAIN].section, "allreduce_bucket"), err);
+        rc =
+            tb_engine_attach_comm(&r->engine, r->backend->name, world, (size_t)s->settings.train.allreduce_bucket, err);
     /* A policy built before the hooks (ABI < 1.4) has them NULL: it never swaps. */
     if (r->engine_ready)
         r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->ops.swap, r->swap_ctx, &r->link };
@@ -103,7 +103,7 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
     *g = tb_graph_new(training);
     if (!*g)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    (*g)->sync_bn = training && r->engine.comm && tb_section_bool(r->s->slot[TB_SEC_MODEL].section, "sync_bn");
+    (*g)->sync_bn = training && r->engine.comm && r->s->settings.sync_bn;
     int rc = r->model->ops.model->build(r->model_ctx, *g, in, err);
     if (rc == TB_OK && tb_graph_error(*g))
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s", tb_graph_error(*g));

@@ -139,7 +139,9 @@ static int train_step(struct tb_trainer *t, double *loss, struct tb_err *err)
     }
     if (!rc)
         rc = tb_exec_backward(t->tx, err);
-    const double lr = t->cfg.poly ? tb_lr_poly(t->cfg.lr, t->iteration, t->total_iters, t->cfg.lr_power) : t->cfg.lr;
+    const double lr = t->cfg.lr_policy == TB_LR_POLY
+                          ? tb_lr_poly(t->cfg.lr, t->iteration, t->total_iters, t->cfg.lr_power)
+                          : t->cfg.lr;
     if (!rc)
         rc = tb_sgd_step(&t->run.engine, (float)lr, (float)t->cfg.momentum, (float)t->cfg.weight_decay, err);
     if (rc)
@@ -255,7 +257,7 @@ static void begin_epoch(struct tb_trainer *t, struct epoch_run *e)
 static int loop_step(struct tb_trainer *t, const struct epoch_run *e, double *loss, struct tb_err *err)
 {
     const double s0 = tb_now();
-    const char *trace = t->cfg.trace;
+    const char *trace = t->s->settings.report.trace;
     /* [report] trace: the run's second step (the first warms up), or its only one. */
     const bool traced = trace[0] && t->progress.steps_timed == (t->total_iters - t->iteration > 1 ? 1u : 0u);
     if (traced)
@@ -370,7 +372,8 @@ static int train_loop(struct tb_trainer *t, struct tb_err *err)
     if (t->cfg.val_at_start && t->iteration == 0 && (rc = validate_at_start(t, err)))
         return rc;
     if (t->iteration >= t->total_iters) {
-        tb_log(TB_LOG_INFO, "nothing to do: the checkpoint has done all %d epochs ([run] epochs)", t->cfg.epochs);
+        tb_log(TB_LOG_INFO, "nothing to do: the checkpoint has done all %d epochs ([run] epochs)",
+               t->s->settings.run.epochs);
         return TB_OK;
     }
     /* Every rank starts from the same weights (one seed, or one checkpoint): check it. */
@@ -389,7 +392,7 @@ static int train_loop(struct tb_trainer *t, struct tb_err *err)
     }
     char total[32];
     tb_format_duration(tb_now() - t->progress.run_start, total, sizeof total);
-    tb_log(TB_LOG_INFO, "done: %d epochs in %s; final checkpoint %s", t->cfg.epochs, total, path);
+    tb_log(TB_LOG_INFO, "done: %d epochs in %s; final checkpoint %s", t->s->settings.run.epochs, total, path);
     if (t->replica_checks)
         tb_log(TB_LOG_INFO, "replica check: the weights were the same on all %d ranks at all %" PRIu64 " checks",
                t->world->size, t->replica_checks);
@@ -408,7 +411,7 @@ static void log_start(const struct tb_trainer *t)
            "training %s (%" PRIu64 " parameters) on %s: %zu training images of %dx%d, batch %d, %" PRIu64
            " steps per epoch, %d epochs; writing to %s",
            t->run.model->name, params, t->run.backend->name, t->train.count, t->train.width, t->train.height,
-           t->cfg.batch, t->iters_per_epoch, t->cfg.epochs, t->rundir);
+           t->cfg.batch, t->iters_per_epoch, t->s->settings.run.epochs, t->rundir);
     if (t->world->size > 1)
         tb_log(TB_LOG_INFO,
                "data parallel over %d ranks: %d images per rank and step, gradients averaged in buckets of "
@@ -427,15 +430,14 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     t->req = req;
     t->world = tb_comm_world();
     t->lead = t->world->rank == 0;
-    const int pmode = tb_section_enum(s->slot[TB_SEC_REPORT].section, "progress"); /* auto|yes|no */
-    tb_progress_init(&t->progress, pmode, t->lead);
+    tb_progress_init(&t->progress, s->settings.report.progress, t->lead);
     int rc = tb_trainer_setup(t, err);
     if (!rc)
         rc = tb_trainer_make_rundir(t, err);
     if (!rc && req->resume)
         rc = resume(t, err);
     if (!rc && t->lead)
-        rc = tb_report_open(&t->report, s->slot[TB_SEC_REPORT].section, t->rundir, err);
+        rc = tb_report_open(&t->report, &s->settings.report, t->rundir, err);
     if (!rc) {
         log_start(t);
         rc = train_loop(t, err);

@@ -103,35 +103,14 @@ int tb_trainer_next_batch(struct tb_trainer *t, struct tb_split *sp, struct tb_l
 
 /* ------------------------------------------------------------------ settings */
 
-static void read_keys(struct tb_train_settings *c, const struct tb_setup *s)
-{
-    const struct tb_section *run = s->slot[TB_SEC_RUN].section, *tr = s->slot[TB_SEC_TRAIN].section;
-    c->epochs = (int)tb_section_int(run, "epochs");
-    c->batch = (int)tb_section_int(tr, "batch");
-    c->val_batch = (int)tb_section_int(tr, "val_batch");
-    if (c->val_batch == 0)
-        c->val_batch = c->batch;
-    c->lr = tb_section_float(tr, "lr");
-    c->poly = strcmp(tb_section_string(tr, "lr_policy"), "poly") == 0;
-    c->lr_power = tb_section_float(tr, "lr_power");
-    c->momentum = tb_section_float(tr, "momentum");
-    c->weight_decay = tb_section_float(tr, "weight_decay");
-    c->val_every = (int)tb_section_int(tr, "val_every");
-    c->val_at_start = tb_section_bool(tr, "val_at_start");
-    c->checkpoint_every = (int)tb_section_int(tr, "checkpoint_every");
-    c->keep = (int)tb_section_int(tr, "keep");
-    c->replica_check = (int)tb_section_int(tr, "replica_check");
-    c->trace = tb_section_string(s->slot[TB_SEC_REPORT].section, "trace");
-}
-
 static int read_settings(struct tb_trainer *t, struct tb_err *err)
 {
     const struct tb_section *tr = t->s->slot[TB_SEC_TRAIN].section;
     struct tb_train_settings *c = &t->cfg;
-    read_keys(c, t->s);
-    int rc = tb_data_settings_read(t->s->slot[TB_SEC_DATASET].section, &t->data, err);
-    if (rc)
-        return rc;
+    *c = t->s->settings.train;
+    if (c->val_batch == 0)
+        c->val_batch = c->batch;
+    t->data = t->s->settings.data;
     if (c->batch > 1 << 16)
         return tb_err_set(err, TB_ERR_CONFIG, "%s: [train] batch = %d is more than this trainer handles (65536)",
                           tb_section_origin(tr, "batch"), c->batch);
@@ -149,7 +128,7 @@ static int read_settings(struct tb_trainer *t, struct tb_err *err)
                           ranks);
     t->rank_batch = c->batch / ranks;
     t->rank_val_batch = c->val_batch / ranks;
-    t->sync_bn = ranks > 1 && tb_section_bool(t->s->slot[TB_SEC_MODEL].section, "sync_bn");
+    t->sync_bn = ranks > 1 && t->s->settings.sync_bn;
     return TB_OK;
 }
 
@@ -170,7 +149,7 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err)
             snprintf(t->rundir, sizeof t->rundir, "/");
         return TB_OK;
     }
-    const char *output = tb_section_string(run, "output"), *name = tb_section_string(run, "name");
+    const char *output = t->s->settings.run.output, *name = t->s->settings.run.name;
     if (mkdir(output, 0777) != 0 && errno != EEXIST)
         return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create the output directory ([run] output, %s): %s", output,
                           tb_section_origin(run, "output"), strerror(errno));
@@ -250,7 +229,7 @@ static int setup_reporting(struct tb_trainer *t, struct tb_err *err)
 {
     find_terms(t);
     t->report = (struct tb_report){
-        .epochs = t->cfg.epochs,
+        .epochs = t->s->settings.run.epochs,
         .ranks = t->world->size,
         .terms = t->terms,
         .nterms = t->nterms,
@@ -260,7 +239,7 @@ static int setup_reporting(struct tb_trainer *t, struct tb_err *err)
         .progress = &t->progress,
     };
     t->progress.batch = t->cfg.batch;
-    t->progress.epochs = t->cfg.epochs;
+    t->progress.epochs = t->s->settings.run.epochs;
     t->progress.iters_per_epoch = t->iters_per_epoch;
     t->model_text = tb_run_model_text(t->s, t->nclasses);
     t->training_text = tb_run_training_text(t->s);
@@ -289,7 +268,7 @@ int tb_trainer_setup(struct tb_trainer *t, struct tb_err *err)
             err, TB_ERR_CONFIG, "%s: [train] batch = %d, but the train split of dataset '%s' has only %zu samples",
             tb_section_origin(t->s->slot[TB_SEC_TRAIN].section, "batch"), t->cfg.batch, dp->name, t->train.count);
     t->iters_per_epoch = t->train.count / (size_t)t->cfg.batch; /* the last partial batch is dropped */
-    t->total_iters = t->iters_per_epoch * (uint64_t)t->cfg.epochs;
+    t->total_iters = t->iters_per_epoch * (uint64_t)t->s->settings.run.epochs;
     const bool validate = t->cfg.val_every > 0 || t->cfg.val_at_start;
     if (validate && (rc = open_split(t, "val", &t->val, err)))
         return rc;

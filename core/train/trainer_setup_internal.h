@@ -30,14 +30,6 @@
 
 enum { TB_IGNORE_LABEL = 255 };
 
-/* What the run reads of [run], [train] and [report], once, at setup. */
-struct tb_train_settings {
-    int batch, val_batch, epochs, val_every, checkpoint_every, keep, replica_check;
-    double lr, lr_power, momentum, weight_decay;
-    bool poly, val_at_start;
-    const char *trace; /* [report] trace: a file, or "" for none; the setup's text */
-};
-
 struct tb_split {
     const char *name; /* "train", "val" */
     const struct tb_dataset_ops *ops;
@@ -55,7 +47,7 @@ struct tb_trainer {
     struct tb_split train, val;
     const struct tb_class *classes;
     int nclasses;
-    struct tb_train_settings cfg;
+    struct tb_train_settings cfg; /* the setup's [train], val_batch 0 made batch */
 
     /* Data parallelism: the ranks, and each one's share of a batch. Rank 0 alone writes
      * the run directory, reports, checkpoints and logs. */
