@@ -284,6 +284,8 @@ struct pcase {
 static void pc_init(struct pcase *pc, const char *name, const struct tb_op *op, uint64_t seed)
 {
     memset(pc, 0, sizeof *pc);
+    char why[600];
+    ck_assert_msg(tb_op_check(op, why, sizeof why) == 0, "%s: the case breaks the op contract: %s", name, why);
     snprintf(pc->name, sizeof pc->name, "%s", name);
     pc->op = *op;
     pc->forwards = 1;
@@ -971,7 +973,7 @@ START_TEST(class_weights_parity)
     struct tb_op op = new_op(TB_OP_CLASS_WEIGHTS, 48, 1, 1);
     op.in[0] = u8(N, 1, H, W);
     op.out[0] = f32(N, K, 1, 1);
-    op.p.label = (struct tb_label_params){ 255, 0.0f };
+    op.p.label = (struct tb_label_params){ 255, 0.0f, K };
     struct pcase pc;
     pc_init(&pc, "class_weights", &op, 900);
     /* classes 0..11 only (12..18 absent: weight 1), 1 in 6 ignored; image 1 all ignored,
@@ -1013,7 +1015,7 @@ START_TEST(mask_labels_parity)
     op.in[0] = u8(N, 1, H, W);
     op.in[1] = f32(N, 1, H, W);
     op.out[0] = u8(N, 1, H, W);
-    op.p.label = (struct tb_label_params){ 255, 0.8f };
+    op.p.label = (struct tb_label_params){ 255, 0.8f, 0 };
     struct pcase pc;
     pc_init(&pc, "mask_labels", &op, 950);
     pc_set(&pc, 0, labels(elems(op.in[0]), 19, 7, 951));

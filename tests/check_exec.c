@@ -539,7 +539,7 @@ START_TEST(broken_graph_refused)
     struct tb_err err;
     tb_err_clear(&err);
     ck_assert_int_eq(tb_exec_create(&e, g, &x, &err), TB_ERR_RUNTIME);
-    ck_assert_contains(err.msg, "the graph is broken: relu: input labels is u8");
+    ck_assert_contains(err.msg, "the graph is broken: relu0 (inputs labels): relu: input 0 is u8, expected f32");
     tb_graph_free(g);
 }
 END_TEST

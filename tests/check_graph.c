@@ -87,8 +87,9 @@ START_TEST(other_shapes)
     ck_assert(!masked->requires_grad);
     ck_assert_ptr_null(tb_graph_error(g));
     ck_assert_ptr_null(tb_mask_labels(g, labels, x, 0.8f, 255));
-    ck_assert_msg(strstr(tb_graph_error(g), "mask_labels: labels labels (2x1x9x9) and x image (2x4x9x9)"), "%s",
-                  tb_graph_error(g));
+    ck_assert_msg(strstr(tb_graph_error(g),
+                         "(inputs labels, image): mask_labels: labels 2x1x9x9 and x 2x4x9x9 must both be Nx1xHxW"),
+                  "%s", tb_graph_error(g));
 }
 END_TEST
 
@@ -123,11 +124,11 @@ START_TEST(mismatch_names_op_and_shapes)
     struct tb_node *a = tb_input(g, "a", TB_F32, shape(2, 3, 8, 8));
     struct tb_node *b = tb_input(g, "b", TB_F32, shape(2, 3, 8, 9));
     ck_assert_ptr_null(tb_add(g, a, b));
-    ck_assert_contains(tb_graph_error(g), "add: a (2x3x8x8) and b (2x3x8x9) differ in shape");
+    ck_assert_contains(tb_graph_error(g), "add0 (inputs a, b): add: a 2x3x8x8 and b 2x3x8x9 differ in shape");
     /* Sticky: later calls fail quietly and the first cause stays. */
     ck_assert_ptr_null(tb_relu(g, a));
     ck_assert_ptr_null(tb_input(g, "c", TB_F32, shape(1, 1, 1, 1)));
-    ck_assert_contains(tb_graph_error(g), "add: a (2x3x8x8)");
+    ck_assert_contains(tb_graph_error(g), "add0 (inputs a, b): add: a 2x3x8x8");
 }
 END_TEST
 
@@ -136,14 +137,15 @@ START_TEST(each_op_checks_its_inputs)
     struct {
         const char *expect;
     } cases[] = {
-        { "concat: input 1 (b, 2x3x8x9) differs from input 0 (a, 2x3x8x8) in N, H or W" },
-        { "mul: gate g2 (2x2x8x8) must match a (2x3x8x8), or have 1 channel" },
-        { "conv2d big: input 2x3x8x8, out_channels 4, kernel 11, stride 1, padding 0, dilation 1" },
-        { "softmax_ce: labels lab (2x1x8x9) must be 2x1x8x8 to match logits a (2x3x8x8)" },
-        { "dropout: p = 1; allowed: 0 <= p < 1" },
-        { "maxpool: input 2x3x8x8, kernel 3, stride 1, padding 2: the window does not fit" },
-        { "relu: input lab is u8, expected f32" },
-        { "bce_logits: logits a (2x3x8x8) and targets lab (2x1x8x9) must both be Nx1xHxW" },
+        { "concat0 (inputs a, b): concat: input 1 2x3x8x9 differs from input 0 2x3x8x8 in N, H or W" },
+        { "mul0 (inputs a, g2): mul: g 2x2x8x8 must be 2x3x8x8 or 2x1x8x8 to multiply x 2x3x8x8" },
+        { "big (inputs a, big.weight): conv2d: x 2x3x8x8 with kernel 11x11, stride 1, padding 0, dilation 1: the "
+          "kernel does not fit the padded input" },
+        { "softmax_ce0 (inputs a, lab): softmax_ce: labels 2x1x8x9 must be 2x1x8x8 to match logits 2x3x8x8" },
+        { "dropout0 (inputs a): dropout: p = 1; allowed: 0 <= p < 1" },
+        { "maxpool0 (inputs a): maxpool: x 2x3x8x8, kernel 3, stride 1, padding 2: the window does not fit" },
+        { "relu0 (inputs lab): relu: input 0 is u8, expected f32" },
+        { "bce_logits0 (inputs a, lab): bce_logits: logits 2x3x8x8 and targets 2x1x8x9 must both be Nx1xHxW" },
         { "loss l: a is 2x3x8x8; a loss is 1x1x1x1" },
         { "concat: 1 inputs; between 2 and 8 are allowed" },
     };
@@ -341,6 +343,170 @@ START_TEST(inference_schedule_has_no_backward)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ the op contract */
+
+static struct tb_tensor_desc F(int n, int c, int h, int w) {
+    return (struct tb_tensor_desc){ TB_F32, { n, c, h, w } };
+}
+
+static struct tb_tensor_desc
+U(int n, int c, int h, int w) {
+    return (struct tb_tensor_desc){ TB_U8, { n, c, h, w } };
+}
+
+/* One case of the contract: an op's inputs and parameters, and either the outputs the rule
+ * must give or the start of its refusal. Every kind has a case that passes and one that
+ * breaks its rule; adding a kind adds its cases here. */
+struct contract_case {
+    struct tb_op op;
+    uint32_t nout;
+    struct tb_tensor_desc out[TB_OP_MAX_OUT];
+    const char *refusal; /* NULL: accepted */
+};
+
+static struct tb_op op_of(enum tb_op_kind kind, uint32_t nin, const struct tb_tensor_desc *in)
+{
+    struct tb_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.nin = nin;
+    for (uint32_t i = 0; i < nin; i++)
+        op.in[i] = in[i];
+    return op;
+}
+
+START_TEST(op_contract_cases)
+{
+    struct contract_case cases[40];
+    size_t n = 0;
+#define ACCEPT(OP, NOUT, ...) (cases[n++] = (struct contract_case){ (OP), (NOUT), { __VA_ARGS__ }, NULL })
+#define REFUSE(OP, WHY) (cases[n++] = (struct contract_case){ (OP), 0, { { 0, { 0, 0, 0, 0 } } }, (WHY) })
+    struct tb_op op;
+    /* conv2d: 3x3, stride 2, padding 1, dilation 1, with bias */
+    op = op_of(TB_OP_CONV2D, 3, (struct tb_tensor_desc[]){ F(2, 3, 9, 8), F(5, 3, 3, 3), F(1, 5, 1, 1) });
+    op.p.conv = (struct tb_conv2d_params){ 3, 3, 2, 2, 1, 1, 1, 1, 1 };
+    ACCEPT(op, 1, F(2, 5, 5, 4));
+    op.p.conv.has_bias = 0;
+    REFUSE(op, "conv2d: has_bias = 0 with 3 inputs");
+    op.p.conv.has_bias = 1;
+    op.in[1] = F(5, 4, 3, 3);
+    REFUSE(op, "conv2d: weight 5x4x3x3 must be Ox3x3x3 for x 2x3x9x8");
+    op.in[1] = F(5, 3, 3, 3);
+    op.p.conv.dil_h = op.p.conv.dil_w = 2000000000;
+    REFUSE(op, "the kernel does not fit the padded input");
+    /* batchnorm */
+    op = op_of(TB_OP_BATCHNORM, 5,
+               (struct tb_tensor_desc[]){ F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1) });
+    op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, 1, 0 };
+    ACCEPT(op, 3, F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1));
+    op.in[3] = F(1, 3, 1, 1);
+    REFUSE(op, "batchnorm: running_mean 1x3x1x1 must be 1x4x1x1");
+    /* relu, sigmoid */
+    op = op_of(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
+    ACCEPT(op, 1, F(1, 2, 3, 4));
+    op = op_of(TB_OP_SIGMOID, 1, (struct tb_tensor_desc[]){ U(1, 2, 3, 4) });
+    REFUSE(op, "sigmoid: input 0 is u8, expected f32");
+    /* maxpool: 3, stride 2, pad 1 */
+    op = op_of(TB_OP_MAXPOOL, 1, (struct tb_tensor_desc[]){ F(1, 2, 7, 6) });
+    op.p.pool = (struct tb_pool_params){ 3, 2, 1 };
+    ACCEPT(op, 1, F(1, 2, 4, 3));
+    op.p.pool.pad = 2;
+    REFUSE(op, "maxpool: x 1x2x7x6, kernel 3, stride 2, padding 2: the window does not fit");
+    /* global_avgpool, resize */
+    op = op_of(TB_OP_GLOBAL_AVGPOOL, 1, (struct tb_tensor_desc[]){ F(3, 5, 7, 2) });
+    ACCEPT(op, 1, F(3, 5, 1, 1));
+    op = op_of(TB_OP_RESIZE, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
+    op.p.resize = (struct tb_resize_params){ 9, 7, 1 };
+    ACCEPT(op, 1, F(1, 2, 9, 7));
+    op.p.resize.out_w = 0;
+    REFUSE(op, "resize: x 1x2x3x4 to 9x0: the output needs a side >= 1");
+    /* concat */
+    op = op_of(TB_OP_CONCAT, 3, (struct tb_tensor_desc[]){ F(2, 1, 4, 4), F(2, 3, 4, 4), F(2, 2, 4, 4) });
+    ACCEPT(op, 1, F(2, 6, 4, 4));
+    op.nin = 1;
+    REFUSE(op, "concat: 1 inputs; it takes 2 to 8");
+    /* add, mul */
+    op = op_of(TB_OP_ADD, 2, (struct tb_tensor_desc[]){ F(1, 2, 3, 4), F(1, 2, 3, 5) });
+    REFUSE(op, "add: a 1x2x3x4 and b 1x2x3x5 differ in shape");
+    op = op_of(TB_OP_MUL, 2, (struct tb_tensor_desc[]){ F(2, 3, 5, 7), F(2, 1, 5, 7) });
+    ACCEPT(op, 1, F(2, 3, 5, 7));
+    op.in[1] = F(2, 2, 5, 7);
+    REFUSE(op, "mul: g 2x2x5x7 must be 2x3x5x7 or 2x1x5x7 to multiply x 2x3x5x7");
+    /* dropout: channelwise mask */
+    op = op_of(TB_OP_DROPOUT, 1, (struct tb_tensor_desc[]){ F(2, 3, 5, 7) });
+    op.p.dropout = (struct tb_dropout_params){ 0.5f, 1, 1, 0 };
+    ACCEPT(op, 2, F(2, 3, 5, 7), U(2, 3, 1, 1));
+    op.p.dropout.p = 1.0f;
+    REFUSE(op, "dropout: p = 1; allowed: 0 <= p < 1");
+    /* softmax_ce, weighted */
+    op = op_of(TB_OP_SOFTMAX_CE, 3, (struct tb_tensor_desc[]){ F(2, 4, 3, 3), U(2, 1, 3, 3), F(2, 4, 1, 1) });
+    op.p.ce = (struct tb_ce_params){ 255, 1, 0 };
+    ACCEPT(op, 1, F(1, 1, 1, 1));
+    op.in[1] = U(2, 1, 3, 4);
+    REFUSE(op, "softmax_ce: labels 2x1x3x4 must be 2x1x3x3 to match logits 2x4x3x3");
+    /* bce_logits */
+    op = op_of(TB_OP_BCE_LOGITS, 2, (struct tb_tensor_desc[]){ F(2, 1, 3, 3), U(2, 1, 3, 3) });
+    ACCEPT(op, 1, F(1, 1, 1, 1));
+    op.in[1] = F(2, 1, 3, 3);
+    REFUSE(op, "bce_logits: input 1 is f32, expected u8");
+    /* class_weights, mask_labels */
+    op = op_of(TB_OP_CLASS_WEIGHTS, 1, (struct tb_tensor_desc[]){ U(2, 1, 3, 3) });
+    op.p.label = (struct tb_label_params){ 255, 0.0f, 19 };
+    ACCEPT(op, 1, F(2, 19, 1, 1));
+    op.p.label.classes = 0;
+    REFUSE(op, "class_weights: labels 2x1x3x3 must be Nx1xHxW and classes (0) at least 1");
+    op = op_of(TB_OP_MASK_LABELS, 2, (struct tb_tensor_desc[]){ U(2, 1, 3, 3), F(2, 1, 3, 3) });
+    ACCEPT(op, 1, U(2, 1, 3, 3));
+    op.in[1] = F(2, 2, 3, 3);
+    REFUSE(op, "mask_labels: labels 2x1x3x3 and x 2x2x3x3 must both be Nx1xHxW");
+    /* any kind: an empty dimension */
+    op = op_of(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 0, 3, 4) });
+    REFUSE(op, "relu: input 0 has shape 1x0x3x4: every dimension must be >= 1");
+#undef ACCEPT
+#undef REFUSE
+    bool kind_passes[TB_OP_KIND_COUNT] = { false };
+    for (size_t i = 0; i < n; i++) {
+        const struct contract_case *c = &cases[i];
+        struct tb_tensor_desc out[TB_OP_MAX_OUT];
+        uint32_t nout;
+        char why[600] = "";
+        const int rc = tb_op_outputs(&c->op, out, &nout, why, sizeof why);
+        if (c->refusal) {
+            ck_assert_msg(rc != 0, "case %zu (%s): accepted, should be refused", i, tb_op_kind_name(c->op.kind));
+            ck_assert_msg(strstr(why, c->refusal), "case %zu: '%s' lacks '%s'", i, why, c->refusal);
+            continue;
+        }
+        ck_assert_msg(rc == 0, "case %zu: %s", i, why);
+        ck_assert_uint_eq(nout, c->nout);
+        kind_passes[c->op.kind] = true;
+        struct tb_op full = c->op;
+        full.nout = nout;
+        for (uint32_t j = 0; j < nout; j++) {
+            ck_assert_msg(out[j].dtype == c->out[j].dtype && tb_shape_eq(out[j].shape, c->out[j].shape),
+                          "case %zu (%s): output %u is %d %dx%dx%dx%d", i, tb_op_kind_name(c->op.kind), j,
+                          (int)out[j].dtype, out[j].shape.n, out[j].shape.c, out[j].shape.h, out[j].shape.w);
+            full.out[j] = out[j];
+        }
+        /* tb_op_check takes the op whole, and refuses a wrong output or count. */
+        ck_assert_msg(tb_op_check(&full, why, sizeof why) == 0, "case %zu: %s", i, why);
+        full.out[0].shape.w++;
+        ck_assert(tb_op_check(&full, why, sizeof why) != 0);
+        ck_assert_msg(strstr(why, "output 0 is"), "%s", why);
+        full.out[0].shape.w--;
+        full.nout++;
+        ck_assert(tb_op_check(&full, why, sizeof why) != 0);
+    }
+    for (int k = 1; k < TB_OP_KIND_COUNT; k++)
+        if (k != TB_OP_ADD && k != TB_OP_SIGMOID)
+            ck_assert_msg(kind_passes[k], "%s has no accepted case", tb_op_kind_name((enum tb_op_kind)k));
+    struct tb_op none = op_of((enum tb_op_kind)TB_OP_KIND_COUNT, 0, NULL);
+    struct tb_tensor_desc out[TB_OP_MAX_OUT];
+    uint32_t nout;
+    char why[200];
+    ck_assert_int_ne(tb_op_outputs(&none, out, &nout, why, sizeof why), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("graph");
@@ -354,6 +520,7 @@ int main(void)
     tcase_add_test(tc, names_are_unique);
     tcase_add_test(tc, scope_misuse_is_an_error);
     tcase_add_test(tc, inference_graph_flags);
+    tcase_add_test(tc, op_contract_cases);
     suite_add_tcase(s, tc);
     tc = tcase_create("schedule");
     tcase_add_checked_fixture(tc, new_training_graph, free_graph);

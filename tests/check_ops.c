@@ -1329,6 +1329,7 @@ START_TEST(class_weights_by_count)
     op.in[0] = u8(N, 1, H, W);
     op.out[0] = f32(N, K, 1, 1);
     op.p.label.ignore_label = 255;
+    op.p.label.classes = K;
     const size_t pix = (size_t)H * W;
     uint8_t *t = bytes(N * pix);
     uint64_t s = 481;

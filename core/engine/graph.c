@@ -303,8 +303,9 @@ static struct tb_node *commit(struct tb_graph *g, struct tb_gop *o, uint32_t nou
     return o->out[0];
 }
 
-/* The common checks of every op's input. */
-static bool usable(struct tb_graph *g, const char *op, struct tb_node *x, enum tb_dtype dtype)
+/* Whether x can be an op's input: not NULL, and no earlier error. Dtypes and shapes are
+ * the op contract's (op_rules.c). */
+static bool usable(struct tb_graph *g, const char *op, struct tb_node *x)
 {
     if (failed(g))
         return false;
@@ -312,24 +313,39 @@ static bool usable(struct tb_graph *g, const char *op, struct tb_node *x, enum t
         fail(g, "%s: an input is NULL (a node from another graph, or a bug in the model)", op);
         return false;
     }
-    if (x->desc.dtype != dtype) {
-        fail(g, "%s: input %s is %s, expected %s", op, x->name, x->desc.dtype == TB_U8 ? "u8" : "f32",
-             dtype == TB_U8 ? "u8" : "f32");
-        return false;
-    }
     return true;
+}
+
+/* Makes o's outputs by the op contract and commits it; returns output 0. An op the
+ * contract refuses fails the graph, naming the op and its inputs. */
+static struct tb_node *finish(struct tb_graph *g, struct tb_gop *o)
+{
+    struct tb_tensor_desc outs[TB_OP_MAX_OUT];
+    uint32_t n;
+    char why[600];
+    if (tb_op_outputs(&o->op, outs, &n, why, sizeof why) == 0)
+        return commit(g, o, n, outs);
+    char names[600];
+    size_t len = 0;
+    names[0] = '\0';
+    for (uint32_t i = 0; i < o->op.nin && len + 1 < sizeof names; i++) {
+        int k = snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", o->in[i]->name);
+        len = k < 0 ? len : len + (size_t)k < sizeof names ? len + (size_t)k : sizeof names - 1;
+    }
+    fail(g, "%s (inputs %s): %s", o->name, names, why);
+    free(o->name);
+    return NULL;
 }
 
 static struct tb_node *unary(struct tb_graph *g, enum tb_op_kind kind, struct tb_node *x)
 {
-    const char *what = tb_op_kind_name(kind);
-    if (!usable(g, what, x, TB_F32))
+    if (!usable(g, tb_op_kind_name(kind), x))
         return NULL;
     struct tb_gop *o = new_op(g, kind, NULL);
     if (!o)
         return NULL;
     add_input(o, x);
-    return commit(g, o, 1, &x->desc);
+    return finish(g, o);
 }
 
 struct tb_node *tb_relu(struct tb_graph *g, struct tb_node *x)
@@ -342,49 +358,42 @@ struct tb_node *tb_sigmoid(struct tb_graph *g, struct tb_node *x)
     return unary(g, TB_OP_SIGMOID, x);
 }
 
+/* Makes leaf `suffix` of op o (o's name, then ".suffix"), named in full outside the scope:
+ * parameters live in their op's own scope. */
+static struct tb_node *op_leaf(struct tb_graph *g, const struct tb_gop *o, enum tb_node_kind kind, const char *suffix,
+                               struct tb_shape shape, enum tb_init init)
+{
+    char full[1100];
+    snprintf(full, sizeof full, "%s.%s", o->name, suffix);
+    char saved[sizeof g->scope];
+    memcpy(saved, g->scope, sizeof saved);
+    g->scope[0] = '\0';
+    struct tb_node *x = leaf(g, kind, full, TB_F32, shape, init);
+    memcpy(g->scope, saved, sizeof saved);
+    return x;
+}
+
 struct tb_node *tb_conv2d(struct tb_graph *g, const char *name, struct tb_node *x, int out_channels, int kernel,
                           int stride, int padding, int dilation, bool bias)
 {
-    if (!usable(g, "conv2d", x, TB_F32))
+    if (!usable(g, "conv2d", x))
         return NULL;
     if (padding < 0)
         padding = dilation * (kernel - 1) / 2;
-    struct tb_shape s = x->desc.shape;
-    int ext = dilation * (kernel - 1) + 1;
-    if (out_channels < 1 || kernel < 1 || stride < 1 || dilation < 1 || s.h + 2 * padding < ext ||
-        s.w + 2 * padding < ext) {
+    if (out_channels < 1 || kernel < 1) {
         char *full = scoped(g, name ? name : "conv2d");
-        fail(g,
-             "conv2d %s: input %s, out_channels %d, kernel %d, stride %d, padding %d, dilation %d: the kernel "
-             "does not fit the padded input, or a parameter is < 1",
-             full ? full : "?", shape_text(s, 0), out_channels, kernel, stride, padding, dilation);
+        fail(g, "conv2d %s: out_channels %d and kernel %d must be >= 1", full ? full : "?", out_channels, kernel);
         free(full);
         return NULL;
     }
     struct tb_gop *o = new_op(g, TB_OP_CONV2D, name ? name : "conv");
     if (!o)
         return NULL;
-    /* Parameters live in the op's own scope: <op name>.weight. */
-    char *wname = malloc(strlen(o->name) + 16), *bname = malloc(strlen(o->name) + 16);
-    if (!wname || !bname) {
-        free(wname);
-        free(bname);
-        free(o->name);
-        return fail(g, "out of memory");
-    }
-    sprintf(wname, "%s.weight", o->name);
-    sprintf(bname, "%s.bias", o->name);
-    struct tb_shape ws = { out_channels, s.c, kernel, kernel };
-    struct tb_shape bs = { 1, out_channels, 1, 1 };
-    /* Leaves are named in full already: create them outside the scope. */
-    char saved[sizeof g->scope];
-    memcpy(saved, g->scope, sizeof saved);
-    g->scope[0] = '\0';
-    struct tb_node *w = leaf(g, TB_NODE_PARAM, wname, TB_F32, ws, TB_INIT_KAIMING_NORMAL);
-    struct tb_node *b = bias ? leaf(g, TB_NODE_PARAM, bname, TB_F32, bs, TB_INIT_ZEROS) : NULL;
-    memcpy(g->scope, saved, sizeof saved);
-    free(wname);
-    free(bname);
+    const struct tb_shape s = x->desc.shape;
+    struct tb_node *w = op_leaf(g, o, TB_NODE_PARAM, "weight", (struct tb_shape){ out_channels, s.c, kernel, kernel },
+                                TB_INIT_KAIMING_NORMAL);
+    struct tb_node *b =
+        bias ? op_leaf(g, o, TB_NODE_PARAM, "bias", (struct tb_shape){ 1, out_channels, 1, 1 }, TB_INIT_ZEROS) : NULL;
     if (!w || (bias && !b)) {
         free(o->name);
         return NULL;
@@ -399,15 +408,12 @@ struct tb_node *tb_conv2d(struct tb_graph *g, const char *name, struct tb_node *
     p->pad_h = p->pad_w = padding;
     p->dil_h = p->dil_w = dilation;
     p->has_bias = bias;
-    struct tb_tensor_desc y = {
-        TB_F32, { s.n, out_channels, (s.h + 2 * padding - ext) / stride + 1, (s.w + 2 * padding - ext) / stride + 1 }
-    };
-    return commit(g, o, 1, &y);
+    return finish(g, o);
 }
 
 struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_node *x)
 {
-    if (!usable(g, "batchnorm", x, TB_F32))
+    if (!usable(g, "batchnorm", x))
         return NULL;
     struct tb_gop *o = new_op(g, TB_OP_BATCHNORM, name ? name : "bn");
     if (!o)
@@ -416,16 +422,8 @@ struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_nod
     static const char *const suffix[4] = { "weight", "bias", "running_mean", "running_var" };
     static const enum tb_init init[4] = { TB_INIT_ONES, TB_INIT_ZEROS, TB_INIT_ZEROS, TB_INIT_ONES };
     struct tb_node *leaves[4];
-    char saved[sizeof g->scope];
-    memcpy(saved, g->scope, sizeof saved);
-    char *base = o->name;
-    g->scope[0] = '\0';
-    for (int i = 0; i < 4; i++) {
-        char full[1100];
-        snprintf(full, sizeof full, "%s.%s", base, suffix[i]);
-        leaves[i] = leaf(g, i < 2 ? TB_NODE_PARAM : TB_NODE_BUFFER, full, TB_F32, v, init[i]);
-    }
-    memcpy(g->scope, saved, sizeof saved);
+    for (int i = 0; i < 4; i++)
+        leaves[i] = op_leaf(g, o, i < 2 ? TB_NODE_PARAM : TB_NODE_BUFFER, suffix[i], v, init[i]);
     if (failed(g)) {
         free(o->name);
         return NULL;
@@ -437,19 +435,13 @@ struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_nod
     o->op.p.bn.momentum = 0.1f;
     o->op.p.bn.training = g->training;
     o->op.p.bn.sync = g->training && g->sync_bn;
-    struct tb_tensor_desc outs[3] = { x->desc, { TB_F32, v }, { TB_F32, v } };
-    return commit(g, o, 3, outs);
+    return finish(g, o);
 }
 
 struct tb_node *tb_maxpool(struct tb_graph *g, struct tb_node *x, int kernel, int stride, int padding)
 {
-    if (!usable(g, "maxpool", x, TB_F32))
+    if (!usable(g, "maxpool", x))
         return NULL;
-    struct tb_shape s = x->desc.shape;
-    if (kernel < 1 || stride < 1 || padding < 0 || 2 * padding > kernel || s.h + 2 * padding < kernel ||
-        s.w + 2 * padding < kernel)
-        return fail(g, "maxpool: input %s, kernel %d, stride %d, padding %d: the window does not fit", shape_text(s, 0),
-                    kernel, stride, padding);
     struct tb_gop *o = new_op(g, TB_OP_MAXPOOL, NULL);
     if (!o)
         return NULL;
@@ -457,31 +449,18 @@ struct tb_node *tb_maxpool(struct tb_graph *g, struct tb_node *x, int kernel, in
     o->op.p.pool.k = kernel;
     o->op.p.pool.stride = stride;
     o->op.p.pool.pad = padding;
-    struct tb_tensor_desc y = {
-        TB_F32, { s.n, s.c, (s.h + 2 * padding - kernel) / stride + 1, (s.w + 2 * padding - kernel) / stride + 1 }
-    };
-    return commit(g, o, 1, &y);
+    return finish(g, o);
 }
 
 struct tb_node *tb_global_avgpool(struct tb_graph *g, struct tb_node *x)
 {
-    if (!usable(g, "global_avgpool", x, TB_F32))
-        return NULL;
-    struct tb_gop *o = new_op(g, TB_OP_GLOBAL_AVGPOOL, NULL);
-    if (!o)
-        return NULL;
-    add_input(o, x);
-    struct tb_tensor_desc y = { TB_F32, { x->desc.shape.n, x->desc.shape.c, 1, 1 } };
-    return commit(g, o, 1, &y);
+    return unary(g, TB_OP_GLOBAL_AVGPOOL, x);
 }
 
 struct tb_node *tb_resize(struct tb_graph *g, struct tb_node *x, int out_h, int out_w, bool align_corners)
 {
-    if (!usable(g, "resize", x, TB_F32))
+    if (!usable(g, "resize", x))
         return NULL;
-    if (out_h < 1 || out_w < 1)
-        return fail(g, "resize: input %s to %dx%d: the output needs a side >= 1", shape_text(x->desc.shape, 0), out_h,
-                    out_w);
     struct tb_gop *o = new_op(g, TB_OP_RESIZE, NULL);
     if (!o)
         return NULL;
@@ -489,8 +468,7 @@ struct tb_node *tb_resize(struct tb_graph *g, struct tb_node *x, int out_h, int 
     o->op.p.resize.out_h = out_h;
     o->op.p.resize.out_w = out_w;
     o->op.p.resize.align_corners = align_corners;
-    struct tb_tensor_desc y = { TB_F32, { x->desc.shape.n, x->desc.shape.c, out_h, out_w } };
-    return commit(g, o, 1, &y);
+    return finish(g, o);
 }
 
 struct tb_node *tb_concat(struct tb_graph *g, int n, struct tb_node *const *xs)
@@ -499,62 +477,46 @@ struct tb_node *tb_concat(struct tb_graph *g, int n, struct tb_node *const *xs)
         return NULL;
     if (n < 2 || n > TB_OP_MAX_IN)
         return fail(g, "concat: %d inputs; between 2 and %d are allowed", n, TB_OP_MAX_IN);
-    int c = 0;
-    for (int i = 0; i < n; i++) {
-        if (!usable(g, "concat", xs[i], TB_F32))
+    for (int i = 0; i < n; i++)
+        if (!usable(g, "concat", xs[i]))
             return NULL;
-        struct tb_shape a = xs[0]->desc.shape, b = xs[i]->desc.shape;
-        if (a.n != b.n || a.h != b.h || a.w != b.w)
-            return fail(g, "concat: input %d (%s, %s) differs from input 0 (%s, %s) in N, H or W", i, xs[i]->name,
-                        shape_text(b, 0), xs[0]->name, shape_text(a, 1));
-        c += b.c;
-    }
     struct tb_gop *o = new_op(g, TB_OP_CONCAT, NULL);
     if (!o)
         return NULL;
     for (int i = 0; i < n; i++)
         add_input(o, xs[i]);
-    struct tb_tensor_desc y = { TB_F32, { xs[0]->desc.shape.n, c, xs[0]->desc.shape.h, xs[0]->desc.shape.w } };
-    return commit(g, o, 1, &y);
+    return finish(g, o);
 }
 
-struct tb_node *tb_add(struct tb_graph *g, struct tb_node *a, struct tb_node *b)
+/* An op of kind with inputs a and b (both must be usable), no parameters. */
+static struct tb_gop *binary(struct tb_graph *g, enum tb_op_kind kind, struct tb_node *a, struct tb_node *b)
 {
-    if (!usable(g, "add", a, TB_F32) || !usable(g, "add", b, TB_F32))
+    if (!usable(g, tb_op_kind_name(kind), a) || !usable(g, tb_op_kind_name(kind), b))
         return NULL;
-    if (!tb_shape_eq(a->desc.shape, b->desc.shape))
-        return fail(g, "add: %s (%s) and %s (%s) differ in shape", a->name, shape_text(a->desc.shape, 0), b->name,
-                    shape_text(b->desc.shape, 1));
-    struct tb_gop *o = new_op(g, TB_OP_ADD, NULL);
+    struct tb_gop *o = new_op(g, kind, NULL);
     if (!o)
         return NULL;
     add_input(o, a);
     add_input(o, b);
-    return commit(g, o, 1, &a->desc);
+    return o;
+}
+
+struct tb_node *tb_add(struct tb_graph *g, struct tb_node *a, struct tb_node *b)
+{
+    struct tb_gop *o = binary(g, TB_OP_ADD, a, b);
+    return o ? finish(g, o) : NULL;
 }
 
 struct tb_node *tb_mul(struct tb_graph *g, struct tb_node *x, struct tb_node *gate)
 {
-    if (!usable(g, "mul", x, TB_F32) || !usable(g, "mul", gate, TB_F32))
-        return NULL;
-    struct tb_shape a = x->desc.shape, b = gate->desc.shape;
-    if (a.n != b.n || a.h != b.h || a.w != b.w || (b.c != a.c && b.c != 1))
-        return fail(g, "mul: gate %s (%s) must match %s (%s), or have 1 channel", gate->name, shape_text(b, 0), x->name,
-                    shape_text(a, 1));
-    struct tb_gop *o = new_op(g, TB_OP_MUL, NULL);
-    if (!o)
-        return NULL;
-    add_input(o, x);
-    add_input(o, gate);
-    return commit(g, o, 1, &x->desc);
+    struct tb_gop *o = binary(g, TB_OP_MUL, x, gate);
+    return o ? finish(g, o) : NULL;
 }
 
 struct tb_node *tb_dropout(struct tb_graph *g, struct tb_node *x, float p, bool channelwise)
 {
-    if (!usable(g, "dropout", x, TB_F32))
+    if (!usable(g, "dropout", x))
         return NULL;
-    if (!(p >= 0 && p < 1))
-        return fail(g, "dropout: p = %g; allowed: 0 <= p < 1", (double)p);
     struct tb_gop *o = new_op(g, TB_OP_DROPOUT, NULL);
     if (!o)
         return NULL;
@@ -562,93 +524,51 @@ struct tb_node *tb_dropout(struct tb_graph *g, struct tb_node *x, float p, bool 
     o->op.p.dropout.p = p;
     o->op.p.dropout.channelwise = channelwise;
     o->op.p.dropout.training = g->training;
-    struct tb_shape s = x->desc.shape;
-    struct tb_tensor_desc outs[2] = { x->desc, { TB_U8, { s.n, s.c, channelwise ? 1 : s.h, channelwise ? 1 : s.w } } };
-    return commit(g, o, 2, outs);
+    return finish(g, o);
 }
 
 struct tb_node *tb_softmax_ce(struct tb_graph *g, struct tb_node *logits, struct tb_node *labels,
                               struct tb_node *weights, int ignore_label, bool per_image)
 {
-    if (!usable(g, "softmax_ce", logits, TB_F32) || !usable(g, "softmax_ce", labels, TB_U8))
-        return NULL;
-    struct tb_shape l = logits->desc.shape, y = labels->desc.shape;
-    if (y.n != l.n || y.c != 1 || y.h != l.h || y.w != l.w)
-        return fail(g, "softmax_ce: labels %s (%s) must be %dx1x%dx%d to match logits %s (%s)", labels->name,
-                    shape_text(y, 0), l.n, l.h, l.w, logits->name, shape_text(l, 1));
-    if (weights) {
-        if (!usable(g, "softmax_ce", weights, TB_F32))
-            return NULL;
-        struct tb_shape w = weights->desc.shape;
-        if (w.n != l.n || w.c != l.c || w.h != 1 || w.w != 1)
-            return fail(g, "softmax_ce: class weights %s (%s) must be %dx%dx1x1", weights->name, shape_text(w, 0), l.n,
-                        l.c);
-    }
-    struct tb_gop *o = new_op(g, TB_OP_SOFTMAX_CE, NULL);
+    struct tb_gop *o = binary(g, TB_OP_SOFTMAX_CE, logits, labels);
     if (!o)
         return NULL;
-    add_input(o, logits);
-    add_input(o, labels);
     if (weights)
         add_input(o, weights);
     o->op.p.ce.ignore_label = ignore_label;
     o->op.p.ce.weighted = weights != NULL;
     o->op.p.ce.per_image = per_image;
-    struct tb_tensor_desc loss = { TB_F32, { 1, 1, 1, 1 } };
-    return commit(g, o, 1, &loss);
+    return finish(g, o);
 }
 
 struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct tb_node *targets)
 {
-    if (!usable(g, "bce_logits", logits, TB_F32) || !usable(g, "bce_logits", targets, TB_U8))
-        return NULL;
-    struct tb_shape l = logits->desc.shape, t = targets->desc.shape;
-    if (l.c != 1 || !tb_shape_eq(l, t))
-        return fail(g, "bce_logits: logits %s (%s) and targets %s (%s) must both be Nx1xHxW", logits->name,
-                    shape_text(l, 0), targets->name, shape_text(t, 1));
-    struct tb_gop *o = new_op(g, TB_OP_BCE_LOGITS, NULL);
-    if (!o)
-        return NULL;
-    add_input(o, logits);
-    add_input(o, targets);
-    struct tb_tensor_desc loss = { TB_F32, { 1, 1, 1, 1 } };
-    return commit(g, o, 1, &loss);
+    struct tb_gop *o = binary(g, TB_OP_BCE_LOGITS, logits, targets);
+    return o ? finish(g, o) : NULL;
 }
 
 struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label)
 {
-    if (!usable(g, "class_weights", labels, TB_U8))
+    if (!usable(g, "class_weights", labels))
         return NULL;
-    struct tb_shape l = labels->desc.shape;
-    if (l.c != 1 || classes < 1)
-        return fail(g, "class_weights: labels %s (%s) must be Nx1xHxW and classes (%d) at least 1", labels->name,
-                    shape_text(l, 0), classes);
     struct tb_gop *o = new_op(g, TB_OP_CLASS_WEIGHTS, NULL);
     if (!o)
         return NULL;
     add_input(o, labels);
     o->op.p.label.ignore_label = ignore_label;
-    struct tb_tensor_desc w = { TB_F32, { l.n, classes, 1, 1 } };
-    return commit(g, o, 1, &w);
+    o->op.p.label.classes = classes;
+    return finish(g, o);
 }
 
 struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struct tb_node *x, float threshold,
                                int ignore_label)
 {
-    if (!usable(g, "mask_labels", labels, TB_U8) || !usable(g, "mask_labels", x, TB_F32))
-        return NULL;
-    struct tb_shape l = labels->desc.shape, s = x->desc.shape;
-    if (l.c != 1 || !tb_shape_eq(l, s))
-        return fail(g, "mask_labels: labels %s (%s) and x %s (%s) must both be Nx1xHxW", labels->name, shape_text(l, 0),
-                    x->name, shape_text(s, 1));
-    struct tb_gop *o = new_op(g, TB_OP_MASK_LABELS, NULL);
+    struct tb_gop *o = binary(g, TB_OP_MASK_LABELS, labels, x);
     if (!o)
         return NULL;
-    add_input(o, labels);
-    add_input(o, x);
     o->op.p.label.ignore_label = ignore_label;
     o->op.p.label.threshold = threshold;
-    return commit(g, o, 1, &labels->desc);
+    return finish(g, o);
 }
 
 static void add_named(struct tb_graph *g, struct tb_named_node **list, size_t *n, const char *what, const char *name,

@@ -16,6 +16,7 @@
 #ifndef TRAINBIG_OPS_H
 #define TRAINBIG_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <trainbig/tensor.h>
 
@@ -144,6 +145,7 @@ struct tb_ce_params {
 struct tb_label_params {
     int32_t ignore_label; /* usually 255 */
     float threshold;      /* mask_labels */
+    int32_t classes;      /* class_weights: K, the weights' channels (ABI 1.8) */
 };
 
 struct tb_op {
@@ -169,6 +171,17 @@ const char *tb_op_kind_name(enum tb_op_kind kind);
 /* The forward tensors an op's backward reads, as bit masks over its inputs and outputs
  * (bit i = index i): the "backward reads" line of each kind above. */
 void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *outputs);
+
+/* The op contract (ABI 1.8): each kind's arity, dtypes and shape rule above, in one table
+ * that the graph builder and the backends share.
+ * tb_op_outputs: the outputs an op of op->kind makes from op->in[0..nin-1] and op->p,
+ * into out[0..*nout-1]; op->out and op->nout are not read. Returns 0, or -1 with why
+ * filled ("mul: g 2x2x5x7 must be 2x3x5x7 or 2x1x5x7 to multiply x 2x3x5x7").
+ * tb_op_check: the same, and op->out and op->nout equal to what the rule gives: what a
+ * backend's op_prepare checks before anything else. */
+int tb_op_outputs(const struct tb_op *op, struct tb_tensor_desc out[TB_OP_MAX_OUT], uint32_t *nout, char *why,
+                  size_t why_size);
+int tb_op_check(const struct tb_op *op, char *why, size_t why_size);
 
 #ifdef __cplusplus
 }

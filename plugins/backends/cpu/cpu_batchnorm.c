@@ -67,26 +67,7 @@ static bool synced(const struct tb_cpu *cpu, const struct tb_op *op)
 static int bn_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
     *state = NULL;
-    if (op->nin != 5 || op->nout != 3)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): expected 5 inputs and 3 outputs, got %u and %u",
-                          op->id, op->nin, op->nout);
-    const struct tb_shape x = op->in[0].shape;
-    const struct tb_shape vec = { 1, x.c, 1, 1 };
-    for (uint32_t i = 0; i < op->nin; i++)
-        if (op->in[i].dtype != TB_F32)
-            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): input %u is not f32", op->id, i);
-    for (uint32_t j = 0; j < op->nout; j++)
-        if (op->out[j].dtype != TB_F32)
-            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): output %u is not f32", op->id, j);
-    for (uint32_t i = 1; i < 5; i++)
-        if (!tb_shape_eq(op->in[i].shape, vec))
-            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): input %u must be (1,%d,1,1)", op->id, i, x.c);
-    if (!tb_shape_eq(op->out[0].shape, x) || !tb_shape_eq(op->out[1].shape, vec) || !tb_shape_eq(op->out[2].shape, vec))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): outputs must be y (%d,%d,%d,%d) and two (1,%d,1,1)",
-                          op->id, x.n, x.c, x.h, x.w, x.c);
-    if (!(op->p.bn.eps > 0.0f) || !(op->p.bn.momentum >= 0.0f && op->p.bn.momentum <= 1.0f))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): eps %g must be > 0 and momentum %g in [0, 1]",
-                          op->id, (double)op->p.bn.eps, (double)op->p.bn.momentum);
+    const struct tb_shape x = op->in[0].shape; /* the rest is the op contract's (tb_op_check) */
     /* As PyTorch: batch statistics of a single value per channel are meaningless. */
     const int64_t ranks = synced(cpu, op) ? cpu->world->size : 1; /* synchronised: over all ranks' values */
     if (op->p.bn.training && (int64_t)x.n * x.h * x.w * ranks < 2)

@@ -9,33 +9,6 @@
 
 #include "cpu_internal.h"
 
-static int concat_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    if (op->nin < 2 || op->nin > TB_OP_MAX_IN || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (concat): takes 2 to %d inputs and 1 output, not %u and %u",
-                          op->id, TB_OP_MAX_IN, op->nin, op->nout);
-    struct tb_shape y = op->out[0].shape;
-    if (op->out[0].dtype != TB_F32)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (concat): y must be f32", op->id);
-    int64_t channels = 0;
-    for (uint32_t i = 0; i < op->nin; i++) {
-        struct tb_shape x = op->in[i].shape;
-        if (op->in[i].dtype != TB_F32)
-            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (concat): input %u must be f32", op->id, i);
-        if (x.n != y.n || x.h != y.h || x.w != y.w)
-            return tb_err_set(err, TB_ERR_RUNTIME,
-                              "op %u (concat): input %u is (%d,%d,%d,%d); every input needs N, H, W of y (%d,%d,%d,%d)",
-                              op->id, i, x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w);
-        channels += x.c;
-    }
-    if (channels != y.c)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (concat): the inputs have %lld channels in all, y has %d", op->id,
-                          (long long)channels, y.c);
-    return TB_OK;
-}
-
 /* Where one pixel's channels live in a tensor: channel c at base + (c / e) * stride + c % e,
  * with e the channel block (C itself for NHWC, whose one "block" is the whole pixel). */
 struct pixel_map {
@@ -133,7 +106,6 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(concat) = {
-    .prepare = concat_prepare,
     .forward = concat_forward,
     .backward = concat_backward,
 };

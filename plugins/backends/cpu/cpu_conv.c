@@ -293,36 +293,8 @@ static dnnl_status_t operand_init(struct operand *o, const dnnl_memory_desc_t *t
 static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
     const struct tb_conv2d_params *p = &op->p.conv;
-    const uint32_t want_in = p->has_bias ? 3u : 2u;
-    if (op->nin != want_in || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): expected %u inputs and 1 output, got %u and %u", op->id,
-                          want_in, op->nin, op->nout);
-    for (uint32_t i = 0; i < op->nin; i++)
-        if (op->in[i].dtype != TB_F32)
-            return tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): input %u is not f32", op->id, i);
-    if (op->out[0].dtype != TB_F32)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): the output is not f32", op->id);
-    if (p->kh < 1 || p->kw < 1 || p->stride_h < 1 || p->stride_w < 1 || p->dil_h < 1 || p->dil_w < 1 || p->pad_h < 0 ||
-        p->pad_w < 0)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (conv2d): bad parameters (kernel %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d)",
-                          op->id, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h, p->pad_w, p->dil_h, p->dil_w);
-    const struct tb_shape x = op->in[0].shape, w = op->in[1].shape, y = op->out[0].shape;
-    const int64_t ext_h = (int64_t)p->dil_h * (p->kh - 1) + 1, ext_w = (int64_t)p->dil_w * (p->kw - 1) + 1;
-    const int64_t oh = ((int64_t)x.h + 2 * p->pad_h - ext_h) / p->stride_h + 1;
-    const int64_t ow = ((int64_t)x.w + 2 * p->pad_w - ext_w) / p->stride_w + 1;
-    if (x.h + 2 * (int64_t)p->pad_h < ext_h || x.w + 2 * (int64_t)p->pad_w < ext_w)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): the %dx%d kernel (dilated) does not fit a %dx%d input",
-                          op->id, p->kh, p->kw, x.h, x.w);
-    if (w.c != x.c || w.h != p->kh || w.w != p->kw || y.n != x.n || y.c != w.n || y.h != oh || y.w != ow)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (conv2d): shapes disagree: x (%d,%d,%d,%d), weight (%d,%d,%d,%d), y (%d,%d,%d,%d); "
-                          "expected weight (O,%d,%d,%d) and y (%d,O,%lld,%lld)",
-                          op->id, x.n, x.c, x.h, x.w, w.n, w.c, w.h, w.w, y.n, y.c, y.h, y.w, x.c, p->kh, p->kw, x.n,
-                          (long long)oh, (long long)ow);
-    if (p->has_bias && !tb_shape_eq(op->in[2].shape, (struct tb_shape){ 1, w.n, 1, 1 }))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): bias is (%d,%d,%d,%d), expected (1,%d,1,1)", op->id,
-                          op->in[2].shape.n, op->in[2].shape.c, op->in[2].shape.h, op->in[2].shape.w, w.n);
+    const struct tb_shape x = op->in[0].shape, w = op->in[1].shape,
+                          y = op->out[0].shape; /* as the op contract checked them */
 
     struct conv_state *s = calloc(1, sizeof *s);
     if (!s)
@@ -440,9 +412,8 @@ static int conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
             "operand");
         TRY(operand_init(&ps->b, operand_md(pds[k], (enum pass_kind)k, 1), stored_b, b_in, chosen == PHASES, eng, attr),
             "operand");
-        ps->w_md = *dnnl_primitive_desc_query_md(pds[k], k == BWD_WEIGHTS ? dnnl_query_diff_weights_md
-                                                                           : dnnl_query_weights_md,
-                                                 0);
+        ps->w_md = *dnnl_primitive_desc_query_md(
+            pds[k], k == BWD_WEIGHTS ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
         if (k == BWD_WEIGHTS)
             TRY(reorder_init(&ps->w_reorder, &ps->w_md, &s->w_user_md, eng, attr), "weight-gradient reorder");
         else
@@ -701,7 +672,9 @@ static int conv_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
         return rc;
     if ((rc = set_handle(s, ps->b.mem, ps->b.moved ? (void *)(scratch + sl.b) : out[0].data, err)))
         return rc;
-    dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, ps->a.mem }, { DNNL_ARG_WEIGHTS, ps->w_mem }, { DNNL_ARG_DST, ps->b.mem } };
+    dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, ps->a.mem },
+                                { DNNL_ARG_WEIGHTS, ps->w_mem },
+                                { DNNL_ARG_DST, ps->b.mem } };
     int nargs = 3;
     if (s->has_bias)
         args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, s->bias };

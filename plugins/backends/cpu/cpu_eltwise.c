@@ -4,61 +4,18 @@
  * Tensors are NHWC or channel-blocked (cpu_internal.h); two tensors of one shape share a
  * layout, so where they have the same shape the op is a flat loop over all elements. The
  * broadcast mul and the dropout mask need the pixel/channel structure: they loop over the
- * pixels of the tensor's NHWC view (tb_cpu_view), its channels the contiguous inner loop. No op here reduces across threads: every output element is
- * written by exactly one iteration, so the results do not depend on the thread count. */
+ * pixels of the tensor's NHWC view (tb_cpu_view), its channels the contiguous inner loop. No op here reduces across
+ * threads: every output element is written by exactly one iteration, so the results do not depend on the thread count.
+ */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_internal.h"
 
-/* ------------------------------------------------------------------ shape checks (prepare) */
-
-static int check_f32(const struct tb_op *op, const char *name, const struct tb_tensor_desc *d, const char *what,
-                     struct tb_err *err)
-{
-    if (d->dtype != TB_F32)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s must be f32", op->id, name, what);
-    return TB_OK;
-}
-
-static int check_arity(const struct tb_op *op, const char *name, uint32_t nin, uint32_t nout, struct tb_err *err)
-{
-    if (op->nin != nin || op->nout != nout)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): takes %u inputs and %u outputs, not %u and %u", op->id,
-                          name, nin, nout, op->nin, op->nout);
-    return TB_OK;
-}
-
-static int check_same_shape(const struct tb_op *op, const char *name, struct tb_shape a, const char *what_a,
-                            struct tb_shape b, const char *what_b, struct tb_err *err)
-{
-    if (!tb_shape_eq(a, b))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s (%d,%d,%d,%d) and %s (%d,%d,%d,%d) differ in shape",
-                          op->id, name, what_a, a.n, a.c, a.h, a.w, what_b, b.n, b.c, b.h, b.w);
-    return TB_OK;
-}
-
-/* One f32 input, one f32 output of the same shape (relu, sigmoid). */
-static int unary_prepare(const struct tb_op *op, const char *name, struct tb_err *err)
-{
-    int rc = check_arity(op, name, 1, 1, err);
-    if (!rc)
-        rc = check_f32(op, name, &op->in[0], "x", err);
-    if (!rc)
-        rc = check_f32(op, name, &op->out[0], "y", err);
-    if (!rc)
-        rc = check_same_shape(op, name, op->in[0].shape, "x", op->out[0].shape, "y", err);
-    return rc;
-}
+/* Arity, dtypes and shapes are checked by the op contract before any kernel here is
+ * prepared (tb_op_check in cpu_ops.c): these ops have nothing of their own to prepare. */
 
 /* ------------------------------------------------------------------ relu */
-
-static int relu_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    return unary_prepare(op, "relu", err);
-}
 
 static int relu_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -99,19 +56,11 @@ static int relu_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(relu) = {
-    .prepare = relu_prepare,
     .forward = relu_forward,
     .backward = relu_backward,
 };
 
 /* ------------------------------------------------------------------ sigmoid */
-
-static int sigmoid_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    return unary_prepare(op, "sigmoid", err);
-}
 
 static int sigmoid_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -151,30 +100,11 @@ static int sigmoid_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(sigmoid) = {
-    .prepare = sigmoid_prepare,
     .forward = sigmoid_forward,
     .backward = sigmoid_backward,
 };
 
 /* ------------------------------------------------------------------ add */
-
-static int add_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    int rc = check_arity(op, "add", 2, 1, err);
-    if (!rc)
-        rc = check_f32(op, "add", &op->in[0], "a", err);
-    if (!rc)
-        rc = check_f32(op, "add", &op->in[1], "b", err);
-    if (!rc)
-        rc = check_f32(op, "add", &op->out[0], "y", err);
-    if (!rc)
-        rc = check_same_shape(op, "add", op->in[0].shape, "a", op->in[1].shape, "b", err);
-    if (!rc)
-        rc = check_same_shape(op, "add", op->in[0].shape, "a", op->out[0].shape, "y", err);
-    return rc;
-}
 
 static int add_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -211,35 +141,11 @@ static int add_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(add) = {
-    .prepare = add_prepare,
     .forward = add_forward,
     .backward = add_backward,
 };
 
 /* ------------------------------------------------------------------ mul */
-
-static int mul_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    int rc = check_arity(op, "mul", 2, 1, err);
-    if (!rc)
-        rc = check_f32(op, "mul", &op->in[0], "x", err);
-    if (!rc)
-        rc = check_f32(op, "mul", &op->in[1], "g", err);
-    if (!rc)
-        rc = check_f32(op, "mul", &op->out[0], "y", err);
-    if (!rc)
-        rc = check_same_shape(op, "mul", op->in[0].shape, "x", op->out[0].shape, "y", err);
-    if (rc)
-        return rc;
-    struct tb_shape x = op->in[0].shape, g = op->in[1].shape;
-    if (g.n != x.n || g.h != x.h || g.w != x.w || (g.c != x.c && g.c != 1))
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (mul): g (%d,%d,%d,%d) must be (%d,%d,%d,%d) or (%d,1,%d,%d) to multiply x", op->id,
-                          g.n, g.c, g.h, g.w, x.n, x.c, x.h, x.w, x.n, x.h, x.w);
-    return TB_OK;
-}
 
 static int mul_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -337,7 +243,6 @@ static int mul_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(mul) = {
-    .prepare = mul_prepare,
     .forward = mul_forward,
     .backward = mul_backward,
 };
@@ -348,33 +253,6 @@ const struct tb_cpu_kernel TB_CPU_KERNEL(mul) = {
  * tb_cpu_uniform(seed, step, op id, i) >= p. The NCHW index, not the device offset, so that
  * the mask is the same whatever the layout a backend stores it in; for a channelwise mask
  * (N,C,1,1) both are n * C + c. A full mask has x's shape and so x's layout. */
-
-static int dropout_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    int rc = check_arity(op, "dropout", 1, 2, err);
-    if (!rc)
-        rc = check_f32(op, "dropout", &op->in[0], "x", err);
-    if (!rc)
-        rc = check_f32(op, "dropout", &op->out[0], "y", err);
-    if (!rc)
-        rc = check_same_shape(op, "dropout", op->in[0].shape, "x", op->out[0].shape, "y", err);
-    if (rc)
-        return rc;
-    struct tb_shape x = op->in[0].shape, m = op->out[1].shape;
-    struct tb_shape want = x;
-    if (op->p.dropout.channelwise)
-        want.h = want.w = 1;
-    if (op->out[1].dtype != TB_U8 || !tb_shape_eq(m, want))
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (dropout): the mask must be u8 (%d,%d,%d,%d), not %s (%d,%d,%d,%d)", op->id, want.n,
-                          want.c, want.h, want.w, op->out[1].dtype == TB_U8 ? "u8" : "f32", m.n, m.c, m.h, m.w);
-    float p = op->p.dropout.p;
-    if (!(p >= 0.0f && p < 1.0f))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (dropout): p = %g is outside [0, 1)", op->id, (double)p);
-    return TB_OK;
-}
 
 static int dropout_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -478,7 +356,6 @@ static int dropout_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(dropout) = {
-    .prepare = dropout_prepare,
     .forward = dropout_forward,
     .backward = dropout_backward,
 };

@@ -8,21 +8,6 @@
 
 #include "cpu_internal.h"
 
-static int cw_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    const struct tb_shape l = op->in[0].shape, w = op->out[0].shape;
-    if (op->nin != 1 || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (class_weights): takes 1 input and 1 output, not %u and %u",
-                          op->id, op->nin, op->nout);
-    if (op->in[0].dtype != TB_U8 || l.c != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (class_weights): labels must be u8 (N,1,H,W)", op->id);
-    if (op->out[0].dtype != TB_F32 || w.n != l.n || w.c < 1 || w.h != 1 || w.w != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (class_weights): weights must be f32 (%d,K,1,1)", op->id, l.n);
-    return TB_OK;
-}
-
 static int cw_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -80,25 +65,8 @@ static int cw_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(class_weights) = {
-    .prepare = cw_prepare,
     .forward = cw_forward,
 };
-
-static int mask_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    const struct tb_shape l = op->in[0].shape;
-    if (op->nin != 2 || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (mask_labels): takes 2 inputs and 1 output, not %u and %u",
-                          op->id, op->nin, op->nout);
-    if (op->in[0].dtype != TB_U8 || op->in[1].dtype != TB_F32 || op->out[0].dtype != TB_U8 || l.c != 1 ||
-        !tb_shape_eq(l, op->in[1].shape) || !tb_shape_eq(l, op->out[0].shape))
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (mask_labels): labels u8, x f32 and the result u8 must all be (N,1,H,W) alike",
-                          op->id);
-    return TB_OK;
-}
 
 static int mask_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -119,6 +87,5 @@ static int mask_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(mask_labels) = {
-    .prepare = mask_prepare,
     .forward = mask_forward,
 };

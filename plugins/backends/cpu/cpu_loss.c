@@ -13,36 +13,6 @@
 
 /* ------------------------------------------------------------------ softmax cross-entropy */
 
-static int ce_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    const struct tb_ce_params *cp = &op->p.ce;
-    uint32_t nin = cp->weighted ? 3 : 2;
-    if (op->nin != nin || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (softmax_ce): takes %u inputs (%s) and 1 output, not %u and %u",
-                          op->id, nin, cp->weighted ? "logits, labels, weights" : "logits, labels", op->nin, op->nout);
-    struct tb_shape z = op->in[0].shape, l = op->in[1].shape, o = op->out[0].shape;
-    if (op->in[0].dtype != TB_F32 || z.c < 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (softmax_ce): logits must be f32 with at least one class",
-                          op->id);
-    if (op->in[1].dtype != TB_U8 || l.n != z.n || l.c != 1 || l.h != z.h || l.w != z.w)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (softmax_ce): labels must be u8 (%d,1,%d,%d), not %s (%d,%d,%d,%d)", op->id, z.n, z.h,
-                          z.w, op->in[1].dtype == TB_U8 ? "u8" : "f32", l.n, l.c, l.h, l.w);
-    if (cp->weighted) {
-        struct tb_shape w = op->in[2].shape;
-        if (op->in[2].dtype != TB_F32 || w.n != z.n || w.c != z.c || w.h != 1 || w.w != 1)
-            return tb_err_set(err, TB_ERR_RUNTIME,
-                              "op %u (softmax_ce): weights must be f32 (%d,%d,1,1), one per image and class, not "
-                              "(%d,%d,%d,%d)",
-                              op->id, z.n, z.c, w.n, w.c, w.h, w.w);
-    }
-    if (op->out[0].dtype != TB_F32 || o.n != 1 || o.c != 1 || o.h != 1 || o.w != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (softmax_ce): the loss must be f32 (1,1,1,1)", op->id);
-    return TB_OK;
-}
-
 /* One image row's sums. */
 struct ce_row {
     double loss;   /* sum of w * nll (forward only) */
@@ -239,33 +209,11 @@ static int ce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(softmax_ce) = {
-    .prepare = ce_prepare,
     .forward = ce_forward,
     .backward = ce_backward,
 };
 
 /* ------------------------------------------------------------------ class-balanced BCE with logits */
-
-static int bce_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    if (op->nin != 2 || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (bce_logits): takes 2 inputs (logits, targets) and 1 output, not %u and %u", op->id,
-                          op->nin, op->nout);
-    struct tb_shape z = op->in[0].shape, t = op->in[1].shape, o = op->out[0].shape;
-    if (op->in[0].dtype != TB_F32 || z.c != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (bce_logits): logits must be f32 (N,1,H,W), not (%d,%d,%d,%d)",
-                          op->id, z.n, z.c, z.h, z.w);
-    if (op->in[1].dtype != TB_U8 || !tb_shape_eq(z, t))
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (bce_logits): targets must be u8 (%d,1,%d,%d) like the logits, not %s (%d,%d,%d,%d)",
-                          op->id, z.n, z.h, z.w, op->in[1].dtype == TB_U8 ? "u8" : "f32", t.n, t.c, t.h, t.w);
-    if (op->out[0].dtype != TB_F32 || o.n != 1 || o.c != 1 || o.h != 1 || o.w != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (bce_logits): the loss must be f32 (1,1,1,1)", op->id);
-    return TB_OK;
-}
 
 /* The class weights: with P positives and Q negatives in the batch, a positive weighs
  * Q/(P+Q) and a negative P/(P+Q) (both 0 when every pixel is ignored). Integer counts,
@@ -350,7 +298,6 @@ static int bce_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(bce_logits) = {
-    .prepare = bce_prepare,
     .forward = bce_forward,
     .backward = bce_backward,
 };

@@ -7,17 +7,17 @@
 #include "cpu_internal.h"
 
 /* One table of kernels per ISA; without the x86 builds every ISA takes the portable one. */
-#define ROW(isa)                                                                                                       \
-    {                                                                                                                  \
-        [TB_OP_CONV2D] = &tb_cpu_conv2d_kernel, [TB_OP_BATCHNORM] = &TB_CPU_KERNEL_OF(batchnorm, isa),             \
-        [TB_OP_RELU] = &TB_CPU_KERNEL_OF(relu, isa), [TB_OP_SIGMOID] = &TB_CPU_KERNEL_OF(sigmoid, isa),            \
+#define ROW(isa)                                                                                                     \
+    {                                                                                                                \
+        [TB_OP_CONV2D] = &tb_cpu_conv2d_kernel, [TB_OP_BATCHNORM] = &TB_CPU_KERNEL_OF(batchnorm, isa),               \
+        [TB_OP_RELU] = &TB_CPU_KERNEL_OF(relu, isa), [TB_OP_SIGMOID] = &TB_CPU_KERNEL_OF(sigmoid, isa),              \
         [TB_OP_MAXPOOL] = &TB_CPU_KERNEL_OF(maxpool, isa), [TB_OP_GLOBAL_AVGPOOL] = &TB_CPU_KERNEL_OF(avgpool, isa), \
-        [TB_OP_RESIZE] = &TB_CPU_KERNEL_OF(resize, isa), [TB_OP_CONCAT] = &TB_CPU_KERNEL_OF(concat, isa),          \
-        [TB_OP_ADD] = &TB_CPU_KERNEL_OF(add, isa), [TB_OP_MUL] = &TB_CPU_KERNEL_OF(mul, isa),                      \
-        [TB_OP_DROPOUT] = &TB_CPU_KERNEL_OF(dropout, isa), [TB_OP_SOFTMAX_CE] = &TB_CPU_KERNEL_OF(softmax_ce, isa), \
-        [TB_OP_BCE_LOGITS] = &TB_CPU_KERNEL_OF(bce_logits, isa),                                                   \
-        [TB_OP_CLASS_WEIGHTS] = &TB_CPU_KERNEL_OF(class_weights, isa),                                             \
-        [TB_OP_MASK_LABELS] = &TB_CPU_KERNEL_OF(mask_labels, isa),                                                 \
+        [TB_OP_RESIZE] = &TB_CPU_KERNEL_OF(resize, isa), [TB_OP_CONCAT] = &TB_CPU_KERNEL_OF(concat, isa),            \
+        [TB_OP_ADD] = &TB_CPU_KERNEL_OF(add, isa), [TB_OP_MUL] = &TB_CPU_KERNEL_OF(mul, isa),                        \
+        [TB_OP_DROPOUT] = &TB_CPU_KERNEL_OF(dropout, isa), [TB_OP_SOFTMAX_CE] = &TB_CPU_KERNEL_OF(softmax_ce, isa),  \
+        [TB_OP_BCE_LOGITS] = &TB_CPU_KERNEL_OF(bce_logits, isa),                                                     \
+        [TB_OP_CLASS_WEIGHTS] = &TB_CPU_KERNEL_OF(class_weights, isa),                                               \
+        [TB_OP_MASK_LABELS] = &TB_CPU_KERNEL_OF(mask_labels, isa),                                                   \
     }
 
 static const struct tb_cpu_kernel *const kernels[TB_CPU_ISAS][TB_OP_KIND_COUNT] = {
@@ -49,6 +49,11 @@ int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, 
     if (!k || !k->forward)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cpu backend has no %s kernel", op->id,
                           tb_op_kind_name(op->kind) ? tb_op_kind_name(op->kind) : "such");
+    /* Arity, dtypes and shapes: the op contract's (trainbig/ops.h), checked once here; the
+     * kernels check only what is theirs. */
+    char why[600];
+    if (tb_op_check(op, why, sizeof why))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s", op->id, tb_op_kind_name(op->kind), why);
     struct op_state *s = calloc(1, sizeof *s);
     if (!s)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");

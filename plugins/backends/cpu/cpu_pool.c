@@ -14,34 +14,6 @@
 
 /* ------------------------------------------------------------------ max pooling */
 
-static int maxpool_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    const struct tb_pool_params *pp = &op->p.pool;
-    if (op->nin != 1 || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (maxpool): takes 1 input and 1 output, not %u and %u", op->id,
-                          op->nin, op->nout);
-    if (op->in[0].dtype != TB_F32 || op->out[0].dtype != TB_F32)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (maxpool): x and y must be f32", op->id);
-    /* PyTorch's limits: a window always holds at least one real element when pad <= k/2. */
-    if (pp->k < 1 || pp->stride < 1 || pp->pad < 0 || pp->pad > pp->k / 2)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (maxpool): k = %d, stride = %d, pad = %d: need k >= 1, stride >= 1 and "
-                          "0 <= pad <= k/2",
-                          op->id, pp->k, pp->stride, pp->pad);
-    struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
-    if (x.h + 2 * pp->pad < pp->k || x.w + 2 * pp->pad < pp->k)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (maxpool): a %dx%d window does not fit the %dx%d input (pad %d)",
-                          op->id, pp->k, pp->k, x.h, x.w, pp->pad);
-    int oh = (x.h + 2 * pp->pad - pp->k) / pp->stride + 1;
-    int ow = (x.w + 2 * pp->pad - pp->k) / pp->stride + 1;
-    if (y.n != x.n || y.c != x.c || y.h != oh || y.w != ow)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (maxpool): y is (%d,%d,%d,%d), expected (%d,%d,%d,%d)", op->id,
-                          y.n, y.c, y.h, y.w, x.n, x.c, oh, ow);
-    return TB_OK;
-}
-
 /* The rows (or columns) [*lo, *hi) of an input of size `in` that output `o` reads; the
  * padding is left out, which is what "never wins" means. */
 static inline void window(int o, const struct tb_pool_params *pp, int in, int *lo, int *hi)
@@ -188,30 +160,11 @@ static int maxpool_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(maxpool) = {
-    .prepare = maxpool_prepare,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
 };
 
 /* ------------------------------------------------------------------ global average pooling */
-
-static int avgpool_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cpu;
-    (void)state;
-    if (op->nin != 1 || op->nout != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (global_avgpool): takes 1 input and 1 output, not %u and %u",
-                          op->id, op->nin, op->nout);
-    if (op->in[0].dtype != TB_F32 || op->out[0].dtype != TB_F32)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (global_avgpool): x and y must be f32", op->id);
-    struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
-    if (y.n != x.n || y.c != x.c || y.h != 1 || y.w != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (global_avgpool): y is (%d,%d,%d,%d), expected (%d,%d,1,1)",
-                          op->id, y.n, y.c, y.h, y.w, x.n, x.c);
-    if (x.h < 1 || x.w < 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (global_avgpool): x has no pixels", op->id);
-    return TB_OK;
-}
 
 /* Channels per block of the forward's parallel loop: a batch of 1 still splits over threads,
  * and each output is summed by one thread, in pixel order. */
@@ -275,7 +228,6 @@ static int avgpool_backward(struct tb_cpu *cpu, const struct tb_op *op, void *st
 }
 
 const struct tb_cpu_kernel TB_CPU_KERNEL(avgpool) = {
-    .prepare = avgpool_prepare,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
 };

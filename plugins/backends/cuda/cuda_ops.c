@@ -20,22 +20,6 @@ static size_t hw_of(struct tb_shape s)
 
 /* ------------------------------------------------------------------ pooling, resize */
 
-static int maxpool_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
-    const struct tb_pool_params *p = &op->p.pool;
-    if (op->nin != 1 || op->nout != 1 || p->k < 1 || p->stride < 1 || p->pad < 0 || 2 * p->pad >= p->k + 1 ||
-        y.n != x.n || y.c != x.c || y.h != (x.h + 2 * p->pad - p->k) / p->stride + 1 ||
-        y.w != (x.w + 2 * p->pad - p->k) / p->stride + 1)
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (maxpool): kernel %d, stride %d, pad %d do not take (%d,%d,%d,%d) "
-                          "to (%d,%d,%d,%d)",
-                          op->id, p->k, p->stride, p->pad, x.n, x.c, x.h, x.w, y.n, y.c, y.h, y.w);
-    return TB_OK;
-}
-
 static int maxpool_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -120,27 +104,6 @@ static int resize_backward(struct tb_cuda *cuda, const struct tb_op *op, void *s
 
 /* ------------------------------------------------------------------ concat, add, mul */
 
-static int concat_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_shape y = op->out[0].shape;
-    int32_t c = 0;
-    for (uint32_t i = 0; i < op->nin; i++) {
-        const struct tb_shape x = op->in[i].shape;
-        if (op->in[i].dtype != op->out[0].dtype || x.n != y.n || x.h != y.h || x.w != y.w)
-            return tb_err_set(err, TB_ERR_RUNTIME,
-                              "op %u (concat): input %u differs from the output in type, N, H "
-                              "or W",
-                              op->id, i);
-        c += x.c;
-    }
-    if (op->nin < 2 || op->nout != 1 || c != y.c)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (concat): %u inputs of %d channels in all, output of %d", op->id,
-                          op->nin, c, y.c);
-    return TB_OK;
-}
-
 /* Input i's channels sit at channel offset `off` of every image of the output. */
 static int concat_copy(struct tb_cuda *cuda, const struct tb_op *op, uint32_t i, size_t off, void *y, void *x,
                        bool to_y, struct tb_err *err)
@@ -221,18 +184,6 @@ static int add_backward(struct tb_cuda *cuda, const struct tb_op *op, void *stat
     return TB_OK;
 }
 
-static int mul_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_shape x = op->in[0].shape, g = op->in[1].shape;
-    if (op->nin != 2 || op->nout != 1 || g.n != x.n || g.h != x.h || g.w != x.w || (g.c != x.c && g.c != 1) ||
-        !tb_shape_eq(x, op->out[0].shape))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (mul): g must be (N,C,H,W) or (N,1,H,W) of x's (%d,%d,%d,%d)",
-                          op->id, x.n, x.c, x.h, x.w);
-    return TB_OK;
-}
-
 static int mul_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -261,17 +212,6 @@ static int mul_backward(struct tb_cuda *cuda, const struct tb_op *op, void *stat
 }
 
 /* ------------------------------------------------------------------ dropout */
-
-static int dropout_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_dropout_params *p = &op->p.dropout;
-    if (op->nin != 1 || op->nout != 2 || !(p->p >= 0.0f && p->p < 1.0f) || op->out[1].dtype != TB_U8)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (dropout): p %g must be in [0, 1), with a u8 mask", op->id,
-                          (double)p->p);
-    return TB_OK;
-}
 
 static int dropout_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
                            const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
@@ -314,25 +254,6 @@ static int dropout_backward(struct tb_cuda *cuda, const struct tb_op *op, void *
 }
 
 /* ------------------------------------------------------------------ losses, labels */
-
-static int loss_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_shape x = op->in[0].shape, l = op->in[1].shape;
-    const bool ce = op->kind == TB_OP_SOFTMAX_CE;
-    const char *name = ce ? "softmax_ce" : "bce_logits";
-    const uint32_t nin = ce && op->p.ce.weighted ? 3 : 2;
-    if (op->nin != nin || op->nout != 1 || op->in[0].dtype != TB_F32 || op->in[1].dtype != TB_U8 || x.c < 1 ||
-        (!ce && x.c != 1) || !tb_shape_eq(l, (struct tb_shape){ x.n, 1, x.h, x.w }))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): logits f32 (N,%s,H,W) and labels u8 (N,1,H,W)%s", op->id,
-                          name, ce ? "K" : "1", ce && op->p.ce.weighted ? " and weights (N,K,1,1)" : "");
-    if (nin == 3 && !tb_shape_eq(op->in[2].shape, (struct tb_shape){ x.n, x.c, 1, 1 }))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): weights must be f32 (N,K,1,1)", op->id, name);
-    if (op->out[0].dtype != TB_F32 || tb_shape_elems(op->out[0].shape) != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): the loss must be f32 (1,1,1,1)", op->id, name);
-    return TB_OK;
-}
 
 static void *loss_scratch(struct tb_cuda *cuda, const struct tb_op *op, struct tb_err *err)
 {
@@ -414,18 +335,6 @@ static int bce_backward(struct tb_cuda *cuda, const struct tb_op *op, void *stat
     return TB_OK;
 }
 
-static int class_weights_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_shape l = op->in[0].shape, w = op->out[0].shape;
-    if (op->nin != 1 || op->nout != 1 || op->in[0].dtype != TB_U8 || l.c != 1 || op->out[0].dtype != TB_F32 ||
-        w.n != l.n || w.c < 1 || w.h != 1 || w.w != 1)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (class_weights): labels u8 (N,1,H,W) to weights f32 (N,K,1,1)",
-                          op->id);
-    return TB_OK;
-}
-
 static int class_weights_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
                                  const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -445,19 +354,6 @@ static int class_weights_forward(struct tb_cuda *cuda, const struct tb_op *op, v
     return tb_cuda_label_check_end(cuda, op, err);
 }
 
-static int mask_labels_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
-{
-    (void)cuda;
-    (void)state;
-    const struct tb_shape l = op->in[0].shape;
-    if (op->nin != 2 || op->nout != 1 || op->in[0].dtype != TB_U8 || op->in[1].dtype != TB_F32 ||
-        op->out[0].dtype != TB_U8 || l.c != 1 || !tb_shape_eq(l, op->in[1].shape) || !tb_shape_eq(l, op->out[0].shape))
-        return tb_err_set(err, TB_ERR_RUNTIME,
-                          "op %u (mask_labels): labels u8, x f32 and the result u8 must all be (N,1,H,W) alike",
-                          op->id);
-    return TB_OK;
-}
-
 static int mask_labels_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
                                const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -471,17 +367,17 @@ static int mask_labels_forward(struct tb_cuda *cuda, const struct tb_op *op, voi
 
 /* ------------------------------------------------------------------ routing */
 
-static const struct tb_cuda_kernel maxpool_kernel = { maxpool_prepare, NULL, maxpool_forward, maxpool_backward };
+static const struct tb_cuda_kernel maxpool_kernel = { NULL, NULL, maxpool_forward, maxpool_backward };
 static const struct tb_cuda_kernel avgpool_kernel = { NULL, NULL, avgpool_forward, avgpool_backward };
 static const struct tb_cuda_kernel resize_kernel = { NULL, NULL, resize_forward, resize_backward };
-static const struct tb_cuda_kernel concat_kernel = { concat_prepare, NULL, concat_forward, concat_backward };
+static const struct tb_cuda_kernel concat_kernel = { NULL, NULL, concat_forward, concat_backward };
 static const struct tb_cuda_kernel add_kernel = { NULL, NULL, add_forward, add_backward };
-static const struct tb_cuda_kernel mul_kernel = { mul_prepare, NULL, mul_forward, mul_backward };
-static const struct tb_cuda_kernel dropout_kernel = { dropout_prepare, NULL, dropout_forward, dropout_backward };
-static const struct tb_cuda_kernel softmax_ce_kernel = { loss_prepare, NULL, ce_forward, ce_backward };
-static const struct tb_cuda_kernel bce_kernel = { loss_prepare, NULL, bce_forward, bce_backward };
-static const struct tb_cuda_kernel class_weights_kernel = { class_weights_prepare, NULL, class_weights_forward, NULL };
-static const struct tb_cuda_kernel mask_labels_kernel = { mask_labels_prepare, NULL, mask_labels_forward, NULL };
+static const struct tb_cuda_kernel mul_kernel = { NULL, NULL, mul_forward, mul_backward };
+static const struct tb_cuda_kernel dropout_kernel = { NULL, NULL, dropout_forward, dropout_backward };
+static const struct tb_cuda_kernel softmax_ce_kernel = { NULL, NULL, ce_forward, ce_backward };
+static const struct tb_cuda_kernel bce_kernel = { NULL, NULL, bce_forward, bce_backward };
+static const struct tb_cuda_kernel class_weights_kernel = { NULL, NULL, class_weights_forward, NULL };
+static const struct tb_cuda_kernel mask_labels_kernel = { NULL, NULL, mask_labels_forward, NULL };
 
 static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
 {
@@ -535,6 +431,11 @@ int tb_cuda_op_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **stat
     if (!k)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cuda backend has no %s kernel", op->id,
                           tb_op_kind_name(op->kind) ? tb_op_kind_name(op->kind) : "such");
+    /* Arity, dtypes and shapes: the op contract's (trainbig/ops.h), checked once here; the
+     * kernels check only what is theirs. */
+    char why[600];
+    if (tb_op_check(op, why, sizeof why))
+        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s", op->id, tb_op_kind_name(op->kind), why);
     struct op_state *s = calloc(1, sizeof *s);
     if (!s)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
