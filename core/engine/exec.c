@@ -72,14 +72,14 @@ uint32_t tb_exec_pins(const struct tb_exec *x, size_t i)
     return i < x->s->ntensors ? x->pins[i] : 0;
 }
 
-static void pin_step(struct tb_exec *x, size_t step)
+void tb_exec_pin_step(struct tb_exec *x, size_t step)
 {
     const struct tb_sched_step *st = &x->s->steps[step];
     for (uint32_t i = 0; i < st->ntensors; i++)
         x->pins[st->tensors[i]]++;
 }
 
-static void unpin_step(struct tb_exec *x, size_t step)
+void tb_exec_unpin_step(struct tb_exec *x, size_t step)
 {
     const struct tb_sched_step *st = &x->s->steps[step];
     for (uint32_t i = 0; i < st->ntensors; i++)
@@ -146,7 +146,7 @@ static int out_of_memory(struct tb_exec *x, size_t step, size_t i, struct tb_err
 
 /* Device memory of `bytes` for step `step`, through the memory manager once it exists;
  * NULL with *status and err set (out of memory for tensor i, or the policy failed). */
-static void *device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err)
+void *tb_exec_device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err)
 {
     void *p;
     int perr = TB_OK;
@@ -158,12 +158,12 @@ static void *device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes
     return p;
 }
 
-static int alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
+int tb_exec_alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err)
 {
     if (x->t[i].data)
         return TB_OK;
     int rc;
-    x->t[i].data = device_alloc(x, step, i, (size_t)x->s->tensors[i].bytes, &rc, err);
+    x->t[i].data = tb_exec_device_alloc(x, step, i, (size_t)x->s->tensors[i].bytes, &rc, err);
     if (!x->t[i].data)
         return rc;
     if (x->mem_ready)
@@ -243,7 +243,7 @@ static int alloc_param_grads(struct tb_exec *x, struct tb_err *err)
                 continue;
             int rc;
             p->grad = p->value;
-            p->grad.data = device_alloc(x, SIZE_MAX, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
+            p->grad.data = tb_exec_device_alloc(x, SIZE_MAX, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
             if (!p->grad.data)
                 return rc;
         }
@@ -296,7 +296,7 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
             if (gi != UINT32_MAX)
                 x->param[gi] = x->param[i];
         } else if (n->kind == TB_NODE_INPUT) {
-            rc = alloc_tensor(x, SIZE_MAX, i, err);
+            rc = tb_exec_alloc_tensor(x, SIZE_MAX, i, err);
             if (rc)
                 goto fail;
         }
@@ -362,7 +362,7 @@ int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err 
 /* An op failed with TB_ERR_NOMEM: when it was its own scratch that did not fit (the
  * backend says how much), free that much through the memory manager. True when the op
  * may run again. */
-static bool room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err)
+bool tb_exec_room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err)
 {
     if (*rc != TB_ERR_NOMEM || !x->e->alloc_failed_bytes)
         return false;
@@ -388,7 +388,7 @@ static bool room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *
 }
 
 /* After a step: free what no later step needs. */
-static void retire(struct tb_exec *x, size_t step)
+void tb_exec_retire(struct tb_exec *x, size_t step)
 {
     const struct tb_sched_step *st = &x->s->steps[step];
     for (uint32_t i = 0; i < st->ntensors; i++) {
@@ -411,12 +411,12 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
     for (size_t k = 0; k < x->s->nforward; k++) {
         const struct tb_gop *o = &x->g->ops[k];
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
-        pin_step(x, k);
+        tb_exec_pin_step(x, k);
         int rc = tb_swapmem_before_step(&x->mem, k, err);
         for (uint32_t j = 0; j < o->op.nout && rc == TB_OK; j++)
-            rc = alloc_tensor(x, k, o->out[j]->id, err);
+            rc = tb_exec_alloc_tensor(x, k, o->out[j]->id, err);
         if (rc) {
-            unpin_step(x, k);
+            tb_exec_unpin_step(x, k);
             return rc;
         }
         double t0;
@@ -429,196 +429,17 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
             t0 = tb_now();
             tb_exec_trace_mark(x, k, false);
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
-        } while (room_for_op(x, k, &rc, err));
+        } while (tb_exec_room_for_op(x, k, &rc, err));
         tb_exec_trace_mark(x, k, true);
         x->starts[k] = t0;
         x->seconds[k] = tb_now() - t0;
-        unpin_step(x, k);
+        tb_exec_unpin_step(x, k);
         if (rc)
             return tb_err_prefix(err, "%s", o->name);
-        retire(x, k);
+        tb_exec_retire(x, k);
         rc = tb_swapmem_after_step(&x->mem, k, err);
         if (rc)
             return rc;
     }
     return TB_OK;
 }
-
-/* The tensor backward writes the gradient of node n into: its gradient itself when this
- * is the first contribution, else a temporary that is accumulated afterwards. */
-static int grad_target(struct tb_exec *x, size_t step, uint32_t gi, struct tb_tensor *target, bool *temporary,
-                       struct tb_err *err)
-{
-    *temporary = false;
-    struct tb_param *p = x->param[gi];
-    if (p) {
-        /* A parameter's gradient lives in the engine, across steps, for the optimizer. */
-        if (!p->grad.data) {
-            int rc;
-            p->grad = p->value;
-            p->grad.data = device_alloc(x, step, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
-            if (!p->grad.data)
-                return rc;
-        }
-        x->t[gi] = p->grad;
-        x->written[gi] = p->grad_written;
-    } else {
-        int rc = alloc_tensor(x, step, gi, err);
-        if (rc)
-            return rc;
-    }
-    if (!x->written[gi]) {
-        *target = x->t[gi];
-        return TB_OK;
-    }
-    *target = x->t[gi];
-    int rc;
-    target->data = device_alloc(x, step, gi, (size_t)x->s->tensors[gi].bytes, &rc, err);
-    if (!target->data)
-        return rc;
-    *temporary = true;
-    return TB_OK;
-}
-
-/* The device addresses of a backward op's tensors, read again before each try: making
- * room for its scratch may have moved them (tb_swapmem_make_room). Temporaries are
- * placed again in din itself (tb_swapmem_set_loose). */
-static void refresh_backward(struct tb_exec *x, const struct tb_gop *o, const bool *temp, struct tb_tensor *in,
-                             struct tb_tensor *out, struct tb_tensor *dout, struct tb_tensor *din)
-{
-    for (uint32_t j = 0; j < o->op.nout; j++) {
-        out[j].data = x->t[o->out[j]->id].data;
-        uint32_t gj = x->s->grad_of[o->out[j]->id];
-        dout[j].data = gj != UINT32_MAX ? x->t[gj].data : NULL;
-    }
-    for (uint32_t i = 0; i < o->op.nin; i++) {
-        in[i].data = x->t[o->in[i]->id].data;
-        uint32_t gi = x->s->grad_of[o->in[i]->id];
-        if (din[i].data && !temp[i] && gi != UINT32_MAX)
-            din[i].data = x->t[gi].data;
-    }
-}
-
-int tb_exec_backward(struct tb_exec *x, struct tb_err *err)
-{
-    if (!x->g->training)
-        return tb_err_set(err, TB_ERR_RUNTIME, "backward on a graph built for inference");
-    for (size_t i = 0; i < x->s->ntensors; i++)
-        x->written[i] = false;
-    for (size_t i = 0; i < x->e->nparams; i++)
-        x->e->params[i]->grad_written = false;
-    /* Seed: d objective / d loss = the loss's weight (summed when a node is added twice). */
-    for (size_t l = 0; l < x->g->nlosses; l++) {
-        const struct tb_node *n = x->g->losses[l].x;
-        uint32_t gi = x->s->grad_of[n->id];
-        if (gi == UINT32_MAX || x->written[gi])
-            continue; /* no parameter influences it, or seeded already */
-        float w = 0;
-        for (size_t m = l; m < x->g->nlosses; m++)
-            if (x->g->losses[m].x == n)
-                w += x->g->losses[m].weight;
-        /* Data parallel: the all-reduce averages gradients, which is the global batch's
-         * gradient for a loss that is a mean over the batch. A loss that sums over images
-         * is the sum of the ranks' losses: seed it with the rank count. */
-        if (tb_grad_sync_active(&x->sync) && tb_graph_loss_sums_images(x->g, n))
-            w *= (float)x->e->comm->size;
-        int rc = alloc_tensor(x, x->s->nforward, gi, err);
-        if (rc == TB_OK)
-            rc = x->e->ops->tensor_fill(x->e->ctx, &x->t[gi], w, err);
-        if (rc)
-            return rc;
-        x->written[gi] = true;
-    }
-    tb_grad_sync_begin(&x->sync);
-    for (size_t step = x->s->nforward; step < x->s->nsteps; step++) {
-        const struct tb_sched_step *st = &x->s->steps[step];
-        const struct tb_gop *o = &x->g->ops[st->op];
-        uint32_t rin, rout, gin = tb_op_grad_inputs(&o->op);
-        tb_op_backward_reads(&o->op, &rin, &rout);
-        struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT], dout[TB_OP_MAX_OUT], din[TB_OP_MAX_IN];
-        bool temp[TB_OP_MAX_IN] = { false };
-        pin_step(x, step);
-        int rc = tb_swapmem_before_step(&x->mem, step, err);
-        /* Resident now: read the device blocks. */
-        for (uint32_t j = 0; j < o->op.nout; j++) {
-            out[j] = x->t[o->out[j]->id];
-            uint32_t gj = x->s->grad_of[o->out[j]->id];
-            dout[j] = gj != UINT32_MAX ? x->t[gj] : x->t[o->out[j]->id];
-            if (gj == UINT32_MAX)
-                dout[j].data = NULL;
-        }
-        for (uint32_t i = 0; i < o->op.nin; i++) {
-            in[i] = x->t[o->in[i]->id];
-            din[i] = in[i];
-            din[i].data = NULL;
-        }
-        for (uint32_t i = 0; i < o->op.nin && rc == TB_OK; i++) {
-            uint32_t gi = x->s->grad_of[o->in[i]->id];
-            if ((gin >> i & 1) && gi != UINT32_MAX)
-                rc = grad_target(x, step, gi, &din[i], &temp[i], err);
-        }
-        if (rc == TB_OK) {
-            /* The temporaries hold nothing yet: making room for the op's scratch may
-             * place them again (din[i].data changes), so that they do not split it. */
-            void **loose[TB_OP_MAX_IN];
-            size_t loose_bytes[TB_OP_MAX_IN];
-            uint32_t nloose = 0;
-            for (uint32_t i = 0; i < o->op.nin; i++)
-                if (temp[i]) {
-                    loose[nloose] = &din[i].data;
-                    loose_bytes[nloose++] = (size_t)x->s->tensors[x->s->grad_of[o->in[i]->id]].bytes;
-                }
-            tb_swapmem_set_loose(&x->mem, loose, loose_bytes, nloose);
-            double t0;
-            do {
-                refresh_backward(x, o, temp, in, out, dout, din);
-                t0 = tb_now();
-                tb_exec_trace_mark(x, step, false);
-                rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[st->op], in, out, dout, din, err);
-            } while (room_for_op(x, step, &rc, err));
-            tb_exec_trace_mark(x, step, true);
-            tb_swapmem_set_loose(&x->mem, NULL, NULL, 0);
-            x->starts[step] = t0;
-            x->seconds[step] = tb_now() - t0;
-            if (rc)
-                tb_err_prefix(err, "%s (backward)", o->name);
-        }
-        /* Fold temporaries into their gradients; mark first contributions. */
-        for (uint32_t i = 0; i < o->op.nin; i++) {
-            if (!din[i].data)
-                continue;
-            uint32_t gi = x->s->grad_of[o->in[i]->id];
-            if (temp[i]) {
-                if (rc == TB_OK)
-                    rc = x->e->ops->tensor_accumulate(x->e->ctx, &x->t[gi], &din[i], 1.0f, err);
-                x->e->ops->mem_free(x->e->ctx, x->e->device, din[i].data);
-            }
-            x->written[gi] = true;
-            if (x->param[gi])
-                x->param[gi]->grad_written = true;
-            else
-                tb_swapmem_produced(&x->mem, gi); /* rewritten: a host copy is stale */
-        }
-        unpin_step(x, step);
-        if (rc)
-            return rc;
-        retire(x, step);
-        rc = tb_swapmem_after_step(&x->mem, step, err);
-        if (rc == TB_OK)
-            rc = tb_grad_sync_after_step(&x->sync, step, err);
-        if (rc)
-            return rc;
-    }
-    /* A parameter of this graph that no loss reaches has a zero gradient, not a stale one. */
-    for (size_t i = 0; i < x->g->nnodes; i++) {
-        struct tb_param *p = x->param[i];
-        if (p && p->trainable && p->grad.data && !p->grad_written) {
-            int rc = x->e->ops->tensor_fill(x->e->ctx, &p->grad, 0.0f, err);
-            if (rc)
-                return rc;
-            p->grad_written = true;
-        }
-    }
-    return tb_grad_sync_finish(&x->sync, err);
-}
-

@@ -25,10 +25,23 @@ struct tb_exec {
      * queued it, so the trace places ops by when the device ran them, as it places copies */
     struct tb_event **op_ev;
     size_t nop_ev;
-    struct tb_swap_mem mem;  /* residency and swapping of t[] */
+    struct tb_swap_mem mem; /* residency and swapping of t[] */
     bool mem_ready;
     struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
 };
+
+/* Shared by the forward (exec.c) and backward (exec_backward.c) passes:
+ * pin_step/unpin_step keep a step's tensors from being swapped out while its op runs;
+ * alloc_tensor places tensor i for step (swapping out to make room), device_alloc places
+ * bytes for it and says why not in *status; room_for_op, after an op's TB_ERR_NOMEM,
+ * frees what the op asked for and says whether to try again; retire frees after a step
+ * what no later step needs. */
+void tb_exec_pin_step(struct tb_exec *x, size_t step);
+void tb_exec_unpin_step(struct tb_exec *x, size_t step);
+int tb_exec_alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err);
+void *tb_exec_device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err);
+bool tb_exec_room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err);
+void tb_exec_retire(struct tb_exec *x, size_t step);
 
 /* Tracing (trace.c): records the event before (end = false) or after the op of step k on
  * the compute stream while a step is traced; frees the events at the executor's end. */

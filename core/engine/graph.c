@@ -205,30 +205,6 @@ struct tb_node *tb_buffer(struct tb_graph *g, const char *name, struct tb_shape 
 
 /* ------------------------------------------------------------------ ops */
 
-uint32_t tb_op_grad_inputs(const struct tb_op *op)
-{
-    switch (op->kind) {
-    case TB_OP_BATCHNORM:
-        return 0x7; /* x, gamma, beta: not the running statistics */
-    case TB_OP_CONV2D:
-    case TB_OP_CONCAT:
-    case TB_OP_ADD:
-    case TB_OP_MUL:
-        return (1u << op->nin) - 1;
-    case TB_OP_CLASS_WEIGHTS:
-    case TB_OP_MASK_LABELS:
-        return 0; /* not differentiable */
-    default:
-        return 0x1; /* x or logits only: labels, targets, weights carry no gradient */
-    }
-}
-
-uint32_t tb_op_grad_outputs(const struct tb_op *op)
-{
-    (void)op;
-    return 0x1; /* only the first output: saved statistics and masks carry none */
-}
-
 /* Starts an op named `name` (scoped) or kind+number; NULL after an earlier error. */
 static struct tb_gop *new_op(struct tb_graph *g, enum tb_op_kind kind, const char *name)
 {

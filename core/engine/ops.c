@@ -1,7 +1,10 @@
-/* ops.c: names of op kinds, for messages. */
+/* ops.c: facts about each op kind besides its shape rule (op_rules.c): its name, which
+ * inputs and outputs carry a gradient, and what its backward reads. */
 #include "config.h"
 
 #include <trainbig/ops.h>
+
+#include "core/engine/graph_internal.h"
 
 const char *tb_op_kind_name(enum tb_op_kind kind)
 {
@@ -62,4 +65,28 @@ void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *ou
     }
     *inputs = in;
     *outputs = out;
+}
+
+uint32_t tb_op_grad_inputs(const struct tb_op *op)
+{
+    switch (op->kind) {
+    case TB_OP_BATCHNORM:
+        return 0x7; /* x, gamma, beta: not the running statistics */
+    case TB_OP_CONV2D:
+    case TB_OP_CONCAT:
+    case TB_OP_ADD:
+    case TB_OP_MUL:
+        return (1u << op->nin) - 1;
+    case TB_OP_CLASS_WEIGHTS:
+    case TB_OP_MASK_LABELS:
+        return 0; /* not differentiable */
+    default:
+        return 0x1; /* x or logits only: labels, targets, weights carry no gradient */
+    }
+}
+
+uint32_t tb_op_grad_outputs(const struct tb_op *op)
+{
+    (void)op;
+    return 0x1; /* only the first output: saved statistics and masks carry none */
 }
