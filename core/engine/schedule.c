@@ -92,44 +92,45 @@ static int touch(struct tb_schedule *s, struct tb_sched_step *st, uint32_t t, in
     return 0;
 }
 
-struct tb_schedule *tb_schedule_build(const struct tb_graph *g,
-                                      size_t (*bytes_of)(void *arg, const struct tb_tensor_desc *d), void *arg)
+/* Which nodes a loss depends on through gradient-carrying edges (reaches[node]), and which
+ * ops therefore have a backward step (has_backward[op]). */
+static void mark_reaches(const struct tb_graph *g, bool *reaches, bool *has_backward)
 {
-    struct tb_schedule *s = calloc(1, sizeof *s);
-    bool *reaches = calloc(g->nnodes + 1, sizeof *reaches);
-    bool *has_backward = calloc(g->nops + 1, sizeof *has_backward);
-    if (!s || !reaches || !has_backward)
-        goto nomem;
-
-    /* Which nodes a loss depends on through gradient-carrying edges. */
-    if (g->training) {
-        for (size_t i = 0; i < g->nlosses; i++)
-            reaches[g->losses[i].x->id] = g->losses[i].x->requires_grad;
-        for (size_t k = g->nops; k-- > 0;) {
-            const struct tb_gop *o = &g->ops[k];
-            uint32_t gout = tb_op_grad_outputs(&o->op), gin = tb_op_grad_inputs(&o->op);
-            bool out_reaches = false;
-            for (uint32_t j = 0; j < o->op.nout; j++)
-                out_reaches |= (gout >> j & 1) && reaches[o->out[j]->id];
-            if (!out_reaches)
-                continue;
-            for (uint32_t i = 0; i < o->op.nin; i++)
-                if ((gin >> i & 1) && o->in[i]->requires_grad) {
-                    reaches[o->in[i]->id] = true;
-                    has_backward[k] = true;
-                }
-        }
+    if (!g->training)
+        return;
+    for (size_t i = 0; i < g->nlosses; i++)
+        reaches[g->losses[i].x->id] = g->losses[i].x->requires_grad;
+    for (size_t k = g->nops; k-- > 0;) {
+        const struct tb_gop *o = &g->ops[k];
+        uint32_t gout = tb_op_grad_outputs(&o->op), gin = tb_op_grad_inputs(&o->op);
+        bool out_reaches = false;
+        for (uint32_t j = 0; j < o->op.nout; j++)
+            out_reaches |= (gout >> j & 1) && reaches[o->out[j]->id];
+        if (!out_reaches)
+            continue;
+        for (uint32_t i = 0; i < o->op.nin; i++)
+            if ((gin >> i & 1) && o->in[i]->requires_grad) {
+                reaches[o->in[i]->id] = true;
+                has_backward[k] = true;
+            }
     }
+}
 
-    /* Tensors: every node, then a gradient for every node a loss reaches. */
+/* The tensors: every node, then a gradient for every node a loss reaches. -1: out of
+ * memory. */
+static int make_tensors(struct tb_schedule *s, const struct tb_graph *g, const bool *reaches,
+                        size_t (*bytes_of)(void *arg, const struct tb_tensor_desc *d), void *arg)
+{
     size_t ngrads = 0;
     for (size_t i = 0; i < g->nnodes; i++)
         ngrads += reaches[i];
     s->ntensors = g->nnodes + ngrads;
     s->tensors = calloc(s->ntensors ? s->ntensors : 1, sizeof *s->tensors);
     s->grad_of = malloc((g->nnodes + 1) * sizeof *s->grad_of);
-    if (!s->tensors || !s->grad_of)
-        goto nomem;
+    if (!s->tensors || !s->grad_of) {
+        s->ntensors = 0; /* what tb_schedule_free walks */
+        return -1;
+    }
     uint32_t next = (uint32_t)g->nnodes;
     for (size_t i = 0; i < g->nnodes; i++) {
         const struct tb_node *x = g->nodes[i];
@@ -140,78 +141,113 @@ struct tb_schedule *tb_schedule_build(const struct tb_graph *g,
         t->bytes = bytes_of(arg, &x->desc);
         t->first_use = t->last_use = -1;
         s->grad_of[i] = UINT32_MAX;
-        if (reaches[i]) {
-            struct tb_sched_tensor *gt = &s->tensors[next];
-            size_t n = strlen(x->name) + 8;
-            char *name = malloc(n);
-            if (!name)
-                goto nomem;
-            snprintf(name, n, "%s.grad", x->name);
-            gt->name = name;
-            gt->kind = x->kind == TB_NODE_PARAM ? TB_SCHED_PARAM_GRAD : TB_SCHED_GRADIENT;
-            gt->desc = x->desc;
-            gt->bytes = t->bytes;
-            gt->first_use = gt->last_use = -1;
-            s->grad_of[i] = next++;
-        }
+        if (!reaches[i])
+            continue;
+        struct tb_sched_tensor *gt = &s->tensors[next];
+        size_t n = strlen(x->name) + 8;
+        char *name = malloc(n);
+        if (!name)
+            return -1;
+        snprintf(name, n, "%s.grad", x->name);
+        gt->name = name;
+        gt->kind = x->kind == TB_NODE_PARAM ? TB_SCHED_PARAM_GRAD : TB_SCHED_GRADIENT;
+        gt->desc = x->desc;
+        gt->bytes = t->bytes;
+        gt->first_use = gt->last_use = -1;
+        s->grad_of[i] = next++;
     }
+    return 0;
+}
 
+/* Forward step k: the op reads its inputs and writes its outputs. */
+static int forward_step(struct tb_schedule *s, const struct tb_graph *g, size_t k)
+{
+    const struct tb_gop *o = &g->ops[k];
+    struct tb_sched_step *st = &s->steps[k];
+    st->op = (uint32_t)k;
+    st->name = strdup(o->name);
+    if (!st->name)
+        return -1;
+    for (uint32_t i = 0; i < o->op.nin; i++)
+        if (touch(s, st, o->in[i]->id, (int32_t)k))
+            return -1;
+    for (uint32_t j = 0; j < o->op.nout; j++)
+        if (touch(s, st, o->out[j]->id, (int32_t)k))
+            return -1;
+    return 0;
+}
+
+/* The backward step `step` of op k: what the op's backward reads, its outputs' gradients,
+ * and the gradients of its inputs. */
+static int backward_step(struct tb_schedule *s, const struct tb_graph *g, size_t k, size_t step)
+{
+    const struct tb_gop *o = &g->ops[k];
+    struct tb_sched_step *st = &s->steps[step];
+    st->op = (uint32_t)k;
+    st->backward = true;
+    size_t n = strlen(o->name) + 16;
+    st->name = malloc(n);
+    if (!st->name)
+        return -1;
+    snprintf(st->name, n, "%s (backward)", o->name);
+    uint32_t rin, rout;
+    tb_op_backward_reads(&o->op, &rin, &rout);
+    for (uint32_t i = 0; i < o->op.nin; i++) {
+        if ((rin >> i & 1) && touch(s, st, o->in[i]->id, (int32_t)step))
+            return -1;
+        uint32_t gi = s->grad_of[o->in[i]->id];
+        if ((tb_op_grad_inputs(&o->op) >> i & 1) && gi != UINT32_MAX && touch(s, st, gi, (int32_t)step))
+            return -1;
+    }
+    for (uint32_t j = 0; j < o->op.nout; j++) {
+        if ((rout >> j & 1) && touch(s, st, o->out[j]->id, (int32_t)step))
+            return -1;
+        uint32_t gj = s->grad_of[o->out[j]->id];
+        if (gj != UINT32_MAX && touch(s, st, gj, (int32_t)step))
+            return -1;
+    }
+    return 0;
+}
+
+/* The steps: every op forward, then the backward of those a loss reaches, in reverse. */
+static int make_steps(struct tb_schedule *s, const struct tb_graph *g, const bool *has_backward)
+{
     size_t nback = 0;
     for (size_t k = 0; k < g->nops; k++)
         nback += has_backward[k];
     s->nforward = g->nops;
     s->nsteps = g->nops + nback;
     s->steps = calloc(s->nsteps ? s->nsteps : 1, sizeof *s->steps);
-    if (!s->steps)
-        goto nomem;
-
-    /* Forward: each op reads its inputs and writes its outputs. */
-    for (size_t k = 0; k < g->nops; k++) {
-        const struct tb_gop *o = &g->ops[k];
-        struct tb_sched_step *st = &s->steps[k];
-        st->op = (uint32_t)k;
-        st->name = strdup(o->name);
-        if (!st->name)
-            goto nomem;
-        for (uint32_t i = 0; i < o->op.nin; i++)
-            if (touch(s, st, o->in[i]->id, (int32_t)k))
-                goto nomem;
-        for (uint32_t j = 0; j < o->op.nout; j++)
-            if (touch(s, st, o->out[j]->id, (int32_t)k))
-                goto nomem;
+    if (!s->steps) {
+        s->nsteps = 0;
+        return -1;
     }
-    /* Backward, in reverse: what the op's backward reads, its outputs' gradients, and the
-     * gradients of its inputs. */
+    for (size_t k = 0; k < g->nops; k++)
+        if (forward_step(s, g, k))
+            return -1;
     size_t step = g->nops;
-    for (size_t k = g->nops; k-- > 0;) {
-        if (!has_backward[k])
-            continue;
-        const struct tb_gop *o = &g->ops[k];
-        struct tb_sched_step *st = &s->steps[step];
-        st->op = (uint32_t)k;
-        st->backward = true;
-        size_t n = strlen(o->name) + 16;
-        st->name = malloc(n);
-        if (!st->name)
-            goto nomem;
-        snprintf(st->name, n, "%s (backward)", o->name);
-        uint32_t rin, rout;
-        tb_op_backward_reads(&o->op, &rin, &rout);
-        for (uint32_t i = 0; i < o->op.nin; i++) {
-            if ((rin >> i & 1) && touch(s, st, o->in[i]->id, (int32_t)step))
-                goto nomem;
-            uint32_t gi = s->grad_of[o->in[i]->id];
-            if ((tb_op_grad_inputs(&o->op) >> i & 1) && gi != UINT32_MAX && touch(s, st, gi, (int32_t)step))
-                goto nomem;
-        }
-        for (uint32_t j = 0; j < o->op.nout; j++) {
-            if ((rout >> j & 1) && touch(s, st, o->out[j]->id, (int32_t)step))
-                goto nomem;
-            uint32_t gj = s->grad_of[o->out[j]->id];
-            if (gj != UINT32_MAX && touch(s, st, gj, (int32_t)step))
-                goto nomem;
-        }
-        step++;
+    for (size_t k = g->nops; k-- > 0;)
+        if (has_backward[k] && backward_step(s, g, k, step++))
+            return -1;
+    return 0;
+}
+
+struct tb_schedule *tb_schedule_build(const struct tb_graph *g,
+                                      size_t (*bytes_of)(void *arg, const struct tb_tensor_desc *d), void *arg)
+{
+    struct tb_schedule *s = calloc(1, sizeof *s);
+    bool *reaches = calloc(g->nnodes + 1, sizeof *reaches);
+    bool *has_backward = calloc(g->nops + 1, sizeof *has_backward);
+    bool ok = s && reaches && has_backward;
+    if (ok) {
+        mark_reaches(g, reaches, has_backward);
+        ok = make_tensors(s, g, reaches, bytes_of, arg) == 0 && make_steps(s, g, has_backward) == 0;
+    }
+    free(reaches);
+    free(has_backward);
+    if (!ok) {
+        tb_schedule_free(s);
+        return NULL;
     }
     /* Outputs and losses stay readable after the last step: "used" one past it. */
     int32_t end = (int32_t)s->nsteps;
@@ -219,12 +255,5 @@ struct tb_schedule *tb_schedule_build(const struct tb_graph *g,
         s->tensors[g->outputs[i].x->id].last_use = end;
     for (size_t i = 0; i < g->nlosses; i++)
         s->tensors[g->losses[i].x->id].last_use = end;
-    free(reaches);
-    free(has_backward);
     return s;
-nomem:
-    free(reaches);
-    free(has_backward);
-    tb_schedule_free(s);
-    return NULL;
 }

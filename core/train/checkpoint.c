@@ -54,6 +54,79 @@ void tb_text_first_difference(const char *here, const char *there, char *buf, si
     snprintf(buf, size, "no difference");
 }
 
+/* Every parameter and momentum of e, read into host (sized by the caller), as tensors t
+ * with names (the caller frees them); *k tensors, their checksum in *checksum. */
+static int gather_params(const char *path, struct tb_engine *e, struct tb_st_tensor *t, char **names, float *host,
+                         size_t *k, uint64_t *checksum, struct tb_err *err)
+{
+    size_t off = 0;
+    *k = 0;
+    *checksum = 0;
+    for (size_t i = 0; i < tb_engine_param_count(e); i++) {
+        struct tb_param *p = tb_engine_param_at(e, i);
+        for (int m = 0; m < 2; m++) {
+            const struct tb_tensor *src = m ? &p->momentum : &p->value;
+            if (!src->data)
+                continue;
+            if (p->value.desc.dtype != TB_F32)
+                return tb_err_set(err, TB_ERR_RUNTIME, "%s: parameter %s is not f32; checkpoints hold f32 only", path,
+                                  p->name);
+            size_t n = tb_shape_elems(src->desc.shape);
+            int rc = e->ops->tensor_read(e->ctx, src, host + off, err);
+            if (rc)
+                return tb_err_prefix(err, "%s: reading %s%s from the device", path, m ? momentum_prefix : "", p->name);
+            size_t len = strlen(p->name) + sizeof momentum_prefix;
+            if (!(names[*k] = malloc(len)))
+                return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+            snprintf(names[*k], len, "%s%s", m ? momentum_prefix : "", p->name);
+            t[*k] = (struct tb_st_tensor){ names[*k], src->desc.shape, host + off };
+            *checksum += tensor_sum(names[*k], host + off, n);
+            (*k)++;
+            off += n;
+        }
+    }
+    return TB_OK;
+}
+
+/* Writes tensors t[0..k-1] to path with the run's metadata and their checksum. */
+static int write_checkpoint(const char *path, const struct tb_ckpt_info *info, const struct tb_st_tensor *t, size_t k,
+                            uint64_t checksum, struct tb_err *err)
+{
+    char epoch[32], iteration[32], seed[32], lr[40], hash[24], sum[24];
+    snprintf(epoch, sizeof epoch, "%" PRIu64, info->epoch);
+    snprintf(iteration, sizeof iteration, "%" PRIu64, info->iteration);
+    snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
+    snprintf(lr, sizeof lr, "%.17g", info->lr);
+    const char *config = info->config ? info->config : "";
+    snprintf(hash, sizeof hash, "%016" PRIx64, tb_fnv1a(config, strlen(config), TB_FNV1A_INIT));
+    snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
+    const char *meta[] = {
+        "format",
+        format_name,
+        "trainbig_version",
+        TB_VERSION,
+        "epoch",
+        epoch,
+        "iteration",
+        iteration,
+        "seed",
+        seed,
+        "lr",
+        lr,
+        "model",
+        info->model ? info->model : "",
+        "training",
+        info->training ? info->training : "",
+        "config",
+        config,
+        "config_hash",
+        hash,
+        "checksum",
+        sum,
+    };
+    return tb_safetensors_write(path, t, k, meta, sizeof meta / sizeof meta[0] / 2, err);
+}
+
 int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err)
 {
     const size_t np = tb_engine_param_count(e);
@@ -68,79 +141,15 @@ int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ck
     struct tb_st_tensor *t = calloc(nt ? nt : 1, sizeof *t);
     char **names = calloc(nt ? nt : 1, sizeof *names);
     float *host = malloc((elems ? elems : 1) * sizeof *host);
-    int rc = TB_OK;
-    if (!t || !names || !host) {
-        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for a %zu-byte checkpoint", path, elems * sizeof *host);
-        goto out;
-    }
+    int rc;
+    size_t k = 0;
     uint64_t checksum = 0;
-    size_t k = 0, off = 0;
-    for (size_t i = 0; i < np && !rc; i++) {
-        struct tb_param *p = tb_engine_param_at(e, i);
-        for (int m = 0; m < 2 && !rc; m++) {
-            const struct tb_tensor *src = m ? &p->momentum : &p->value;
-            if (!src->data)
-                continue;
-            if (p->value.desc.dtype != TB_F32) {
-                rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: parameter %s is not f32; checkpoints hold f32 only", path,
-                                p->name);
-                break;
-            }
-            size_t n = tb_shape_elems(src->desc.shape);
-            rc = e->ops->tensor_read(e->ctx, src, host + off, err);
-            if (rc) {
-                tb_err_prefix(err, "%s: reading %s%s from the device", path, m ? momentum_prefix : "", p->name);
-                break;
-            }
-            size_t len = strlen(p->name) + sizeof momentum_prefix;
-            names[k] = malloc(len);
-            if (!names[k]) {
-                rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-                break;
-            }
-            snprintf(names[k], len, "%s%s", m ? momentum_prefix : "", p->name);
-            t[k] = (struct tb_st_tensor){ names[k], src->desc.shape, host + off };
-            checksum += tensor_sum(names[k], host + off, n);
-            k++;
-            off += n;
-        }
-    }
-    if (!rc) {
-        char epoch[32], iteration[32], seed[32], lr[40], hash[24], sum[24];
-        snprintf(epoch, sizeof epoch, "%" PRIu64, info->epoch);
-        snprintf(iteration, sizeof iteration, "%" PRIu64, info->iteration);
-        snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
-        snprintf(lr, sizeof lr, "%.17g", info->lr);
-        const char *config = info->config ? info->config : "";
-        snprintf(hash, sizeof hash, "%016" PRIx64, tb_fnv1a(config, strlen(config), TB_FNV1A_INIT));
-        snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
-        const char *meta[] = {
-            "format",
-            format_name,
-            "trainbig_version",
-            TB_VERSION,
-            "epoch",
-            epoch,
-            "iteration",
-            iteration,
-            "seed",
-            seed,
-            "lr",
-            lr,
-            "model",
-            info->model ? info->model : "",
-            "training",
-            info->training ? info->training : "",
-            "config",
-            config,
-            "config_hash",
-            hash,
-            "checksum",
-            sum,
-        };
-        rc = tb_safetensors_write(path, t, k, meta, sizeof meta / sizeof meta[0] / 2, err);
-    }
-out:
+    if (!t || !names || !host)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for a %zu-byte checkpoint", path, elems * sizeof *host);
+    else
+        rc = gather_params(path, e, t, names, host, &k, &checksum, err);
+    if (!rc)
+        rc = write_checkpoint(path, info, t, k, checksum, err);
     for (size_t i = 0; names && i < nt; i++)
         free(names[i]);
     free(names);
@@ -201,10 +210,9 @@ static int check_tensors(const struct tb_safetensors *st, struct tb_engine *e, c
                               path, name);
         struct tb_shape want_shape = p->value.desc.shape;
         if (memcmp(&shape, &want_shape, sizeof shape) != 0)
-            return tb_err_set(err, TB_ERR_RUNTIME,
-                              "%s: '%s' is (%d,%d,%d,%d) in the checkpoint and (%d,%d,%d,%d) in this model", path,
-                              name, shape.n, shape.c, shape.h, shape.w, want_shape.n, want_shape.c, want_shape.h,
-                              want_shape.w);
+            return tb_err_set(
+                err, TB_ERR_RUNTIME, "%s: '%s' is (%d,%d,%d,%d) in the checkpoint and (%d,%d,%d,%d) in this model",
+                path, name, shape.n, shape.c, shape.h, shape.w, want_shape.n, want_shape.c, want_shape.h, want_shape.w);
         found += !is_m;
     }
     for (size_t i = 0; found != np && i < np; i++) {

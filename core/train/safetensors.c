@@ -7,8 +7,9 @@
  * header is padded with spaces to a multiple of 8 bytes, so the data, and every f32
  * tensor in it, stays aligned.
  *
- * The reader maps the file and parses the header with a small JSON parser that accepts
- * exactly what this header can hold (objects, arrays, strings, non-negative integers). */
+ * This file reads: it maps the file and parses the header with a small JSON parser that
+ * accepts exactly what this header can hold (objects, arrays, strings, non-negative
+ * integers). safetensors_write.c writes. */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/train/safetensors_internal.h"
+#include "core/util/text_internal.h"
 
 #define MAX_HEADER (100u << 20) /* the format's own limit is 100 MB */
 
@@ -31,162 +33,6 @@
 #ifdef WORDS_BIGENDIAN
 #error "safetensors.c assumes a little-endian host (x86-64, ppc64le, aarch64)"
 #endif
-
-/* ------------------------------------------------------------------ writing */
-
-/* A growing text buffer; on allocation failure it stops growing and remembers that. */
-struct text {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-
-static void put(struct text *t, const char *s, size_t n)
-{
-    if (t->oom)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->s, cap);
-        if (!p) {
-            t->oom = true;
-            return;
-        }
-        t->s = p;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, s, n);
-    t->len += n;
-    t->s[t->len] = '\0';
-}
-
-static void puts_(struct text *t, const char *s)
-{
-    put(t, s, strlen(s));
-}
-
-static void putf(struct text *t, const char *fmt, unsigned long long a, unsigned long long b)
-{
-    char buf[64];
-    int n = snprintf(buf, sizeof buf, fmt, a, b);
-    put(t, buf, (size_t)n);
-}
-
-/* A JSON string, escaped. */
-static void put_string(struct text *t, const char *s)
-{
-    put(t, "\"", 1);
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = { '\\', (char)c };
-            put(t, e, 2);
-        } else if (c < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", c);
-            put(t, e, 6);
-        } else
-            put(t, (const char *)&c, 1);
-    }
-    put(t, "\"", 1);
-}
-
-static int fail_errno(struct tb_err *err, const char *what, const char *path)
-{
-    return tb_err_set(err, TB_ERR_RUNTIME, "%s: %s: %s", path, what, strerror(errno));
-}
-
-int tb_safetensors_write(const char *path, const struct tb_st_tensor *t, size_t n, const char *const *meta,
-                         size_t nmeta, struct tb_err *err)
-{
-    struct text h = { 0 };
-    puts_(&h, "{");
-    if (nmeta) {
-        puts_(&h, "\"__metadata__\":{");
-        for (size_t i = 0; i < nmeta; i++) {
-            if (i)
-                puts_(&h, ",");
-            put_string(&h, meta[2 * i]);
-            puts_(&h, ":");
-            put_string(&h, meta[2 * i + 1]);
-        }
-        puts_(&h, "}");
-    }
-    uint64_t offset = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!t[i].name[0] || strpbrk(t[i].name, "\"\\") || strcmp(t[i].name, "__metadata__") == 0) {
-            free(h.s);
-            return tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor name '%s' cannot be stored", path, t[i].name);
-        }
-        const uint64_t bytes = (uint64_t)tb_shape_elems(t[i].shape) * sizeof(float);
-        puts_(&h, nmeta || i ? "," : "");
-        put_string(&h, t[i].name);
-        putf(&h, ":{\"dtype\":\"F32\",\"shape\":[%llu,%llu,", (unsigned long long)t[i].shape.n,
-             (unsigned long long)t[i].shape.c);
-        putf(&h, "%llu,%llu],", (unsigned long long)t[i].shape.h, (unsigned long long)t[i].shape.w);
-        putf(&h, "\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset, (unsigned long long)(offset + bytes));
-        offset += bytes;
-    }
-    puts_(&h, "}");
-    while (!h.oom && h.len % 8)
-        puts_(&h, " ");
-    if (h.oom) {
-        free(h.s);
-        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the header", path);
-    }
-
-    /* The temporary file sits next to the target, so that rename() replaces it atomically. */
-    const size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        free(h.s);
-        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    int rc = TB_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        rc = fail_errno(err, "cannot create a temporary file next to it", path);
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    if (!rc && (fwrite(len8, 1, 8, f) != 8 || fwrite(h.s, 1, h.len, f) != h.len))
-        rc = fail_errno(err, "cannot write", tmp);
-    for (size_t i = 0; !rc && i < n; i++) {
-        const size_t count = tb_shape_elems(t[i].shape);
-        /* f32 little-endian, the host order (big-endian hosts fail to compile, above). */
-        if (fwrite(t[i].data, sizeof(float), count, f) != count)
-            rc = fail_errno(err, "cannot write", tmp);
-    }
-    if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = fail_errno(err, "cannot flush to disk", tmp);
-    if (f && fclose(f) != 0 && !rc)
-        rc = fail_errno(err, "cannot close", tmp);
-    if (!rc && rename(tmp, path) != 0)
-        rc = fail_errno(err, "cannot rename the temporary file over it", path);
-    if (rc)
-        unlink(tmp);
-    else {
-        /* Make the rename itself durable. */
-        char *dir = strdup(path);
-        if (dir) {
-            char *slash = strrchr(dir, '/');
-            const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-            int fd = open(d, O_RDONLY);
-            if (fd >= 0) {
-                if (fsync(fd) != 0)
-                    rc = fail_errno(err, "cannot sync its directory", path);
-                close(fd);
-            }
-            free(dir);
-        }
-    }
-    free(tmp);
-    free(h.s);
-    return rc;
-}
 
 /* ------------------------------------------------------------------ reading */
 
@@ -244,8 +90,8 @@ static bool parse_string(struct parser *ps, char **out)
 {
     if (!expect(ps, '"'))
         return false;
-    struct text t = { 0 };
-    put(&t, "", 0);
+    struct tb_text t = { 0 };
+    tb_text_put(&t, "", 0);
     while (ps->p < ps->end && *ps->p != '"') {
         char c = *ps->p++;
         if ((unsigned char)c < 0x20) {
@@ -253,7 +99,7 @@ static bool parse_string(struct parser *ps, char **out)
             return perr(ps, "header: control character in a string");
         }
         if (c != '\\') {
-            put(&t, &c, 1);
+            tb_text_put(&t, &c, 1);
             continue;
         }
         if (ps->p >= ps->end)
@@ -262,7 +108,7 @@ static bool parse_string(struct parser *ps, char **out)
         const char *simple = strchr("\"\\/bfnrt", c);
         if (simple && c) {
             static const char map[] = "\"\\/\b\f\n\r\t";
-            put(&t, &map[simple - "\"\\/bfnrt"], 1);
+            tb_text_put(&t, &map[simple - "\"\\/bfnrt"], 1);
         } else if (c == 'u' && ps->end - ps->p >= 4) {
             unsigned v = 0;
             for (int i = 0; i < 4; i++) {
@@ -279,16 +125,16 @@ static bool parse_string(struct parser *ps, char **out)
             char u[3];
             if (v < 0x80) {
                 u[0] = (char)v;
-                put(&t, u, 1);
+                tb_text_put(&t, u, 1);
             } else if (v < 0x800) {
                 u[0] = (char)(0xc0 | v >> 6);
                 u[1] = (char)(0x80 | (v & 0x3f));
-                put(&t, u, 2);
+                tb_text_put(&t, u, 2);
             } else {
                 u[0] = (char)(0xe0 | v >> 12);
                 u[1] = (char)(0x80 | ((v >> 6) & 0x3f));
                 u[2] = (char)(0x80 | (v & 0x3f));
-                put(&t, u, 3);
+                tb_text_put(&t, u, 3);
             }
         } else {
             free(t.s);
@@ -455,6 +301,12 @@ static int cmp_begin(const void *a, const void *b)
 }
 
 /* The whole file, mapped read-only: *map and *len, or an error naming path. */
+/* "path: what: the system's reason". */
+static int fail_errno(struct tb_err *err, const char *what, const char *path)
+{
+    return tb_err_set(err, TB_ERR_RUNTIME, "%s: %s: %s", path, what, strerror(errno));
+}
+
 static int map_file(const char *path, void **map, size_t *len, struct tb_err *err)
 {
     int fd = open(path, O_RDONLY);

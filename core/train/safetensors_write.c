@@ -1,0 +1,161 @@
+/* core/train/safetensors_write.c: writing safetensors files (the format: safetensors.c):
+ * the header built in memory, the file written next to the target, flushed and renamed
+ * over it, so a checkpoint is either whole or not there. */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/train/safetensors_internal.h"
+#include "core/util/text_internal.h"
+
+#ifdef WORDS_BIGENDIAN
+#error "safetensors_write.c assumes a little-endian host (x86-64, ppc64le, aarch64)"
+#endif
+
+static void putf(struct tb_text *t, const char *fmt, unsigned long long a, unsigned long long b)
+{
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, fmt, a, b);
+    tb_text_put(t, buf, (size_t)n);
+}
+
+/* A JSON string, escaped. */
+static void put_string(struct tb_text *t, const char *s)
+{
+    tb_text_put(t, "\"", 1);
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = { '\\', (char)c };
+            tb_text_put(t, e, 2);
+        } else if (c < 0x20) {
+            char e[8];
+            snprintf(e, sizeof e, "\\u%04x", c);
+            tb_text_put(t, e, 6);
+        } else
+            tb_text_put(t, (const char *)&c, 1);
+    }
+    tb_text_put(t, "\"", 1);
+}
+
+/* "path: what: the system's reason". */
+static int fail_errno(struct tb_err *err, const char *what, const char *path)
+{
+    return tb_err_set(err, TB_ERR_RUNTIME, "%s: %s: %s", path, what, strerror(errno));
+}
+
+/* The JSON header of tensors t with metadata, padded to 8 bytes, into h. */
+static int write_header(struct tb_text *h, const char *path, const struct tb_st_tensor *t, size_t n,
+                        const char *const *meta, size_t nmeta, struct tb_err *err)
+{
+    tb_text_puts(h, "{");
+    if (nmeta) {
+        tb_text_puts(h, "\"__metadata__\":{");
+        for (size_t i = 0; i < nmeta; i++) {
+            if (i)
+                tb_text_puts(h, ",");
+            put_string(h, meta[2 * i]);
+            tb_text_puts(h, ":");
+            put_string(h, meta[2 * i + 1]);
+        }
+        tb_text_puts(h, "}");
+    }
+    uint64_t offset = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].name[0] || strpbrk(t[i].name, "\"\\") || strcmp(t[i].name, "__metadata__") == 0)
+            return tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor name '%s' cannot be stored", path, t[i].name);
+        const uint64_t bytes = (uint64_t)tb_shape_elems(t[i].shape) * sizeof(float);
+        tb_text_puts(h, nmeta || i ? "," : "");
+        put_string(h, t[i].name);
+        putf(h, ":{\"dtype\":\"F32\",\"shape\":[%llu,%llu,", (unsigned long long)t[i].shape.n,
+             (unsigned long long)t[i].shape.c);
+        putf(h, "%llu,%llu],", (unsigned long long)t[i].shape.h, (unsigned long long)t[i].shape.w);
+        putf(h, "\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset, (unsigned long long)(offset + bytes));
+        offset += bytes;
+    }
+    tb_text_puts(h, "}");
+    while (!h->oom && h->len % 8)
+        tb_text_puts(h, " ");
+    if (h->oom)
+        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the header", path);
+    return TB_OK;
+}
+
+/* The header's length, the header and the tensors' data into the new file tmp (next to
+ * path), flushed to disk. */
+static int write_body(const char *path, const char *tmp, const struct tb_text *h, const struct tb_st_tensor *t,
+                      size_t n, struct tb_err *err)
+{
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return fail_errno(err, "cannot create a temporary file next to it", path);
+    int rc = TB_OK;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
+    if (fwrite(len8, 1, 8, f) != 8 || fwrite(h->s, 1, h->len, f) != h->len)
+        rc = fail_errno(err, "cannot write", tmp);
+    for (size_t i = 0; !rc && i < n; i++) {
+        const size_t count = tb_shape_elems(t[i].shape);
+        /* f32 little-endian, the host order (big-endian hosts fail to compile, above). */
+        if (fwrite(t[i].data, sizeof(float), count, f) != count)
+            rc = fail_errno(err, "cannot write", tmp);
+    }
+    if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        rc = fail_errno(err, "cannot flush to disk", tmp);
+    if (fclose(f) != 0 && !rc)
+        rc = fail_errno(err, "cannot close", tmp);
+    return rc;
+}
+
+/* Makes the rename of path durable: syncs its directory. */
+static int sync_dir(const char *path, struct tb_err *err)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return TB_OK; /* the file is written; only its directory entry's durability is unknown */
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+    int rc = TB_OK;
+    int fd = open(d, O_RDONLY);
+    if (fd >= 0) {
+        if (fsync(fd) != 0)
+            rc = fail_errno(err, "cannot sync its directory", path);
+        close(fd);
+    }
+    free(dir);
+    return rc;
+}
+
+int tb_safetensors_write(const char *path, const struct tb_st_tensor *t, size_t n, const char *const *meta,
+                         size_t nmeta, struct tb_err *err)
+{
+    struct tb_text h = { 0 };
+    int rc = write_header(&h, path, t, n, meta, nmeta, err);
+    /* The temporary file sits next to the target, so that rename() replaces it atomically. */
+    const size_t plen = strlen(path) + 32;
+    char *tmp = rc ? NULL : malloc(plen);
+    if (!rc && !tmp)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
+    if (!rc) {
+        snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+        rc = write_body(path, tmp, &h, t, n, err);
+        if (!rc && rename(tmp, path) != 0)
+            rc = fail_errno(err, "cannot rename the temporary file over it", path);
+        if (rc)
+            unlink(tmp);
+        else
+            rc = sync_dir(path, err);
+    }
+    free(tmp);
+    free(h.s);
+    return rc;
+}
