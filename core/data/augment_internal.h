@@ -69,4 +69,7 @@ int tb_augment_resize(const struct tb_sample *in, uint32_t w, uint32_t h, struct
 /* The padding colour: the ImageNet mean as 8-bit RGB. */
 extern const uint8_t tb_augment_pad_rgb[3];
 
+/* Applies the draw's colour jitter to rgb ([pixels][3]) in place (jitter.c). */
+void tb_augment_jitter(const struct tb_augment_draw *d, uint8_t *rgb, size_t pixels);
+
 #endif

@@ -108,4 +108,15 @@ void tb_swapmem_trace_clear(struct tb_swap_mem *m);
 /* Tensor i now holds a new value on the device (an op wrote it). */
 void tb_swapmem_produced(struct tb_swap_mem *m, size_t i);
 
+/* Shared by the copies (swapmem.c) and making room (swapmem_room.c): whether tensor i's
+ * kind may leave the device; its size (at least 1); settling finished copies out or in
+ * (true when any settled; with wait, once they finish); moving resident tensor i to the
+ * host; queueing the copy of host-only tensor i into the device block data. */
+bool tb_swapmem_movable_kind(const struct tb_swap_mem *m, size_t i);
+size_t tb_swapmem_bytes(const struct tb_swap_mem *m, size_t i);
+bool tb_swapmem_settle_outs(struct tb_swap_mem *m, bool wait);
+bool tb_swapmem_settle_ins(struct tb_swap_mem *m, bool wait);
+int tb_swapmem_move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err);
+int tb_swapmem_start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *err);
+
 #endif

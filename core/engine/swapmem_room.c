@@ -1,0 +1,247 @@
+/* core/engine/swapmem_room.c: making room on the device (swapmem_internal.h): a block
+ * allocated where it fits, else the policy asked to evict, else the step's own tensors
+ * relocated to close the holes between them, else, as a last resort, everything movable
+ * swapped out. swapmem.c keeps the residency states and the copies. */
+#include "config.h"
+
+#include "core/engine/swapmem_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* An allocation of `bytes`: with keep, the block (the caller's); without, only whether
+ * one fits now (an op's scratch, which the backend allocates itself: the block is freed
+ * again at once, and its place is there when the op asks). */
+static void *try_alloc(struct tb_swap_mem *m, size_t bytes, bool keep)
+{
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p && !keep) {
+        m->be->mem_free(m->be_ctx, m->device, p);
+        return m; /* any non-NULL pointer: it fits */
+    }
+    return p;
+}
+
+/* Free device bytes by the backend's accounts: the cap (or, without one, what it has
+ * reserved) less what is in use. They need not be one block. */
+static uint64_t free_bytes(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    return total > st.in_use ? total - st.in_use : 0;
+}
+
+/* The policy moves tensors out, in its own order, until the allocation of `bytes`
+ * succeeds: not merely until that many bytes are free, since free memory can be split
+ * into blocks none of which holds it (fragmentation). Each round asks for `bytes`; when a
+ * round moves nothing, tensors still coming in are waited for (they become movable), and
+ * then the policy is asked once for more than is free now (bytes + free), which any
+ * policy counting free bytes must answer by moving something. NULL when nothing is left
+ * to move and it still does not fit. */
+static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, int *policy_err,
+                              struct tb_err *err)
+{
+    tb_swapmem_settle_ins(m, false);
+    bool more = false;
+    for (;;) {
+        const uint64_t before = tb_swap_in_use(m);
+        const uint64_t ask = more ? bytes + free_bytes(m) : bytes;
+        int rc = m->policy.ops->make_room(m->policy.ctx, m, step, ask, err);
+        if (rc) {
+            *policy_err = rc;
+            tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+            return NULL;
+        }
+        tb_swapmem_settle_outs(m, true);
+        void *p = try_alloc(m, bytes, keep);
+        if (p) {
+            m->stats.evicting_allocs++;
+            return p;
+        }
+        if (tb_swap_in_use(m) < before) {
+            more = false; /* it moved something: the next round asks for `bytes` again */
+            continue;
+        }
+        if (tb_swapmem_settle_ins(m, true))
+            continue;
+        if (more)
+            return NULL; /* asked for more than is free, and nothing moved */
+        more = true;
+    }
+}
+
+/* The last resort, once nothing else can move: the running step's own activations and
+ * gradients (pinned, so no policy moves them) and the executor's loose blocks for the op
+ * may split the free memory where they lie. The tensors go to the host and wait there,
+ * the loose blocks (nothing written in them yet) are freed, the block is taken, then
+ * both come back, to places around it. With keep the block is the caller's; without (an
+ * op's scratch) it is freed again for the op to take (best fit finds the same hole).
+ * Values travel through exact copies; the executor reads the addresses again before it
+ * runs the op. NULL when even that does not make it fit (a loose block that then found
+ * no room at all is NULL too: the caller's op fails with it). */
+static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+{
+    if (step >= m->s->nsteps)
+        return NULL;
+    const struct tb_sched_step *st = &m->s->steps[step];
+    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved), n = 0;
+    if (!moved)
+        return NULL;
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        if (!tb_swapmem_movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
+            continue;
+        if (tb_swapmem_move_out(m, i, true, err) != TB_OK)
+            break;
+        moved[n++] = i;
+    }
+    uint32_t freed = 0; /* bit l: loose block l was freed and comes back */
+    for (uint32_t l = 0; l < m->nloose; l++)
+        if (*m->loose[l]) {
+            m->be->mem_free(m->be_ctx, m->device, *m->loose[l]);
+            *m->loose[l] = NULL;
+            freed |= 1u << l;
+        }
+    /* Everything placed again, largest first (first fit decreasing packs far better than
+     * any fixed order: a small block taken first can split the one hole a large one
+     * needed): the block, the tensors that left (a tensor still on the host is one the
+     * step is waiting for) and the loose blocks. When a tensor or loose block finds no
+     * room beside the block, the block goes and the request fails. */
+    const uint32_t nitems = 1 + n + m->nloose;
+    struct place {
+        size_t bytes;
+        uint32_t what; /* 0: the block; 1 + k: moved[k]; 1 + n + l: loose block l */
+        void *p;
+    } *items = malloc(nitems * sizeof *items);
+    if (!items) {
+        free(moved);
+        return NULL;
+    }
+    uint32_t ni = 0;
+    if (n || freed)
+        items[ni++] = (struct place){ bytes, 0, NULL };
+    for (uint32_t k = 0; k < n; k++)
+        items[ni++] = (struct place){ tb_swapmem_bytes(m, moved[k]), 1 + k, NULL };
+    for (uint32_t l = 0; l < m->nloose; l++)
+        if (freed >> l & 1)
+            items[ni++] = (struct place){ m->loose_bytes[l], 1 + n + l, NULL };
+    for (uint32_t a = 1; a < ni; a++) /* insertion sort, largest first; ties keep their order */
+        for (uint32_t b = a; b > 0 && items[b].bytes > items[b - 1].bytes; b--) {
+            struct place t = items[b];
+            items[b] = items[b - 1];
+            items[b - 1] = t;
+        }
+    void *hole = NULL;
+    bool ok = true;
+    for (uint32_t k = 0; k < ni && ok; k++) {
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
+        if (items[k].what == 0) {
+            hole = p;
+            continue;
+        }
+        if (!p && hole) {
+            m->be->mem_free(m->be_ctx, m->device, hole);
+            hole = NULL;
+            p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
+        }
+        if (items[k].what > n) {
+            *m->loose[items[k].what - 1 - n] = p;
+            ok = p != NULL;
+            continue;
+        }
+        const uint32_t i = moved[items[k].what - 1];
+        if (!p || tb_swapmem_start_in(m, i, p, err) != TB_OK) {
+            ok = false;
+            break;
+        }
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    free(items);
+    free(moved);
+    if (hole && ok && keep)
+        return hole;
+    if (hole)
+        m->be->mem_free(m->be_ctx, m->device, hole);
+    return ok && hole ? m : NULL; /* any non-NULL pointer: it fits */
+}
+
+_Static_assert(TB_OP_MAX_IN <= 32, "relocate_step keeps the loose blocks it freed in a 32-bit mask");
+
+void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const size_t *bytes, uint32_t n)
+{
+    m->nloose = n;
+    for (uint32_t k = 0; k < n; k++) {
+        m->loose[k] = blocks[k];
+        m->loose_bytes[k] = bytes[k];
+    }
+}
+
+/* The last resorts, once the policy has nothing more to move: first every tensor that
+ * may move goes to the host, those the policy passes over included (smaller than its
+ * min_size: a preference, and small blocks left between large ones split the free
+ * memory), to come back on demand; then the running step's own tensors are placed again
+ * around the block (relocate_step). With keep the block is the caller's; without, only
+ * whether it fits (non-NULL). */
+static void *last_resort(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+{
+    bool moved = false;
+    for (size_t i = 0; i < m->s->ntensors; i++)
+        if (tb_swap_movable(m, i)) {
+            if (tb_swapmem_move_out(m, i, true, err) != TB_OK)
+                return NULL;
+            moved = true;
+        }
+    void *p = moved ? try_alloc(m, bytes, keep) : NULL;
+    if (!p)
+        p = relocate_step(m, step, bytes, keep, err);
+    if (p)
+        m->stats.evicting_allocs++;
+    return p;
+}
+
+bool tb_swapmem_make_room(struct tb_swap_mem *m, size_t step, uint64_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    if (bytes > SIZE_MAX)
+        return false;
+    /* True only when something was freed and the op's allocation fits now: the op runs
+     * again only when it can get further than it did. */
+    const uint64_t before = tb_swap_in_use(m);
+    tb_swapmem_settle_outs(m, true);
+    if (tb_swap_in_use(m) < before && try_alloc(m, (size_t)bytes, false))
+        return true;
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return false;
+    if (evict_until_fits(m, step, (size_t)bytes, false, policy_err, err))
+        return true;
+    if (*policy_err)
+        return false;
+    return last_resort(m, step, (size_t)bytes, false, err) != NULL;
+}
+
+void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err)
+{
+    *policy_err = TB_OK;
+    bytes = bytes ? bytes : 1;
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p)
+        return p;
+    /* Blocks whose copies are done, then those still copying. */
+    if (tb_swapmem_settle_outs(m, false) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+        return p;
+    if (tb_swapmem_settle_outs(m, true) && (p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+        return p;
+    if (m->release_scratch) {
+        /* The backend's scratch comes back by the next op that needs it. */
+        m->release_scratch(m->be_ctx, m->device);
+        if ((p = m->be->mem_alloc(m->be_ctx, m->device, bytes)))
+            return p;
+    }
+    if (!m->policy.ops || !m->policy.ops->make_room)
+        return NULL;
+    if ((p = evict_until_fits(m, step, bytes, true, policy_err, err)) || *policy_err)
+        return p;
+    return last_resort(m, step, bytes, true, err);
+}
