@@ -290,6 +290,21 @@ static int parse_list(const struct tb_key *k, const char *text, struct tb_value 
     }
 }
 
+/* A relative path *t made relative to base_dir (NULL, "" or ".": left as it is). */
+static int resolve_path(char **t, const char *base_dir)
+{
+    if (!**t || (*t)[0] == '/' || !base_dir || !*base_dir || strcmp(base_dir, ".") == 0)
+        return 0;
+    size_t n = strlen(base_dir) + strlen(*t) + 2;
+    char *joined = malloc(n);
+    if (!joined)
+        return TB_ERR_NOMEM;
+    snprintf(joined, n, "%s/%s", base_dir, (*t)[0] == '.' && (*t)[1] == '/' ? *t + 2 : *t);
+    free(*t);
+    *t = joined;
+    return 0;
+}
+
 /* A typed list: the items, then their count, then each item's type and range. */
 static int parse_typed_list(const struct tb_key *k, const char *text, struct tb_value *out, char *why, size_t why_size)
 {
@@ -386,17 +401,7 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
     case TB_KEY_STRING:
         break;
     case TB_KEY_PATH:
-        if (*t && t[0] != '/' && base_dir && *base_dir && strcmp(base_dir, ".") != 0) {
-            size_t n = strlen(base_dir) + strlen(t) + 2;
-            char *joined = malloc(n);
-            if (!joined) {
-                rc = TB_ERR_NOMEM;
-                break;
-            }
-            snprintf(joined, n, "%s/%s", base_dir, t[0] == '.' && t[1] == '/' ? t + 2 : t);
-            free(t);
-            t = joined;
-        }
+        rc = resolve_path(&t, base_dir);
         break;
     case TB_KEY_LIST:
         rc = parse_list(k, t, out, why, why_size);
