@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "core/config/config_internal.h"
+#include "core/config/keys_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -28,23 +29,6 @@ static void lower(char *s)
 {
     for (; s && *s; s++)
         *s = (char)tolower((unsigned char)*s);
-}
-
-/* Copies s[0..n) trimmed of surrounding spaces. */
-static char *trimmed_copy(const char *s, size_t n)
-{
-    while (n && isspace((unsigned char)*s)) {
-        s++;
-        n--;
-    }
-    while (n && isspace((unsigned char)s[n - 1]))
-        n--;
-    char *r = malloc(n + 1);
-    if (r) {
-        memcpy(r, s, n);
-        r[n] = '\0';
-    }
-    return r;
 }
 
 static int add_section(struct tb_config *c, const char *name, int line, const char *set_arg)
@@ -139,7 +123,7 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
                 continue;
             }
             free(section);
-            section = trimmed_copy(s + 1, (size_t)(close - s - 1));
+            section = tb_trim_ndup(s + 1, (size_t)(close - s - 1));
             if (!section) {
                 rc = TB_ERR_NOMEM;
                 break;
@@ -157,7 +141,7 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
                             lineno, s);
             continue;
         }
-        char *key = trimmed_copy(s, (size_t)(eq - s));
+        char *key = tb_trim_ndup(s, (size_t)(eq - s));
         if (!key) {
             rc = TB_ERR_NOMEM;
             break;
@@ -265,7 +249,7 @@ int tb_config_load(const char *path, struct tb_config **out, struct tb_err *err)
     /* Absolute, so that paths resolved against it stay right whatever the working
      * directory of whoever reads them later (the printed effective configuration). */
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? trimmed_copy(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *dir = slash ? tb_trim_ndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     c->dir = dir ? realpath(dir, NULL) : NULL;
     if (dir && !c->dir)
         c->dir = dir;
@@ -320,9 +304,9 @@ int tb_config_set(struct tb_config *c, const char *arg, struct tb_err *err)
     if (!dot || !eq || dot > eq)
         return tb_err_set(err, TB_ERR_CONFIG,
                           "%s: --set %s: expected section.key=value (for example --set train.batch=4)", c->path, arg);
-    char *section = trimmed_copy(arg, (size_t)(dot - arg));
-    char *key = trimmed_copy(dot + 1, (size_t)(eq - dot - 1));
-    char *value = trimmed_copy(eq + 1, strlen(eq + 1));
+    char *section = tb_trim_ndup(arg, (size_t)(dot - arg));
+    char *key = tb_trim_ndup(dot + 1, (size_t)(eq - dot - 1));
+    char *value = tb_trim_ndup(eq + 1, strlen(eq + 1));
     char *set_arg = strdup(arg);
     int rc = TB_OK;
     if (!section || !key || !value || !set_arg) {

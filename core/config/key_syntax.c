@@ -16,9 +16,15 @@
 
 char *tb_trim_dup(const char *s)
 {
-    while (isspace((unsigned char)*s))
+    return tb_trim_ndup(s, strlen(s));
+}
+
+char *tb_trim_ndup(const char *s, size_t n)
+{
+    while (n && isspace((unsigned char)*s)) {
         s++;
-    size_t n = strlen(s);
+        n--;
+    }
     while (n && isspace((unsigned char)s[n - 1]))
         n--;
     char *r = malloc(n + 1);

@@ -48,8 +48,10 @@ const char *tb_nearest(const char *word, const char *const *candidates, size_t n
 
 /* ---- The text forms of values (key_syntax.c). Each returns 0, or -1 on bad syntax. */
 
-/* A copy of s without its leading and trailing white space; NULL when out of memory. */
+/* A copy of s (of s[0..n)) without its leading and trailing white space; NULL when out
+ * of memory. */
 char *tb_trim_dup(const char *s);
+char *tb_trim_ndup(const char *s, size_t n);
 /* A decimal integer with an optional sign, within int64_t. */
 int tb_parse_int(const char *s, int64_t *out);
 /* A finite number, decimal or scientific. */

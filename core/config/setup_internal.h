@@ -75,14 +75,7 @@ void tb_plugin_names(int kind, char *buf, size_t size);
  * the plugin's vtable as the loader completed it (loader_internal.h). */
 struct tb_instance {
     struct tb_plugin_handle *h;
-    union {
-        const void *any;
-        const struct tb_backend_ops *backend;
-        const struct tb_platform_ops *platform;
-        const struct tb_model_ops *model;
-        const struct tb_dataset_ops *dataset;
-        const struct tb_swap_ops *swap;
-    } ops;
+    union tb_plugin_ops ops;
     void *ctx;
     struct tb_config *cfg;
     struct tb_section *sec;

@@ -76,6 +76,16 @@ struct tb_model_ops;
 struct tb_dataset_ops;
 struct tb_swap_ops;
 
+/* A plugin's vtable, by its kind. */
+union tb_plugin_ops {
+    const void *any;
+    const struct tb_backend_ops *backend;
+    const struct tb_platform_ops *platform;
+    const struct tb_model_ops *model;
+    const struct tb_dataset_ops *dataset;
+    const struct tb_swap_ops *swap;
+};
+
 struct tb_plugin {
     uint32_t abi_major;        /* TB_ABI_MAJOR the plugin was built with */
     uint32_t abi_minor;        /* TB_ABI_MINOR the plugin was built with */
@@ -84,14 +94,7 @@ struct tb_plugin {
     const char *version;       /* the plugin's own version, free text */
     const char *description;   /* one line */
     const struct tb_key *keys; /* ended by TB_KEYS_END; NULL = no keys */
-    union {                    /* the vtable of `kind` */
-        const void *any;
-        const struct tb_backend_ops *backend;
-        const struct tb_platform_ops *platform;
-        const struct tb_model_ops *model;
-        const struct tb_dataset_ops *dataset;
-        const struct tb_swap_ops *swap;
-    } ops;
+    union tb_plugin_ops ops;   /* the vtable of `kind` */
 };
 
 /* Every plugin defines this; declared here so tb_plog() can name the plugin. */
