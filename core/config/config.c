@@ -89,6 +89,39 @@ struct tb_entry *tb_config_find(const struct tb_config *c, const char *section, 
 }
 
 /* Pass 1: lines of keys and sections, and the syntax iniparser would accept silently. */
+/* The key of line `lineno` (s, its '=' at eq) in `section` (NULL: before any header):
+ * recorded where it came from, or an error in err (TB_ERR_NOMEM alone stops the reading). */
+static int scan_key(struct tb_config *c, const char *section, const char *s, const char *eq, int lineno,
+                    struct tb_err *err)
+{
+    char *key = tb_trim_ndup(s, (size_t)(eq - s));
+    if (!key)
+        return TB_ERR_NOMEM;
+    lower(key);
+    int rc = TB_OK;
+    if (!*key) {
+        rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: '%s' has no key before '='", c->path, lineno, s);
+    } else if (!section) {
+        rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: key '%s' comes before any [section] header", c->path, lineno, key);
+    } else {
+        struct tb_entry *prev = tb_config_find(c, section, key);
+        if (prev) {
+            rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: [%s] %s is set twice (lines %d and %d); keep one", c->path,
+                            lineno, section, key, prev->line, lineno);
+        } else {
+            struct tb_entry *e = add_entry(c, section, key);
+            if (!e) {
+                rc = TB_ERR_NOMEM;
+            } else {
+                e->origin = TB_ORIGIN_FILE;
+                e->line = lineno;
+            }
+        }
+    }
+    free(key);
+    return rc;
+}
+
 static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
 {
     char *line = NULL;
@@ -141,34 +174,13 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
                             lineno, s);
             continue;
         }
-        char *key = tb_trim_ndup(s, (size_t)(eq - s));
-        if (!key) {
-            rc = TB_ERR_NOMEM;
+        int r = scan_key(c, section, s, eq, lineno, err);
+        if (r == TB_ERR_NOMEM) {
+            rc = r;
             break;
         }
-        lower(key);
-        if (!*key) {
-            rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: '%s' has no key before '='", c->path, lineno, s);
-        } else if (!section) {
-            rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: key '%s' comes before any [section] header", c->path, lineno,
-                            key);
-        } else {
-            struct tb_entry *prev = tb_config_find(c, section, key);
-            if (prev) {
-                rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: [%s] %s is set twice (lines %d and %d); keep one", c->path,
-                                lineno, section, key, prev->line, lineno);
-            } else {
-                struct tb_entry *e = add_entry(c, section, key);
-                if (!e) {
-                    free(key);
-                    rc = TB_ERR_NOMEM;
-                    break;
-                }
-                e->origin = TB_ORIGIN_FILE;
-                e->line = lineno;
-            }
-        }
-        free(key);
+        if (r)
+            rc = r;
     }
     free(section);
     free(line);

@@ -29,30 +29,17 @@ static void key_names(const struct tb_key *keys, const char *const *skip, char *
         snprintf(buf, size, "none");
 }
 
-int tb_section_build(const struct tb_config *c, const char *name, const struct tb_key *keys, const char *owner,
-                     const char *const *skip, struct tb_section **out, struct tb_err *err)
+/* Every key given in [name] must be in keys or skip: each one that is not becomes a line
+ * in err, with the nearest known name. */
+static int check_known(const struct tb_config *c, const char *name, const struct tb_key *keys, const char *owner,
+                       const char *const *skip, struct tb_err *err)
 {
-    *out = NULL;
     int rc = TB_OK;
-    struct tb_section *s = calloc(1, sizeof *s);
-    if (!s)
-        return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
-    s->name = strdup(name);
-    s->keys = keys;
-    s->nkeys = tb_keys_count(keys);
-    s->values = calloc(s->nkeys ? s->nkeys : 1, sizeof *s->values);
-    s->origins = calloc(s->nkeys ? s->nkeys : 1, sizeof *s->origins);
-    if (!s->name || !s->values || !s->origins) {
-        tb_section_free(s);
-        return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
-    }
-
-    /* Every key given must be known. */
     const char *names[256];
     size_t nnames = 0;
     for (const char *const *sk = skip; sk && *sk && nnames < 256; sk++)
         names[nnames++] = *sk;
-    for (size_t i = 0; i < s->nkeys && nnames < 256; i++)
+    for (size_t i = 0; keys && keys[i].name && nnames < 256; i++)
         names[nnames++] = keys[i].name;
     for (size_t i = 0; i < c->nentries; i++) {
         const struct tb_entry *e = &c->entries[i];
@@ -67,7 +54,27 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
         rc = tb_err_add(err, TB_ERR_CONFIG, "%s: [%s] unknown key '%s' (= '%s') for %s; %sknown keys: %s", where, name,
                         e->key, e->value, owner, hint, all);
     }
+    return rc;
+}
 
+int tb_section_build(const struct tb_config *c, const char *name, const struct tb_key *keys, const char *owner,
+                     const char *const *skip, struct tb_section **out, struct tb_err *err)
+{
+    *out = NULL;
+    struct tb_section *s = calloc(1, sizeof *s);
+    if (!s)
+        return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
+    s->name = strdup(name);
+    s->keys = keys;
+    s->nkeys = tb_keys_count(keys);
+    s->values = calloc(s->nkeys ? s->nkeys : 1, sizeof *s->values);
+    s->origins = calloc(s->nkeys ? s->nkeys : 1, sizeof *s->origins);
+    if (!s->name || !s->values || !s->origins) {
+        tb_section_free(s);
+        return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
+    }
+
+    int rc = check_known(c, name, keys, owner, skip, err);
     char cwd[4096];
     if (!getcwd(cwd, sizeof cwd))
         snprintf(cwd, sizeof cwd, ".");

@@ -134,6 +134,28 @@ static int build_plugin_section(const struct tb_config *c, const char *sec, int 
     return rc;
 }
 
+/* `plugin = auto` of [sec]: the plugin of `kind` with the highest score, and why, noted
+ * in the slot and logged once per process and choice. */
+static int choose_auto(int kind, const char *sec, struct tb_setup_slot *slot, struct tb_err *perr)
+{
+    char why[2048];
+    int rc = tb_plugin_auto(kind, &slot->plugin, why, sizeof why, perr);
+    if (rc)
+        return rc;
+    /* Once per process and choice: `trainbig fit` resolves a setup per probe. */
+    static char said[2][256];
+    char *last = said[kind == TB_KIND_PLATFORM];
+    if (strncmp(last, why, sizeof said[0] - 1) != 0) {
+        tb_log(TB_LOG_INFO, "[%s] plugin = auto: %s", sec, why);
+        memcpy(last, why, sizeof said[0] - 1); /* why holds 2048: truncated */
+    }
+    size_t n = strlen(why) + 8;
+    slot->plugin_note = malloc(n);
+    if (slot->plugin_note)
+        snprintf(slot->plugin_note, n, "auto: %s", why);
+    return TB_OK;
+}
+
 /* Finds and loads the plugin a section names, then validates the section's keys. */
 static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slot *slot, struct tb_err *err)
 {
@@ -166,21 +188,7 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
                               "plugin (available: %s)",
                               where, sec, sec, names);
         }
-        char why[2048];
-        rc = tb_plugin_auto(kind, &slot->plugin, why, sizeof why, &perr);
-        if (rc == TB_OK) {
-            /* Once per process and choice: `trainbig fit` resolves a setup per probe. */
-            static char said[2][256];
-            char *last = said[kind == TB_KIND_PLATFORM];
-            if (strncmp(last, why, sizeof said[0] - 1) != 0) {
-                tb_log(TB_LOG_INFO, "[%s] plugin = auto: %s", sec, why);
-                memcpy(last, why, sizeof said[0] - 1); /* why holds 2048: truncated */
-            }
-            size_t n = strlen(why) + 8;
-            slot->plugin_note = malloc(n);
-            if (slot->plugin_note)
-                snprintf(slot->plugin_note, n, "auto: %s", why);
-        }
+        rc = choose_auto(kind, sec, slot, &perr);
     } else if (is_path(value)) {
         char path[4096];
         if (value[0] != '/' && e && e->origin == TB_ORIGIN_FILE && strcmp(c->dir, ".") != 0)

@@ -1,10 +1,12 @@
-/* core/engine/swapmem_room.c: making room on the device (swapmem_internal.h): a block
+/* core/engine/swapmem_room.c: placing tensors on the device (swapmem_internal.h): a block
  * allocated where it fits, else the policy asked to evict, else the step's own tensors
  * relocated to close the holes between them, else, as a last resort, everything movable
- * swapped out. swapmem.c keeps the residency states and the copies. */
+ * swapped out; and before a step, its tensors brought in (or waited for). swapmem.c keeps
+ * the residency states and the copies. */
 #include "config.h"
 
 #include "core/engine/swapmem_internal.h"
+#include "core/util/clock_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,14 +82,17 @@ static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, 
  * Values travel through exact copies; the executor reads the addresses again before it
  * runs the op. NULL when even that does not make it fit (a loose block that then found
  * no room at all is NULL too: the caller's op fails with it). */
-static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+/* One block to place again: the request, a tensor that left, or a loose block. */
+struct place {
+    size_t bytes;
+    uint32_t what; /* 0: the request; 1 + k: moved[k]; 1 + n + l: loose block l */
+};
+
+/* Moves the step's movable resident tensors to the host, into moved[]; their count. */
+static uint32_t move_step_out(struct tb_swap_mem *m, const struct tb_sched_step *st, uint32_t *moved,
+                              struct tb_err *err)
 {
-    if (step >= m->s->nsteps)
-        return NULL;
-    const struct tb_sched_step *st = &m->s->steps[step];
-    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved), n = 0;
-    if (!moved)
-        return NULL;
+    uint32_t n = 0;
     for (uint32_t k = 0; k < st->ntensors; k++) {
         const uint32_t i = st->tensors[k];
         if (!tb_swapmem_movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
@@ -96,68 +101,89 @@ static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, boo
             break;
         moved[n++] = i;
     }
-    uint32_t freed = 0; /* bit l: loose block l was freed and comes back */
+    return n;
+}
+
+/* Frees the loose blocks; bit l of the result: loose block l was freed and comes back. */
+static uint32_t free_loose(struct tb_swap_mem *m)
+{
+    uint32_t freed = 0;
     for (uint32_t l = 0; l < m->nloose; l++)
         if (*m->loose[l]) {
             m->be->mem_free(m->be_ctx, m->device, *m->loose[l]);
             *m->loose[l] = NULL;
             freed |= 1u << l;
         }
+    return freed;
+}
+
+/* Places items[0..ni-1] (sorted, largest first) again; the request's block in *hole. When
+ * a tensor or loose block finds no room beside the request, the request goes; false when
+ * one finds none even then. */
+static bool place_all(struct tb_swap_mem *m, const struct place *items, uint32_t ni, const uint32_t *moved, uint32_t n,
+                      void **hole, struct tb_err *err)
+{
+    *hole = NULL;
+    for (uint32_t k = 0; k < ni; k++) {
+        void *p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
+        if (items[k].what == 0) {
+            *hole = p;
+            continue;
+        }
+        if (!p && *hole) {
+            m->be->mem_free(m->be_ctx, m->device, *hole);
+            *hole = NULL;
+            p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
+        }
+        if (items[k].what > n) {
+            *m->loose[items[k].what - 1 - n] = p;
+            if (!p)
+                return false;
+            continue;
+        }
+        const uint32_t i = moved[items[k].what - 1];
+        if (!p || tb_swapmem_start_in(m, i, p, err) != TB_OK)
+            return false;
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    return true;
+}
+
+static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, bool keep, struct tb_err *err)
+{
+    if (step >= m->s->nsteps)
+        return NULL;
+    const struct tb_sched_step *st = &m->s->steps[step];
+    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved);
+    struct place *items = malloc((1 + st->ntensors + m->nloose) * sizeof *items);
+    if (!moved || !items) {
+        free(moved);
+        free(items);
+        return NULL;
+    }
+    const uint32_t n = move_step_out(m, st, moved, err);
+    const uint32_t freed = free_loose(m);
     /* Everything placed again, largest first (first fit decreasing packs far better than
      * any fixed order: a small block taken first can split the one hole a large one
      * needed): the block, the tensors that left (a tensor still on the host is one the
-     * step is waiting for) and the loose blocks. When a tensor or loose block finds no
-     * room beside the block, the block goes and the request fails. */
-    const uint32_t nitems = 1 + n + m->nloose;
-    struct place {
-        size_t bytes;
-        uint32_t what; /* 0: the block; 1 + k: moved[k]; 1 + n + l: loose block l */
-        void *p;
-    } *items = malloc(nitems * sizeof *items);
-    if (!items) {
-        free(moved);
-        return NULL;
-    }
+     * step is waiting for) and the loose blocks. */
     uint32_t ni = 0;
     if (n || freed)
-        items[ni++] = (struct place){ bytes, 0, NULL };
+        items[ni++] = (struct place){ bytes, 0 };
     for (uint32_t k = 0; k < n; k++)
-        items[ni++] = (struct place){ tb_swapmem_bytes(m, moved[k]), 1 + k, NULL };
+        items[ni++] = (struct place){ tb_swapmem_bytes(m, moved[k]), 1 + k };
     for (uint32_t l = 0; l < m->nloose; l++)
         if (freed >> l & 1)
-            items[ni++] = (struct place){ m->loose_bytes[l], 1 + n + l, NULL };
+            items[ni++] = (struct place){ m->loose_bytes[l], 1 + n + l };
     for (uint32_t a = 1; a < ni; a++) /* insertion sort, largest first; ties keep their order */
         for (uint32_t b = a; b > 0 && items[b].bytes > items[b - 1].bytes; b--) {
             struct place t = items[b];
             items[b] = items[b - 1];
             items[b - 1] = t;
         }
-    void *hole = NULL;
-    bool ok = true;
-    for (uint32_t k = 0; k < ni && ok; k++) {
-        void *p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
-        if (items[k].what == 0) {
-            hole = p;
-            continue;
-        }
-        if (!p && hole) {
-            m->be->mem_free(m->be_ctx, m->device, hole);
-            hole = NULL;
-            p = m->be->mem_alloc(m->be_ctx, m->device, items[k].bytes);
-        }
-        if (items[k].what > n) {
-            *m->loose[items[k].what - 1 - n] = p;
-            ok = p != NULL;
-            continue;
-        }
-        const uint32_t i = moved[items[k].what - 1];
-        if (!p || tb_swapmem_start_in(m, i, p, err) != TB_OK) {
-            ok = false;
-            break;
-        }
-        m->be->event_sync(m->be_ctx, m->ev[i]);
-        m->res[i] = TB_RES_BOTH;
-    }
+    void *hole;
+    const bool ok = place_all(m, items, ni, moved, n, &hole, err);
     free(items);
     free(moved);
     if (hole && ok && keep)
@@ -244,4 +270,73 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
     if ((p = evict_until_fits(m, step, bytes, true, policy_err, err)) || *policy_err)
         return p;
     return last_resort(m, step, bytes, true, err);
+}
+
+int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    tb_swapmem_settle_outs(m, false);
+    if (m->policy.ops && m->policy.ops->before_step) {
+        int rc = m->policy.ops->before_step(m->policy.ctx, m, step, err);
+        if (rc)
+            return tb_err_prefix(err, "swap policy '%s'", m->policy.name);
+    }
+    const struct tb_sched_step *st = &m->s->steps[step];
+    for (uint32_t k = 0; k < st->ntensors; k++) {
+        const uint32_t i = st->tensors[k];
+        switch (m->res[i]) {
+        case TB_RES_HOST: {
+            /* Not brought back in time: fetch it now and wait. */
+            int perr;
+            void *p = tb_swapmem_alloc(m, step, tb_swapmem_bytes(m, i), &perr, err);
+            if (!p)
+                return perr ? perr
+                            : tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s", m->s->tensors[i].name);
+            int rc = tb_swapmem_start_in(m, i, p, err);
+            if (rc)
+                return rc;
+            m->stats.demand_ins++;
+        }
+            /* fall through */
+        case TB_RES_MOVING_IN: {
+            double t0 = tb_now();
+            int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
+            m->stats.stall_seconds += tb_now() - t0;
+            if (rc)
+                return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
+            m->res[i] = TB_RES_BOTH;
+            break;
+        }
+        case TB_RES_MOVING_OUT: {
+            /* Needed again before its copy finished: keep the block, and the copy. */
+            double t0 = tb_now();
+            m->be->event_sync(m->be_ctx, m->ev[i]);
+            m->stats.stall_seconds += tb_now() - t0;
+            m->res[i] = TB_RES_BOTH;
+            break;
+        }
+        default:
+            break;
+        }
+        m->used[i] = m->clock;
+    }
+    return TB_OK;
+}
+
+int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    if (m->res[i] == TB_RES_HOST) {
+        int perr;
+        void *p = tb_swapmem_alloc(m, SIZE_MAX, tb_swapmem_bytes(m, i), &perr, err);
+        if (!p)
+            return perr ? perr
+                        : tb_err_set(err, TB_ERR_NOMEM, "no device memory to bring back %s", m->s->tensors[i].name);
+        int rc = tb_swapmem_start_in(m, i, p, err);
+        if (rc)
+            return rc;
+    }
+    if (m->res[i] == TB_RES_MOVING_IN || m->res[i] == TB_RES_MOVING_OUT) {
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->res[i] = TB_RES_BOTH;
+    }
+    return TB_OK;
 }
