@@ -27,6 +27,8 @@ static int core_input(const char *name)
 
 void tb_inputs_spec_free(struct tb_batch_spec *spec)
 {
+    for (int i = 0; spec->feeds && i < spec->nfeeds; i++)
+        free((char *)spec->feeds[i].name);
     free((void *)spec->feeds);
     memset(spec, 0, sizeof *spec);
 }
@@ -54,12 +56,24 @@ int tb_inputs_spec(struct tb_batch_spec *spec, const struct tb_graph *g, const s
         else if (c < 0 && (!mo->prepare || !mo->free_work))
             why = "the core feeds only 'image' and 'labels', and the model has no prepare() to make it";
         if (why) {
-            free(feeds);
+            spec->feeds = feeds;
+            spec->nfeeds = nfeeds;
+            tb_inputs_spec_free(spec);
             return tb_err_set(err, TB_ERR_PLUGIN, "model '%s': graph input '%s' (%s, %dx%dx%dx%d): %s", model->name,
                               x->name, x->desc.dtype == TB_F32 ? "f32" : "u8", sh.n, sh.c, sh.h, sh.w, why);
         }
-        if (c < 0)
-            feeds[nfeeds++] = (struct tb_model_feed){ x->name, x->desc.dtype, sh.c, NULL };
+        if (c < 0) {
+            /* The name is copied: the loader's threads use the spec, and the graph may go
+             * first. */
+            char *name = strdup(x->name);
+            if (!name) {
+                spec->feeds = feeds;
+                spec->nfeeds = nfeeds;
+                tb_inputs_spec_free(spec);
+                return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+            }
+            feeds[nfeeds++] = (struct tb_model_feed){ name, x->desc.dtype, sh.c, NULL };
+        }
     }
     spec->nfeeds = nfeeds;
     spec->feeds = feeds;

@@ -14,7 +14,8 @@
  * `model` (its context model_ctx) into spec. Refuses, naming the model and the input, an
  * input the core does not feed when the model has no prepare(), one whose shape is not
  * (n, C, h, w), and "image" or "labels" of another dtype or shape than the core feeds.
- * spec's memory is its own: tb_inputs_spec_free. */
+ * spec's memory, the feeds' names included, is its own (it may outlive g):
+ * tb_inputs_spec_free. */
 int tb_inputs_spec(struct tb_batch_spec *spec, const struct tb_graph *g, const struct tb_plugin *model, void *model_ctx,
                    int n, int h, int w, struct tb_err *err);
 void tb_inputs_spec_free(struct tb_batch_spec *spec);

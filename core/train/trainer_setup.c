@@ -288,11 +288,12 @@ void tb_trainer_teardown(struct tb_trainer *t)
     free(t->op_seconds);
     free(t->val_logits);
     tb_confusion_fini(&t->confusion);
+    /* The loaders' threads first: they may still be filling batches for the graphs. */
+    close_split(&t->train);
+    close_split(&t->val);
     tb_exec_free(t->tx);
     tb_exec_free(t->vx);
     tb_graph_free(t->tg);
     tb_graph_free(t->vg);
-    close_split(&t->train);
-    close_split(&t->val);
     tb_run_close(&t->run);
 }
