@@ -15,10 +15,9 @@
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
-#include "core/config/config_internal.h"
-#include "core/config/loader_internal.h"
-#include "core/config/section_internal.h"
-#include "core/config/setup_internal.h"
+#include "core/config/ini.h"
+#include "core/config/loader.h"
+#include "core/config/setup.h"
 
 #define bench_backend tb_instance
 

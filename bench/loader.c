@@ -26,10 +26,10 @@
 #include <trainbig/image.h>
 #include <unistd.h>
 
-#include "core/data/augment_internal.h"
-#include "core/config/setup_internal.h"
-#include "core/data/batch_internal.h"
-#include "core/data/png_internal.h"
+#include "core/data/augment.h"
+#include "core/config/setup.h"
+#include "core/data/batch.h"
+#include "core/data/png_write.h"
 
 enum { WIDTH = 2048, HEIGHT = 1024, REPS = 5 };
 

@@ -47,9 +47,9 @@
 #include <stdint.h>
 
 #include "benchutil.h"
-#include "core/data/batch_internal.h"
-#include "core/engine/engine_internal.h"
-#include "core/train/inputs_internal.h"
+#include "core/data/batch.h"
+#include "core/engine/engine.h"
+#include "core/train/inputs.h"
 
 /* The optimizer of both networks. */
 #define SGD_LR 0.005f

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/data/augment_internal.h"
+#include "core/data/augment.h"
 
 /* ------------------------------------------------------------------ helpers */
 

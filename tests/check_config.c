@@ -17,7 +17,7 @@
 #include <trainbig/keys.h>
 #include <unistd.h>
 
-#include "core/config/config_internal.h"
+#include "core/config/ini.h"
 #include "core/config/keys_internal.h"
 #include "core/config/section_internal.h"
 #include "core/config/setup_internal.h"

@@ -114,7 +114,7 @@
 #include "testutil.h"
 #include "opcheck.h"
 #include "core/train/safetensors_internal.h"
-#include "core/train/trainer_internal.h"
+#include "core/train/trainer.h"
 
 struct tol {
     double rel;     /* of |cpu| */

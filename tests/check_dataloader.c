@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/config_internal.h"
-#include "core/data/dataloader_internal.h"
+#include "core/config/ini.h"
+#include "core/data/dataloader.h"
 #include "core/config/setup_internal.h"
 
 struct fake {

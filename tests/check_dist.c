@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dist/comm_internal.h"
+#include "core/dist/world.h"
 #include "core/engine/engine_internal.h"
 #include "core/dist/replicas_internal.h"
 #include "opcheck.h"

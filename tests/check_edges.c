@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/config/setup_internal.h"
-#include "core/data/batch_internal.h"
+#include "core/data/batch.h"
 #include <trainbig/edges.h>
 
 enum { W = 16, H = 12 };

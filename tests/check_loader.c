@@ -9,8 +9,8 @@
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
-#include "core/config/loader_internal.h"
-#include "core/util/kind_internal.h"
+#include "core/config/loader.h"
+#include "core/util/kind.h"
 #include "testutil.h"
 
 static const char *test_plugins; /* $TB_TEST_PLUGINS */
@@ -549,10 +549,9 @@ START_TEST(vtable_cut_at_the_plugins_minor)
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_SWAP, 3), offsetof(struct tb_swap_ops, plan));
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_DATASET, 0), sizeof(struct tb_dataset_ops));
 
-    static const struct tb_backend_ops ops = { .create = fake_create,
-                                               .destroy = fake_destroy,
-                                               .device_count = NULL,
-                                               .alloc_failed_bytes = fake_failed_bytes };
+    static const struct tb_backend_ops ops = {
+        .create = fake_create, .destroy = fake_destroy, .device_count = NULL, .alloc_failed_bytes = fake_failed_bytes
+    };
     const uint32_t minors[] = { 3, 4 };
     for (size_t i = 0; i < 2; i++) {
         const struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,

@@ -19,7 +19,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/engine/graph_internal.h"
 #include "core/config/setup_internal.h"
-#include "core/train/inputs_internal.h"
+#include "core/train/inputs.h"
 #include "opcheck.h"
 #include "testutil.h"
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <trainbig/trainbig.h>
 
-#include "core/config/config_internal.h"
+#include "core/config/ini.h"
 #include "core/config/platform_internal.h"
 #include "core/config/section_internal.h"
 #include "core/config/setup_internal.h"

@@ -16,10 +16,10 @@
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
-#include "core/config/config_internal.h"
+#include "core/config/ini.h"
 #include "core/train/safetensors_internal.h"
 #include "core/config/setup_internal.h"
-#include "core/train/trainer_internal.h"
+#include "core/train/trainer.h"
 #include "testutil.h"
 
 static const char *straight_dir(void);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <trainbig/trainbig.h>
 
-#include "core/config/config_internal.h"
-#include "core/config/loader_internal.h"
+#include "core/config/ini.h"
+#include "core/config/loader.h"
 #include "core/config/section_internal.h"
 
 int main(int argc, char **argv)

@@ -24,8 +24,8 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "core/config/config_internal.h"
-#include "core/config/loader_internal.h"
+#include "core/config/ini.h"
+#include "core/config/loader.h"
 #include "core/config/section_internal.h"
 #include "core/config/setup_internal.h"
 #include "testutil.h"

@@ -5,12 +5,12 @@
 #include "config.h"
 
 #include "tools/data_report_internal.h"
-#include "core/util/clock_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 #include <trainbig/dataset.h>
 #include <unistd.h>
 

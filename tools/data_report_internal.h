@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <trainbig/error.h>
 
-#include "core/config/setup_internal.h"
+#include "core/config/setup.h"
 
 /* Opens the train, val and test splits of s's dataset (one that does not open is
  * reported and skipped), decodes every sample, and writes to out per split: the sample

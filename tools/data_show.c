@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/data/dataloader_internal.h"
-#include "core/data/png_internal.h"
+#include "core/data/dataloader.h"
+#include "core/data/png_write.h"
 
 enum { IGNORE_LABEL = 255 };
 
@@ -52,20 +52,17 @@ int tb_data_show(const struct tb_setup *s, int n, const char *dir, FILE *out, st
 {
     const struct tb_plugin *p = s->slot[TB_SEC_DATASET].plugin->p;
     const struct tb_dataset_ops *ops = p->ops.dataset;
-    struct tb_data_settings set;
-    int rc = tb_data_settings_read(s->slot[TB_SEC_DATASET].section, &set, err);
-    if (rc)
-        return rc;
+    const struct tb_data_settings *set = &s->settings.data;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tb_err_set(err, TB_ERR_RUNTIME, "--show: cannot create %s: %s", dir, strerror(errno));
     void *ctx = NULL;
-    rc = ops->open(s->slot[TB_SEC_DATASET].section, "train", &ctx, err);
+    int rc = ops->open(s->slot[TB_SEC_DATASET].section, "train", &ctx, err);
     if (rc)
         return tb_err_prefix(err, "dataset '%s', train split", p->name);
     const struct tb_class *classes;
     const int nclasses = (int)ops->classes(ctx, &classes);
     uint32_t w = 0, h = 0;
-    rc = tb_data_image_size(ops, ctx, &set, true, &w, &h, err);
+    rc = tb_data_image_size(ops, ctx, set, true, &w, &h, err);
     if (rc)
         tb_err_prefix(err, "dataset '%s', train split", p->name);
     char what[256];
@@ -82,7 +79,7 @@ int tb_data_show(const struct tb_setup *s, int n, const char *dir, FILE *out, st
         .seed = (uint64_t)s->settings.run.seed,
         .width = w,
         .height = h,
-        .set = &set,
+        .set = set,
     };
     if (!rc)
         rc = tb_data_loader_open(&lc, &l, err);

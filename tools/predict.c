@@ -10,12 +10,12 @@
 #include <string.h>
 #include <trainbig/image.h>
 
-#include "core/data/batch_internal.h"
-#include "core/train/checkpoint_internal.h"
-#include "core/engine/graph_internal.h"
-#include "core/data/png_internal.h"
-#include "core/train/inputs_internal.h"
-#include "core/train/run_internal.h"
+#include "core/data/batch.h"
+#include "core/train/checkpoint.h"
+#include "core/engine/graph.h"
+#include "core/data/png_write.h"
+#include "core/train/inputs.h"
+#include "core/train/run.h"
 
 enum { IGNORE_LABEL = 255 };
 
@@ -27,14 +27,6 @@ static char *sibling(const char *output, const char *suffix)
     if (p)
         snprintf(p, len, "%.*s-%s.png", (int)n, output, suffix);
     return p;
-}
-
-static bool has_output(const struct tb_graph *g, const char *name)
-{
-    for (size_t i = 0; i < g->noutputs; i++)
-        if (strcmp(g->outputs[i].name, name) == 0)
-            return true;
-    return false;
 }
 
 static int write_pictures(const struct tb_predict_request *req, const struct tb_sample *in, const float *logits,
@@ -140,8 +132,8 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
         goto out;
     const size_t hw = (size_t)in.width * in.height;
     logits = malloc(hw * (size_t)k * sizeof *logits);
-    edge = has_output(g, "edge_prob") ? malloc(hw * sizeof *edge) : NULL;
-    if (!logits || (has_output(g, "edge_prob") && !edge)) {
+    edge = tb_graph_has_output(g, "edge_prob") ? malloc(hw * sizeof *edge) : NULL;
+    if (!logits || (tb_graph_has_output(g, "edge_prob") && !edge)) {
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto out;
     }

@@ -4,7 +4,7 @@
 
 #include <trainbig/error.h>
 
-#include "core/config/setup_internal.h"
+#include "core/config/setup.h"
 
 struct tb_predict_request {
     const char *checkpoint; /* written by `trainbig train` with the same [model] */

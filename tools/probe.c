@@ -5,12 +5,12 @@
 #include "config.h"
 
 #include "tools/probe_internal.h"
-#include "core/util/clock_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 
-#include "core/train/run_internal.h"
+#include "core/train/run.h"
 
 enum { REPEATS = 5 };
 

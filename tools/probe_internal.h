@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <trainbig/error.h>
 
-#include "core/config/setup_internal.h"
+#include "core/config/setup.h"
 
 /* Opens the backend and platform s configures, times copies of `bytes` between host and
  * device (pinned each way, both ways at once, and pageable each way) and writes them to

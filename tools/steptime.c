@@ -4,20 +4,20 @@
 #include "config.h"
 
 #include "tools/steptime_internal.h"
-#include "core/util/clock_internal.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 
-#include "core/config/config_internal.h"
-#include "core/data/dataloader_internal.h"
-#include "core/engine/engine_internal.h"
-#include "core/engine/graph_internal.h"
-#include "core/config/loader_internal.h"
-#include "core/train/inputs_internal.h"
-#include "core/train/run_internal.h"
-#include "core/config/setup_internal.h"
+#include "core/config/ini.h"
+#include "core/data/dataloader.h"
+#include "core/engine/engine.h"
+#include "core/engine/graph.h"
+#include "core/config/loader.h"
+#include "core/train/inputs.h"
+#include "core/train/run.h"
+#include "core/config/setup.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -95,15 +95,13 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
         rc = tb_plugin_create(s->slot[TB_SEC_DATASET].plugin->p, s->slot[TB_SEC_DATASET].section, "train", &ds, err);
     }
     const int batch = s ? s->settings.train.batch : 0;
-    struct tb_data_settings set;
+    const struct tb_data_settings *set = s ? &s->settings.data : NULL;
     uint32_t w = 0, h = 0;
     struct tb_data_loader *l = NULL;
-    if (!rc)
-        rc = tb_data_settings_read(s->slot[TB_SEC_DATASET].section, &set, err);
     if (!rc && (size_t)batch > dops->count(ds))
         rc = tb_err_set(err, TB_ERR_CONFIG, "batch %d: the train split has only %zu samples", batch, dops->count(ds));
     if (!rc)
-        rc = tb_data_image_size(dops, ds, &set, true, &w, &h, err);
+        rc = tb_data_image_size(dops, ds, set, true, &w, &h, err);
     if (!rc) {
         const struct tb_class *classes;
         const int k = (int)dops->classes(ds, &classes);
@@ -125,7 +123,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
             .seed = 1,
             .width = w,
             .height = h,
-            .set = &set,
+            .set = set,
             .spec = &inputs,
         };
         rc = tb_data_loader_open(&lc, &l, err);
@@ -168,7 +166,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
             times[k - warmup] = tb_now() - t0;
             drain += tb_now() - t1;
             const double *sec = tb_exec_step_seconds(x);
-            for (size_t i = 0; i < tb_exec_schedule(x)->nsteps; i++)
+            for (size_t i = 0; i < tb_schedule_steps(tb_exec_schedule(x)); i++)
                 ops += sec[i];
         }
         if (!rc && traced)

@@ -9,18 +9,18 @@
 #include <string.h>
 #include <trainbig/trainbig.h>
 
-#include "core/dist/comm_internal.h"
-#include "core/config/config_internal.h"
-#include "core/config/keys_internal.h"
-#include "core/util/kind_internal.h"
-#include "core/util/log_internal.h"
-#include "core/config/loader_internal.h"
-#include "core/config/setup_internal.h"
+#include "core/dist/world.h"
+#include "core/config/ini.h"
+#include "core/config/keys.h"
+#include "core/util/kind.h"
+#include "core/util/log_control.h"
+#include "core/config/loader.h"
+#include "core/config/setup.h"
 #include "tools/data_report_internal.h"
 #include "tools/fit_internal.h"
 #include "tools/probe_internal.h"
 #include "tools/predict_internal.h"
-#include "core/train/trainer_internal.h"
+#include "core/train/trainer.h"
 
 enum { EXIT_USAGE = 2 };
 

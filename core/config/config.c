@@ -6,7 +6,7 @@
  * set twice. */
 #include "config.h"
 
-#include "core/config/config_internal.h"
+#include "core/config/ini.h"
 #include "core/config/keys_internal.h"
 
 #include <ctype.h>

@@ -1,4 +1,5 @@
-/* core/config/keys_internal.h: parsing and checking values against struct tb_key (keys.c). */
+/* core/config/keys_internal.h: parsing and checking values against struct tb_key (keys.c)
+ * and the text forms of values (key_syntax.c). */
 #ifndef TB_CORE_KEYS_INTERNAL_H
 #define TB_CORE_KEYS_INTERNAL_H
 
@@ -6,6 +7,8 @@
 #include <stdint.h>
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
+
+#include "core/config/keys.h"
 
 /* A parsed value. Owns text and items; free with tb_value_free(). */
 struct tb_value {
@@ -30,21 +33,9 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
                  size_t why_size);
 void tb_value_free(struct tb_value *v);
 
-/* "an integer in 1..64", "one of: none, lru, prefetch", ... */
-void tb_key_describe(const struct tb_key *k, char *buf, size_t size);
-const char *tb_key_type_name(enum tb_key_type t);
-
-/* Number of keys before TB_KEYS_END (0 for NULL). */
-size_t tb_keys_count(const struct tb_key *keys);
-const struct tb_key *tb_keys_find(const struct tb_key *keys, const char *name);
-
 /* Checks a key table as a plugin declares it: every problem becomes one line in err,
  * prefixed by `who`. Returns TB_OK or TB_ERR_PLUGIN. */
 int tb_keys_check_table(const struct tb_key *keys, const char *who, struct tb_err *err);
-
-/* The candidate closest to word by edit distance (transpositions count once), or NULL
- * when none is close enough to be a likely typo. */
-const char *tb_nearest(const char *word, const char *const *candidates, size_t n);
 
 /* ---- The text forms of values (key_syntax.c). Each returns 0, or -1 on bad syntax. */
 

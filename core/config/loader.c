@@ -1,10 +1,10 @@
 /* loader.c: finds plugins: the directories searched, a plugin by name, the best scored
  * for `auto`, and every plugin for `trainbig plugins` (one file is plugin.c's). */
 #include "config.h"
-#include "core/config/loader_internal.h"
+#include "core/config/loader.h"
 
 #include "core/config/keys_internal.h"
-#include "core/util/kind_internal.h"
+#include "core/util/kind.h"
 
 #include <ctype.h>
 #include <stddef.h>

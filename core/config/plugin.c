@@ -1,8 +1,8 @@
 /* core/config/plugin.c: one plugin file: its descriptor checked, its vtable completed to
- * this core's size (loader_internal.h), dlopened, closed; and instances of any kind
+ * this core's size (loader.h), dlopened, closed; and instances of any kind
  * created and destroyed. Finding plugins by name or score is loader.c's. */
 #include "config.h"
-#include "core/config/loader_internal.h"
+#include "core/config/loader.h"
 
 #include "core/config/keys_internal.h"
 

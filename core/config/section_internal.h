@@ -2,7 +2,7 @@
 #ifndef TB_CORE_SECTION_INTERNAL_H
 #define TB_CORE_SECTION_INTERNAL_H
 
-#include "core/config/config_internal.h"
+#include "core/config/ini.h"
 #include "core/config/keys_internal.h"
 
 struct tb_section {

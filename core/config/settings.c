@@ -134,3 +134,42 @@ int tb_section_bind(const struct tb_section *s, const struct tb_binding *b, void
     }
     return TB_OK;
 }
+
+int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *out, struct tb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = tb_section_bind(ds, tb_data_bindings, out, err);
+    if (rc)
+        return rc;
+    out->skip_bad = out->on_bad_sample == 1;
+    struct tb_augment *a = &out->aug;
+    if (a->scale_min > a->scale_max)
+        return tb_err_set(err, TB_ERR_CONFIG, "%s: [dataset] scale_min = %g is more than scale_max = %g (%s)",
+                          tb_section_origin(ds, "scale_min"), a->scale_min, a->scale_max,
+                          tb_section_origin(ds, "scale_max"));
+    if (a->blur_sigma_min > a->blur_sigma_max)
+        return tb_err_set(err, TB_ERR_CONFIG, "%s: [dataset] blur_sigma_min = %g is more than blur_sigma_max = %g (%s)",
+                          tb_section_origin(ds, "blur_sigma_min"), a->blur_sigma_min, a->blur_sigma_max,
+                          tb_section_origin(ds, "blur_sigma_max"));
+    if (!out->augment) {
+        /* Random crops only. */
+        a->scale_min = a->scale_max = 1.0f;
+        a->flip = false;
+        a->jitter = 0.0f;
+        a->blur_prob = 0.0f;
+    }
+    const char *vs = out->val_size;
+    if (vs[0]) {
+        unsigned w, h;
+        char x, extra;
+        if (sscanf(vs, "%u %c %u %c", &w, &x, &h, &extra) != 3 || (x != 'x' && x != 'X') || w < 1 || h < 1 ||
+            w > 65536 || h > 65536)
+            return tb_err_set(err, TB_ERR_CONFIG,
+                              "%s: [dataset] val_size = '%s': expected WIDTHxHEIGHT, each 1..65536 (e.g. 1024x512), "
+                              "or empty for images as decoded",
+                              tb_section_origin(ds, "val_size"), vs);
+        out->val_w = w;
+        out->val_h = h;
+    }
+    return TB_OK;
+}

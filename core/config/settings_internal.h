@@ -13,7 +13,8 @@
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
 
-#include "core/data/dataloader_internal.h"
+#include "core/config/section_internal.h"
+#include "core/config/settings.h"
 
 /* The C type of a bound field. Texts point into the section, which outlives them. */
 enum tb_field_type {
@@ -48,33 +49,9 @@ int tb_section_bind(const struct tb_section *s, const struct tb_binding *b, void
  * value the key allows. why says what is wrong otherwise. */
 bool tb_binding_fits(const struct tb_binding *b, const struct tb_key *k, char *why, size_t why_size);
 
-enum { TB_LR_POLY = 0, TB_LR_CONSTANT = 1 };                    /* [train] lr_policy */
-enum { TB_PROGRESS_AUTO = 0, TB_PROGRESS_YES, TB_PROGRESS_NO }; /* [report] progress */
-
-struct tb_run_settings {
-    const char *name, *output;
-    int seed, epochs, log_level;
-};
-
-struct tb_train_settings {
-    int batch, val_batch, val_every, checkpoint_every, keep, replica_check, lr_policy;
-    double lr, lr_power, momentum, weight_decay;
-    bool val_at_start;
-    uint64_t allreduce_bucket;
-};
-
-struct tb_report_settings {
-    const char *csv, *jsonl, *trace; /* "" for not set */
-    int progress;
-};
-
-struct tb_settings {
-    struct tb_run_settings run;
-    struct tb_train_settings train;
-    struct tb_report_settings report;
-    struct tb_data_settings data;
-    bool sync_bn; /* [model] */
-};
+/* Reads the loader's keys from a validated [dataset] section. A bad val_size or
+ * scale_min > scale_max is TB_ERR_CONFIG naming the key and where it was set. */
+int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *out, struct tb_err *err);
 
 /* The bindings of the core's tables, in core_keys.c. */
 extern const struct tb_binding tb_run_bindings[], tb_train_bindings[], tb_report_bindings[], tb_data_bindings[],

@@ -4,9 +4,9 @@
 #include "core/config/setup_internal.h"
 
 #include "core/config/platform_internal.h"
-#include "core/data/dataloader_internal.h"
-#include "core/dist/comm_internal.h"
-#include "core/util/log_internal.h"
+#include "core/data/dataloader.h"
+#include "core/dist/world.h"
+#include "core/util/log_control.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* core/data/augment.c: the training augmentation and the validation resize (see
- * augment_internal.h).
+ * augment.h).
  *
  * Cost is kept to the output's pixels: scale, crop and flip are one resampling pass whose
  * per-column source positions and weights are computed once per call; bilinear
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <trainbig/random.h>
 
-#include "core/data/augment_internal.h"
+#include "core/data/augment.h"
 #include "core/data/hot_internal.h"
 
 /* round(255 * ImageNet mean) */

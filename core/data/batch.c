@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/data/batch_internal.h"
+#include "core/data/batch.h"
 
 const float tb_image_mean[3] = { 0.485f, 0.456f, 0.406f };
 const float tb_image_std[3] = { 0.229f, 0.224f, 0.225f };

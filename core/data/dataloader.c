@@ -8,9 +8,7 @@
  * or when. The training loop waits only when the next batch is not complete. */
 #include "config.h"
 
-#include "core/data/dataloader_internal.h"
-
-#include "core/config/settings_internal.h"
+#include "core/data/dataloader.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -23,47 +21,6 @@
 /* Bad samples in a row before skipping gives up: past this the dataset, not a file, is
  * likely what is wrong. */
 enum { MAX_SKIP_RUN = 64 };
-
-/* ------------------------------------------------------------------ settings */
-
-int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *out, struct tb_err *err)
-{
-    memset(out, 0, sizeof *out);
-    int rc = tb_section_bind(ds, tb_data_bindings, out, err);
-    if (rc)
-        return rc;
-    out->skip_bad = out->on_bad_sample == 1;
-    struct tb_augment *a = &out->aug;
-    if (a->scale_min > a->scale_max)
-        return tb_err_set(err, TB_ERR_CONFIG, "%s: [dataset] scale_min = %g is more than scale_max = %g (%s)",
-                          tb_section_origin(ds, "scale_min"), a->scale_min, a->scale_max,
-                          tb_section_origin(ds, "scale_max"));
-    if (a->blur_sigma_min > a->blur_sigma_max)
-        return tb_err_set(err, TB_ERR_CONFIG, "%s: [dataset] blur_sigma_min = %g is more than blur_sigma_max = %g (%s)",
-                          tb_section_origin(ds, "blur_sigma_min"), a->blur_sigma_min, a->blur_sigma_max,
-                          tb_section_origin(ds, "blur_sigma_max"));
-    if (!out->augment) {
-        /* Random crops only. */
-        a->scale_min = a->scale_max = 1.0f;
-        a->flip = false;
-        a->jitter = 0.0f;
-        a->blur_prob = 0.0f;
-    }
-    const char *vs = out->val_size;
-    if (vs[0]) {
-        unsigned w, h;
-        char x, extra;
-        if (sscanf(vs, "%u %c %u %c", &w, &x, &h, &extra) != 3 || (x != 'x' && x != 'X') || w < 1 || h < 1 ||
-            w > 65536 || h > 65536)
-            return tb_err_set(err, TB_ERR_CONFIG,
-                              "%s: [dataset] val_size = '%s': expected WIDTHxHEIGHT, each 1..65536 (e.g. 1024x512), "
-                              "or empty for images as decoded",
-                              tb_section_origin(ds, "val_size"), vs);
-        out->val_w = w;
-        out->val_h = h;
-    }
-    return TB_OK;
-}
 
 uint64_t tb_data_sample_seed(uint64_t seed, uint64_t epoch, size_t index)
 {

@@ -1,4 +1,4 @@
-/* core/data/jitter.c: the colour jitter of the training augmentation (augment_internal.h):
+/* core/data/jitter.c: the colour jitter of the training augmentation (augment.h):
  * brightness, contrast, saturation and hue in the drawn order, as torchvision's
  * ColorJitter on the 8-bit image. */
 #include "config.h"
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/data/augment_internal.h"
+#include "core/data/augment.h"
 #include "core/data/hot_internal.h"
 
 /* The jitter runs on CHUNK pixels at a time held as three float arrays, each step a loop

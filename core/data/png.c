@@ -1,7 +1,7 @@
 /* png.c: PNG writing through libspng (reading is trainbig/image.h's, image.c). */
 #include "config.h"
 
-#include "core/data/png_internal.h"
+#include "core/data/png_write.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* comm.c: the ranks of this job, over MPI (see comm_internal.h and trainbig/comm.h).
+/* comm.c: the ranks of this job, over MPI (see world.h and trainbig/comm.h).
  *
  * MPI is joined only when a launcher started the process, so a plain `trainbig train`
  * never initialises MPI (whose singleton start spawns helpers and costs seconds). The two
@@ -8,7 +8,7 @@
  * 0 and backends keep to one thread. Errors return (MPI_ERRORS_RETURN) with MPI's text. */
 #include "config.h"
 
-#include "core/dist/comm_internal.h"
+#include "core/dist/world.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,52 +1,17 @@
-/* core/engine/engine_internal.h: a backend instance with the parameters that live on it
- * (engine.c, params.c), the executor that runs graphs on it (exec.c), and the optimizer
- * (optim.c). */
+/* core/engine/engine_internal.h: what the core's rooms use of the engine besides
+ * core/engine/engine.h: data parallelism's hook, the optimizer's momentum buffers, and
+ * the executor's per-tensor counters (tests). */
 #ifndef TB_CORE_ENGINE_INTERNAL_H
 #define TB_CORE_ENGINE_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <trainbig/backend.h>
 
+#include "core/engine/engine.h"
 #include "core/engine/graph_internal.h"
 #include "core/engine/schedule_internal.h"
 #include "core/engine/swapmem_internal.h"
-
-/* One parameter or buffer, shared by every graph that names it. */
-struct tb_param {
-    char *name;
-    bool trainable;            /* a parameter (false: a buffer) */
-    struct tb_tensor value;    /* device memory, persistent */
-    struct tb_tensor grad;     /* trainable: device memory from the training executor's creation, else NULL */
-    struct tb_tensor momentum; /* trainable: from tb_sgd_prepare (or the first optimizer step), zeroed then */
-    bool grad_written;         /* during backward: the gradient holds this step's first part */
-};
-
-struct tb_engine {
-    const struct tb_backend_ops *ops;
-    void *ctx;                  /* the backend instance; not owned */
-    struct tb_swap_policy swap; /* the [swap] policy every executor uses; zero = none */
-    /* ABI 1.4 backend members (NULL for older backends). */
-    uint64_t (*alloc_failed_bytes)(void *ctx, int device);
-    void (*release_scratch)(void *ctx, int device);
-    double (*event_time)(void *ctx, struct tb_event *ev);
-    /* ABI 1.7 backend members (NULL for older backends). */
-    void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
-    void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
-    bool largest_free_known; /* mem_stats fills largest_free (ABI 1.7) */
-    int device;
-    uint64_t seed;            /* initialises parameters */
-    struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
-    size_t nparams, params_cap;
-    /* Data parallelism (tb_engine_attach_comm): the ranks training graphs average their
-     * gradients over; NULL for one process. */
-    const struct tb_comm *comm;
-    int (*allreduce_start)(void *ctx, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
-    int (*allreduce_wait)(void *ctx, double *busy_s, double *waited_s, struct tb_err *err);
-    size_t bucket_bytes;     /* gradients per all-reduce bucket (gradsync.c) */
-    double allreduce_busy_s; /* seconds the all-reduces ran, accumulated; readers reset it */
-    double allreduce_wait_s; /* of which the training thread waited for, after backward */
-};
 
 /* Joins the engine's backend to the ranks of comm (size > 1): its comm_attach, and the
  * all-reduce members training graphs then use. A backend without them (ABI < 1.6, or
@@ -54,86 +19,13 @@ struct tb_engine {
 int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, const struct tb_comm *comm,
                           size_t bucket_bytes, struct tb_err *err);
 
-/* An engine over a created backend instance (which it does not own). The backend must
- * have the compute members of ABI 1.1; an older one is refused with the plugin named. */
-int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *ctx, int device, uint64_t seed,
-                   struct tb_err *err);
-/* Frees every parameter's memory (the backend instance stays). */
-void tb_engine_fini(struct tb_engine *e);
-
-/* The parameter or buffer `name` of description d, created and initialised on first use
- * (init from the engine's seed and the name, so it does not depend on creation order). A
- * second use with another shape is an error naming both. */
-int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struct tb_tensor_desc d, enum tb_init init,
-                    struct tb_param **out, struct tb_err *err);
-struct tb_param *tb_engine_find_param(struct tb_engine *e, const char *name);
-
-/* Every parameter and buffer, in creation order, with its value, gradient and momentum
- * buffer (for checkpoints): index 0 .. tb_engine_param_count(e)-1. */
-size_t tb_engine_param_count(const struct tb_engine *e);
-struct tb_param *tb_engine_param_at(const struct tb_engine *e, size_t i);
-
-/* ------------------------------------------------------------------ executor */
-
-struct tb_exec;
-
-/* Prepares every op of g on the engine's backend and builds the schedule. g must stay
- * alive and unchanged while the executor exists. */
-int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err);
-void tb_exec_free(struct tb_exec *x);
-
-/* Copies host data (canonical NCHW, the input's dtype) into input `name`. */
-int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, struct tb_err *err);
-/* Runs every forward step. `step` numbers the training step: with the engine's seed it
- * decides dropout's masks, so a step repeated (a resumed run) drops the same. Memory of
- * activations no later step needs is freed as soon as their last user has run. */
-int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err);
-/* Runs every backward step: the objective is the sum of weight * loss; afterwards every
- * parameter's grad holds d objective / d parameter (zeros for parameters no loss reaches). */
-int tb_exec_backward(struct tb_exec *x, struct tb_err *err);
-/* Reads an output or loss (by its tb_graph_output / tb_graph_loss name) after forward. */
-int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err *err);
-
-const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
-/* Seconds each schedule step took in the last run (forward and backward). */
-const double *tb_exec_step_seconds(const struct tb_exec *x);
-/* The op schedule step `step` runs (*backward: its backward pass), and in how (may be NULL)
- * a line from the backend's op_describe saying how it runs it ("" without one). */
-const struct tb_op *tb_exec_step_op(const struct tb_exec *x, size_t step, bool *backward, char *how, size_t how_size);
-/* Traces the next forward and backward: each op (start and duration on the host) and each
- * swap copy (start and end on its stream, from the backend's event times). */
-void tb_exec_trace_begin(struct tb_exec *x);
-/* Writes what was traced since tb_exec_trace_begin as Chrome-trace JSON (opens in Perfetto
- * and chrome://tracing): one track for compute, one per copy direction. Waits for the
- * copies first. The file is written whole or not at all. A backend without event_time
- * (ABI 1.4) cannot time its copies: TB_ERR_RUNTIME saying so. */
-int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err);
-/* The memory manager's counters: swaps, bytes each way, stall (cumulative). */
-const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x);
 /* How many times tensor i was allocated, and whether it holds memory now (tests). */
 uint64_t tb_exec_allocations(const struct tb_exec *x, size_t tensor);
 bool tb_exec_resident(const struct tb_exec *x, size_t tensor);
 /* How many running steps hold tensor i pinned: 0 between steps. */
 uint32_t tb_exec_pins(const struct tb_exec *x, size_t tensor);
 
-/* ------------------------------------------------------------------ optimizer */
-
-/* One SGD step over every trainable parameter that has a gradient (trainbig/backend.h's
- * sgd_update; momentum buffers are created zeroed on first use). */
-int tb_sgd_step(struct tb_engine *e, float lr, float momentum, float weight_decay, struct tb_err *err);
-
-/* Creates now, zeroed, the momentum buffer tb_sgd_step would create at its first step for
- * every trainable parameter that has a gradient: state that lives for the whole run is
- * made at setup, together, before any step's activations (see exec.c's gradients). The
- * values are those the first step would start from, so nothing changes numerically. */
-int tb_sgd_prepare(struct tb_engine *e, struct tb_err *err);
-
-/* Learning-rate policies at iteration `it` (0-based) of `total`:
- *   poly: base * (1 - it/total)^power        step: base * gamma^floor(it/step_size) */
 /* Makes sure p (trainable) has a momentum buffer, created zeroed (checkpoints load into it). */
 int tb_param_momentum(struct tb_engine *e, struct tb_param *p, struct tb_err *err);
-
-double tb_lr_poly(double base, uint64_t it, uint64_t total, double power);
-double tb_lr_step(double base, uint64_t it, uint64_t step_size, double gamma);
 
 #endif

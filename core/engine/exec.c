@@ -13,7 +13,6 @@
 #include "config.h"
 
 #include "core/engine/engine_internal.h"
-#include "core/util/clock_internal.h"
 
 #include "core/engine/exec_internal.h"
 
@@ -21,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/clock.h>
 #include <trainbig/random.h>
 
 static size_t bytes_of(void *arg, const struct tb_tensor_desc *d)

@@ -6,10 +6,10 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <trainbig/clock.h>
 
 #include "core/engine/exec_internal.h"
 #include "core/engine/graph_internal.h"
-#include "core/util/clock_internal.h"
 
 /* The tensor backward writes the gradient of node n into: its gradient itself when this
  * is the first contribution, else a temporary that is accumulated afterwards. */

@@ -124,6 +124,14 @@ struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name)
     return NULL;
 }
 
+bool tb_graph_has_output(const struct tb_graph *g, const char *name)
+{
+    for (size_t i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 static struct tb_node *new_node(struct tb_graph *g, enum tb_node_kind kind, struct tb_tensor_desc d, char *name)
 {
     if (!name)

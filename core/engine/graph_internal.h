@@ -1,4 +1,4 @@
-/* core/engine/graph_internal.h: the graph as the core sees it (graph.c builds it, schedule.c
+/* core/engine/graph_internal.h: the graph's layout, as the engine sees it (graph.c builds it, schedule.c
  * orders it, exec.c runs it). */
 #ifndef TB_CORE_GRAPH_INTERNAL_H
 #define TB_CORE_GRAPH_INTERNAL_H
@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <trainbig/graph.h>
+
+#include "core/engine/graph.h"
 
 enum tb_node_kind {
     TB_NODE_INPUT = 1, /* fed by the core each step */
@@ -54,10 +56,6 @@ struct tb_graph {
     bool sync_bn;     /* training batch norms synchronise over ranks ([model] sync_bn) */
 };
 
-/* A new, empty graph; NULL when out of memory. */
-struct tb_graph *tb_graph_new(bool training);
-void tb_graph_free(struct tb_graph *g);
-
 /* Finds a leaf (input, parameter or buffer) by its full name; NULL when absent. */
 struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name);
 
@@ -65,15 +63,5 @@ struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name);
  * than averaging over it: how a data-parallel step combines it over ranks (the global
  * batch's value is the ranks' sum, not their mean). */
 bool tb_graph_loss_sums_images(const struct tb_graph *g, const struct tb_node *n);
-
-/* Which inputs of an op get a gradient, and which outputs carry one (bit i = index i). */
-uint32_t tb_op_grad_inputs(const struct tb_op *op);
-uint32_t tb_op_grad_outputs(const struct tb_op *op);
-
-/* The multiply-adds of the convolutions of one training step, as FLOPs (2 per
- * multiply-add): forward, backward-data and backward-weights; no backward-data for a
- * convolution whose input needs no gradient (the first, on the image). The work that
- * counts, for rates against a machine's peak and for arithmetic intensity. */
-double tb_graph_conv_flops(const struct tb_graph *g);
 
 #endif

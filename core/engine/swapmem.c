@@ -11,10 +11,10 @@
 #include "config.h"
 
 #include "core/engine/swapmem_internal.h"
-#include "core/util/clock_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 
 bool tb_swapmem_movable_kind(const struct tb_swap_mem *m, size_t i)
 {

@@ -9,25 +9,8 @@
 #include <trainbig/backend.h>
 #include <trainbig/swap.h>
 
+#include "core/engine/swap_stats.h"
 #include "core/engine/schedule_internal.h"
-
-/* Counters, cumulative since the manager was made. */
-struct tb_swap_stats {
-    uint64_t bytes_out, bytes_in; /* copied device to host, host to device */
-    uint64_t swaps_out, swaps_in;
-    uint64_t demand_ins;      /* swap-ins a step had to wait for from the start */
-    double stall_seconds;     /* the training thread waiting for swap copies */
-    uint64_t evicting_allocs; /* allocations that fitted only after moving tensors out */
-    uint64_t host_bytes;      /* pinned host memory held for copies */
-};
-
-/* A policy instance, shared by the executors of a run (not owned). */
-struct tb_swap_policy {
-    const char *name;
-    const struct tb_swap_ops *ops; /* NULL: none */
-    void *ctx;
-    const struct tb_link *link; /* NULL when no platform describes the link */
-};
 
 /* One copy of a traced step: events recorded on its stream before and after it. */
 struct tb_trace_copy {

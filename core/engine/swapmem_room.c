@@ -6,10 +6,10 @@
 #include "config.h"
 
 #include "core/engine/swapmem_internal.h"
-#include "core/util/clock_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 
 /* An allocation of `bytes`: with keep, the block (the caller's); without, only whether
  * one fits now (an op's scratch, which the backend allocates itself: the block is freed

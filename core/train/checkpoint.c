@@ -1,10 +1,10 @@
 /* checkpoint.c: an engine's parameters, buffers and momentum in a safetensors file, and
  * back, and the retention of a run directory's newest checkpoints ([train] keep). See
- * core/train/checkpoint_internal.h for what is stored. Nothing allocated here outlives
+ * core/train/checkpoint.h for what is stored. Nothing allocated here outlives
  * a call but the training text tb_checkpoint_load() hands its caller. */
 #include "config.h"
 
-#include "core/train/checkpoint_internal.h"
+#include "core/train/checkpoint.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -15,8 +15,9 @@
 #include <trainbig/version.h>
 #include <unistd.h>
 
+#include "core/engine/engine_internal.h"
 #include "core/util/hash_internal.h"
-#include "core/util/log_internal.h"
+#include "core/util/log_control.h"
 #include "core/train/safetensors_internal.h"
 
 static const char format_name[] = "trainbig-checkpoint-1";

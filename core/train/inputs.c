@@ -4,11 +4,13 @@
  * maps costs nothing for them. */
 #include "config.h"
 
-#include "core/train/inputs_internal.h"
+#include "core/train/inputs.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <trainbig/model.h>
+
+#include "core/engine/graph_internal.h"
 
 /* The inputs the core fills itself, with the dtype and channels it fills them with. */
 static const struct {

@@ -6,10 +6,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <trainbig/clock.h>
 #include <unistd.h>
 
-#include "core/util/clock_internal.h"
-#include "core/util/log_internal.h"
+#include "core/util/log_control.h"
 
 void tb_progress_init(struct tb_progress *p, int pmode, bool lead)
 {

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/dist/comm_internal.h"
-#include "core/util/log_internal.h"
+#include "core/dist/world.h"
+#include "core/util/log_control.h"
 
 static const char *const rank_stat_names[TB_RS_COUNT] = {
     "peak_device_bytes", "data_wait_seconds", "swap_out_bytes",         "swap_in_bytes",

@@ -1,16 +1,17 @@
 /* run.c: the backend, model and engine a configuration names, and the model's graphs. */
 #include "config.h"
 
-#include "core/train/run_internal.h"
+#include "core/train/run.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dist/comm_internal.h"
-#include "core/engine/graph_internal.h"
-#include "core/util/log_internal.h"
+#include "core/config/setup_internal.h"
+#include "core/dist/world.h"
+#include "core/engine/engine_internal.h"
+#include "core/util/log_control.h"
 #include "core/config/platform_internal.h"
 
 int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)

@@ -11,23 +11,23 @@
  * that never stopped. */
 #include "config.h"
 
-#include "core/train/trainer_internal.h"
-#include "core/util/clock_internal.h"
+#include "core/train/trainer.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 
-#include "core/data/batch_internal.h"
-#include "core/train/checkpoint_internal.h"
-#include "core/dist/comm_internal.h"
-#include "core/data/dataloader_internal.h"
-#include "core/util/log_internal.h"
+#include "core/data/batch.h"
+#include "core/train/checkpoint.h"
+#include "core/dist/world.h"
+#include "core/data/dataloader.h"
+#include "core/util/log_control.h"
 #include "core/dist/replicas_internal.h"
 #include "core/train/report_internal.h"
-#include "core/train/run_internal.h"
+#include "core/train/run.h"
 #include "core/train/trainer_setup_internal.h"
 #include "core/train/validation_internal.h"
 
@@ -64,7 +64,7 @@ static int resume(struct tb_trainer *t, struct tb_err *err)
 {
     struct tb_ckpt_info info = { .model = t->model_text };
     char *there = NULL;
-    int rc = tb_checkpoint_load(t->req->resume, &t->run.engine, true, &info, &there, err);
+    int rc = tb_checkpoint_load(t->resume, &t->run.engine, true, &info, &there, err);
     if (rc)
         return rc;
     if (strcmp(there, t->training_text) != 0) {
@@ -73,15 +73,15 @@ static int resume(struct tb_trainer *t, struct tb_err *err)
         tb_log(TB_LOG_WARN,
                "%s: the training settings differ from the checkpoint's (%s): training continues from its weights, but "
                "will not match a run that never stopped",
-               t->req->resume, diff);
+               t->resume, diff);
     }
     free(there);
     if (info.seed != t->run.engine.seed)
-        tb_log(TB_LOG_WARN, "%s: written with [run] seed = %" PRIu64 ", continuing with seed %" PRIu64, t->req->resume,
+        tb_log(TB_LOG_WARN, "%s: written with [run] seed = %" PRIu64 ", continuing with seed %" PRIu64, t->resume,
                info.seed, t->run.engine.seed);
     t->iteration = info.iteration;
     t->last_lr = info.lr;
-    tb_log(TB_LOG_INFO, "resumed from %s: %" PRIu64 " epochs and %" PRIu64 " steps done", t->req->resume, info.epoch,
+    tb_log(TB_LOG_INFO, "resumed from %s: %" PRIu64 " epochs and %" PRIu64 " steps done", t->resume, info.epoch,
            info.iteration);
     return TB_OK;
 }
@@ -97,7 +97,7 @@ static int reduce_step(struct tb_trainer *t, double *values, struct tb_err *err)
         return TB_OK;
     double v[TB_TERMS_MAX + 1];
     memcpy(v, values, (size_t)t->nterms * sizeof *v);
-    v[t->nterms] = t->req->stop && *t->req->stop ? 1.0 : 0.0;
+    v[t->nterms] = t->stop && *t->stop ? 1.0 : 0.0;
     int rc = tb_comm_allreduce(v, (size_t)t->nterms + 1, TB_COMM_F64, TB_COMM_SUM, err);
     if (rc)
         return rc;
@@ -163,7 +163,7 @@ static int train_step(struct tb_trainer *t, double *loss, struct tb_err *err)
  * this process's own request (one rank). */
 static bool stopping(const struct tb_trainer *t)
 {
-    return t->world->size > 1 ? t->stop_agreed : t->req->stop && *t->req->stop;
+    return t->world->size > 1 ? t->stop_agreed : t->stop && *t->stop;
 }
 
 /* Without synchronised batch norm each rank's running statistics follow its own images:
@@ -197,11 +197,10 @@ static void resume_hint(struct tb_trainer *t, const char *path)
 {
     char sets[2048] = "";
     size_t o = 0;
-    for (int i = 0; i < t->req->nsets && o < sizeof sets; i++)
-        o += (size_t)snprintf(sets + o, sizeof sets - o, " --set '%s'", t->req->sets[i]);
+    for (int i = 0; i < t->nsets && o < sizeof sets; i++)
+        o += (size_t)snprintf(sets + o, sizeof sets - o, " --set '%s'", t->sets[i]);
     tb_progress_clear(&t->progress);
-    tb_log(TB_LOG_INFO, "stopped on request; to continue: trainbig train %s%s --resume %s", t->req->config_path, sets,
-           path);
+    tb_log(TB_LOG_INFO, "stopped on request; to continue: trainbig train %s%s --resume %s", t->config_path, sets, path);
 }
 
 /* The epoch's reports: the ranks' statistics gathered into r, its log line and rows. */
@@ -427,7 +426,11 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     if (!t)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     t->s = s;
-    t->req = req;
+    t->config_path = req->config_path;
+    t->sets = req->sets;
+    t->nsets = req->nsets;
+    t->resume = req->resume;
+    t->stop = req->stop;
     t->world = tb_comm_world();
     t->lead = t->world->rank == 0;
     tb_progress_init(&t->progress, s->settings.report.progress, t->lead);

@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <trainbig/clock.h>
 
-#include "core/data/batch_internal.h"
+#include "core/data/batch.h"
 #include "core/engine/graph_internal.h"
-#include "core/util/clock_internal.h"
-#include "core/util/log_internal.h"
+#include "core/util/log_control.h"
 
 /* ------------------------------------------------------------------ splits */
 
@@ -139,12 +139,12 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err)
     const struct tb_section *run = t->s->slot[TB_SEC_RUN].section;
     if (!t->lead)
         return TB_OK; /* rank 0 writes the run directory */
-    if (t->req->resume) {
-        const char *slash = strrchr(t->req->resume, '/');
+    if (t->resume) {
+        const char *slash = strrchr(t->resume, '/');
         if (!slash)
             snprintf(t->rundir, sizeof t->rundir, ".");
         else
-            snprintf(t->rundir, sizeof t->rundir, "%.*s", (int)(slash - t->req->resume), t->req->resume);
+            snprintf(t->rundir, sizeof t->rundir, "%.*s", (int)(slash - t->resume), t->resume);
         if (!t->rundir[0])
             snprintf(t->rundir, sizeof t->rundir, "/");
         return TB_OK;

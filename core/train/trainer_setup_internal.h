@@ -7,10 +7,11 @@
  * Memory: tb_trainer_setup() fills a zeroed struct tb_trainer; everything it opens or
  * allocates (splits, loaders, graphs, executors, the run, buffers, texts, report files)
  * is the struct's and tb_trainer_teardown() frees it all, whatever setup returned. The
- * setup and request the struct points to are the caller's. */
+ * setup and the request's texts the struct points to are the caller's. */
 #ifndef TB_CORE_TRAINER_SETUP_INTERNAL_H
 #define TB_CORE_TRAINER_SETUP_INTERNAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,15 +19,14 @@
 #include <trainbig/error.h>
 
 #include "core/config/setup_internal.h"
-#include "core/data/batch_internal.h"
-#include "core/data/dataloader_internal.h"
-#include "core/dist/comm_internal.h"
-#include "core/train/inputs_internal.h"
+#include "core/data/batch.h"
+#include "core/data/dataloader.h"
+#include "core/dist/world.h"
+#include "core/train/inputs.h"
 #include "core/train/metrics_internal.h"
 #include "core/train/progress_internal.h"
 #include "core/train/report_internal.h"
-#include "core/train/run_internal.h"
-#include "core/train/trainer_internal.h"
+#include "core/train/run.h"
 
 enum { TB_IGNORE_LABEL = 255 };
 
@@ -42,7 +42,13 @@ struct tb_split {
 
 struct tb_trainer {
     const struct tb_setup *s;
-    const struct tb_train_request *req;
+    /* The request's (core/train/trainer.h), copied: the file and --set overrides for the
+     * resume hint, the checkpoint resumed from (or NULL), the stop flag. */
+    const char *config_path;
+    const char *const *sets;
+    int nsets;
+    const char *resume;
+    volatile sig_atomic_t *stop;
     struct tb_run run;
     struct tb_split train, val;
     const struct tb_class *classes;
@@ -81,7 +87,7 @@ struct tb_trainer {
 
 /* Reads the settings, opens the run (backend, model, engine), the splits, their loaders
  * and graphs, and prepares the loss terms, the texts a checkpoint holds and the report's
- * and progress display's fields. t->s, t->req, t->world and t->lead are set already. */
+ * and progress display's fields. t->s, the request's fields, t->world and t->lead are set already. */
 int tb_trainer_setup(struct tb_trainer *t, struct tb_err *err);
 
 /* The run directory (rank 0 only): where the resumed checkpoint is, else [run]

@@ -10,8 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "core/dist/comm_internal.h"
-#include "core/util/log_internal.h"
+#include "core/dist/world.h"
+#include "core/util/log_control.h"
 
 /* Mean softmax cross-entropy of n images' logits over their labelled pixels: the plain
  * validation loss. *pixels receives how many pixels counted. */
@@ -50,7 +50,7 @@ static int validate(struct tb_trainer *t, double *miou, double *acc, double *los
     tb_data_loader_start(t->val.loader, 0, batches);
     for (uint64_t k = 0; k < batches; k++) {
         /* With several ranks a stop waits for the end of validation: they must agree. */
-        if (t->world->size == 1 && t->req->stop && *t->req->stop) {
+        if (t->world->size == 1 && t->stop && *t->stop) {
             *stopped = true;
             return TB_OK;
         }

@@ -2,7 +2,7 @@
  * both name kinds. */
 #include "config.h"
 
-#include "core/util/kind_internal.h"
+#include "core/util/kind.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* log.c: timestamped, levelled log lines on stderr (or a stream a test chooses). */
 #include "config.h"
 
-#include "core/util/log_internal.h"
+#include "core/util/log_control.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* core/train/trainer_internal.h: the training pipeline (trainer.c): a resolved configuration
+/* core/train/trainer.h: the training pipeline (trainer.c): a resolved configuration
  * run end to end, epochs of SGD steps over the dataset, validation, reports and
  * checkpoints.
  *
@@ -9,13 +9,13 @@
  * epochs.jsonl unless [report] names other files. Data order is a pure function of the
  * seed and the epoch, dropout of the seed and the step, so a run resumed from a
  * checkpoint takes the same steps as one that never stopped. */
-#ifndef TB_CORE_TRAINER_INTERNAL_H
-#define TB_CORE_TRAINER_INTERNAL_H
+#ifndef TB_CORE_TRAINER_H
+#define TB_CORE_TRAINER_H
 
 #include <signal.h>
 #include <trainbig/error.h>
 
-#include "core/config/setup_internal.h"
+#include "core/config/setup.h"
 
 struct tb_train_request {
     const char *config_path; /* the INI file, for messages and the resume hint */

@@ -1,4 +1,4 @@
-/* core/data/dataloader_internal.h: the data loader (dataloader.c). Worker threads decode the
+/* core/data/dataloader.h: the data loader (dataloader.c). Worker threads decode the
  * samples of one split through its dataset plugin, augment them (augment.c) and assemble
  * batches (batch.c) in a bounded ring, ahead of the training loop that takes them in
  * order.
@@ -7,17 +7,16 @@
  * samples, their augmentation and any replacement of a bad one are pure functions of
  * them, never of which worker got there first. So a run gives the same batches with 0, 1
  * or 8 workers, and a resumed run the same as one that never stopped. */
-#ifndef TB_CORE_DATALOADER_INTERNAL_H
-#define TB_CORE_DATALOADER_INTERNAL_H
+#ifndef TB_CORE_DATALOADER_H
+#define TB_CORE_DATALOADER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <trainbig/dataset.h>
 #include <trainbig/error.h>
 
-#include "core/data/augment_internal.h"
-#include "core/data/batch_internal.h"
-#include "core/config/section_internal.h"
+#include "core/data/augment.h"
+#include "core/data/batch.h"
 
 /* The [dataset] keys of the loader (core_keys.c), read and checked. */
 struct tb_data_settings {
@@ -30,10 +29,6 @@ struct tb_data_settings {
     const char *val_size;  /* as written; the section's */
     uint32_t val_w, val_h; /* 0: validation images as decoded */
 };
-
-/* Reads the loader's keys from a validated [dataset] section. A bad val_size or
- * scale_min > scale_max is TB_ERR_CONFIG naming the key and where it was set. */
-int tb_data_settings_read(const struct tb_section *ds, struct tb_data_settings *out, struct tb_err *err);
 
 /* Samples mixed into each (epoch, sample) seed: tests and tools that want to reproduce
  * one augmentation use this. */

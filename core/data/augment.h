@@ -1,4 +1,4 @@
-/* core/data/augment_internal.h: the reference's training augmentation and the validation
+/* core/data/augment.h: the reference's training augmentation and the validation
  * resize, on decoded 8-bit samples (augment.c). Normalisation, Canny edges and edge
  * targets come after, in batch.c, from the augmented 8-bit image.
  *
@@ -6,8 +6,8 @@
  * image padded with the mean colour and the labels with 255 where the window leaves it),
  * horizontal flip, colour jitter, Gaussian blur. Scale, crop and flip are one resampling
  * pass over the output pixels only: the cost does not grow with the scale. */
-#ifndef TB_CORE_AUGMENT_INTERNAL_H
-#define TB_CORE_AUGMENT_INTERNAL_H
+#ifndef TB_CORE_AUGMENT_H
+#define TB_CORE_AUGMENT_H
 
 #include <stdbool.h>
 #include <stdint.h>

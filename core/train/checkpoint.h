@@ -1,4 +1,4 @@
-/* core/train/checkpoint_internal.h: training checkpoints (checkpoint.c): every parameter and
+/* core/train/checkpoint.h: training checkpoints (checkpoint.c): every parameter and
  * buffer of an engine by its dotted name, each momentum buffer as "momentum/NAME", and
  * what a run needs to continue exactly where it stopped, in one safetensors file written
  * atomically (core/train/safetensors_internal.h).
@@ -10,14 +10,14 @@
  * epochs, [train], [dataset]), config (the effective configuration as `trainbig config`
  * prints it, for people), config_hash (FNV-1a of config, hex), checksum (of every tensor
  * with its name, so flipped bytes are found, not trained on). */
-#ifndef TB_CORE_CHECKPOINT_INTERNAL_H
-#define TB_CORE_CHECKPOINT_INTERNAL_H
+#ifndef TB_CORE_CHECKPOINT_H
+#define TB_CORE_CHECKPOINT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <trainbig/error.h>
 
-#include "core/engine/engine_internal.h"
+#include "core/engine/engine.h"
 
 struct tb_ckpt_info {
     uint64_t epoch;     /* epochs completed */

@@ -1,7 +1,7 @@
-/* core/config/config_internal.h: an INI file and its --set overrides, as raw text entries with
+/* core/config/ini.h: an INI file and its --set overrides, as raw text entries with
  * where each came from (config.c). Typing and validation happen in setup.c. */
-#ifndef TB_CORE_CONFIG_INTERNAL_H
-#define TB_CORE_CONFIG_INTERNAL_H
+#ifndef TB_CORE_INI_H
+#define TB_CORE_INI_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,14 +1,14 @@
-/* core/train/inputs_internal.h: a graph's inputs and where each comes from (inputs.c): the
+/* core/train/inputs.h: a graph's inputs and where each comes from (inputs.c): the
  * core feeds "image" and "labels"; every other input is the model's, made by its
  * prepare() (trainbig/model.h) into the batch's buffers. */
-#ifndef TB_CORE_INPUTS_INTERNAL_H
-#define TB_CORE_INPUTS_INTERNAL_H
+#ifndef TB_CORE_INPUTS_H
+#define TB_CORE_INPUTS_H
 
 #include <trainbig/error.h>
 #include <trainbig/plugin.h>
 
-#include "core/data/batch_internal.h"
-#include "core/engine/engine_internal.h"
+#include "core/data/batch.h"
+#include "core/engine/engine.h"
 
 /* The model inputs of graph g, for batches of n images of w x h, filled by model plugin
  * `model` (its context model_ctx) into spec. Refuses, naming the model and the input, an

@@ -1,8 +1,8 @@
-/* core/data/png_internal.h: writing PNG files (png.c, with libspng): the pictures `trainbig
+/* core/data/png_write.h: writing PNG files (png.c, with libspng): the pictures `trainbig
  * predict` writes. Without libspng at build time it fails with a message saying so.
  * Reading images is in the SDK: trainbig/image.h. */
-#ifndef TB_CORE_PNG_INTERNAL_H
-#define TB_CORE_PNG_INTERNAL_H
+#ifndef TB_CORE_PNG_WRITE_H
+#define TB_CORE_PNG_WRITE_H
 
 #include <stdint.h>
 #include <trainbig/dataset.h>

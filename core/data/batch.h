@@ -1,8 +1,8 @@
-/* core/data/batch_internal.h: a training batch as the model's inputs (batch.c): the decoded
+/* core/data/batch.h: a training batch as the model's inputs (batch.c): the decoded
  * samples turned into the tensors the model's graph reads, in host memory, NCHW. The core
  * fills "image" and "labels"; the model's prepare() fills the rest (trainbig/model.h). */
-#ifndef TB_CORE_BATCH_INTERNAL_H
-#define TB_CORE_BATCH_INTERNAL_H
+#ifndef TB_CORE_BATCH_H
+#define TB_CORE_BATCH_H
 
 #include <stdint.h>
 #include <trainbig/dataset.h>

@@ -1,6 +1,6 @@
-/* core/util/log_internal.h: what the core and the command (not plugins) may do to the log. */
-#ifndef TB_CORE_LOG_INTERNAL_H
-#define TB_CORE_LOG_INTERNAL_H
+/* core/util/log_control.h: what the core and the command (not plugins) may do to the log. */
+#ifndef TB_CORE_LOG_CONTROL_H
+#define TB_CORE_LOG_CONTROL_H
 
 #include <stdbool.h>
 #include <stdio.h>

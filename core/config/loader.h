@@ -1,6 +1,6 @@
-/* core/config/loader_internal.h: finding, loading and checking plugins (loader.c). */
-#ifndef TB_CORE_LOADER_INTERNAL_H
-#define TB_CORE_LOADER_INTERNAL_H
+/* core/config/loader.h: finding, loading and checking plugins (loader.c). */
+#ifndef TB_CORE_LOADER_H
+#define TB_CORE_LOADER_H
 
 #include <stddef.h>
 #include <trainbig/backend.h>

@@ -1,8 +1,8 @@
-/* core/dist/comm_internal.h: the ranks of this job (comm.c). One process per device: an MPI
+/* core/dist/world.h: the ranks of this job (comm.c). One process per device: an MPI
  * launcher (mpirun) starts the ranks, and this joins them; a process started any other
  * way is a world of one, and never touches MPI. The world is process-wide, as MPI is. */
-#ifndef TB_CORE_COMM_INTERNAL_H
-#define TB_CORE_COMM_INTERNAL_H
+#ifndef TB_CORE_WORLD_H
+#define TB_CORE_WORLD_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,13 +1,13 @@
-/* core/train/run_internal.h: what training and prediction both start from (run.c): the
+/* core/train/run.h: what training and prediction both start from (run.c): the
  * configured backend, model and engine, and graphs of the model built and ready to run. */
-#ifndef TB_CORE_RUN_INTERNAL_H
-#define TB_CORE_RUN_INTERNAL_H
+#ifndef TB_CORE_RUN_H
+#define TB_CORE_RUN_H
 
 #include <stdbool.h>
 #include <trainbig/model.h>
 
-#include "core/engine/engine_internal.h"
-#include "core/config/setup_internal.h"
+#include "core/engine/engine.h"
+#include "core/config/setup.h"
 
 struct tb_run {
     const struct tb_setup *s; /* not owned */

@@ -1,0 +1,41 @@
+/* core/config/settings.h: the core's own keys ([run], [train], [report], the loader's
+ * keys of [dataset], [model] sync_bn) as typed structs, read once when the configuration
+ * is resolved (struct tb_setup's settings). How each key is bound to its field is
+ * core/config/settings_internal.h's. */
+#ifndef TB_CORE_SETTINGS_H
+#define TB_CORE_SETTINGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/data/dataloader.h"
+
+enum { TB_LR_POLY = 0, TB_LR_CONSTANT = 1 };                    /* [train] lr_policy */
+enum { TB_PROGRESS_AUTO = 0, TB_PROGRESS_YES, TB_PROGRESS_NO }; /* [report] progress */
+
+struct tb_run_settings {
+    const char *name, *output;
+    int seed, epochs, log_level;
+};
+
+struct tb_train_settings {
+    int batch, val_batch, val_every, checkpoint_every, keep, replica_check, lr_policy;
+    double lr, lr_power, momentum, weight_decay;
+    bool val_at_start;
+    uint64_t allreduce_bucket;
+};
+
+struct tb_report_settings {
+    const char *csv, *jsonl, *trace; /* "" for not set */
+    int progress;
+};
+
+struct tb_settings {
+    struct tb_run_settings run;
+    struct tb_train_settings train;
+    struct tb_report_settings report;
+    struct tb_data_settings data;
+    bool sync_bn; /* [model] */
+};
+
+#endif

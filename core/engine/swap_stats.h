@@ -1,0 +1,28 @@
+/* core/engine/swap_stats.h: what the memory manager (swapmem.c) counts, and the [swap]
+ * policy instance it runs: shared by the engine, its executors and the reports. */
+#ifndef TB_CORE_SWAP_STATS_H
+#define TB_CORE_SWAP_STATS_H
+
+#include <stdint.h>
+#include <trainbig/platform.h>
+#include <trainbig/swap.h>
+
+/* Counters, cumulative since the manager was made. */
+struct tb_swap_stats {
+    uint64_t bytes_out, bytes_in; /* copied device to host, host to device */
+    uint64_t swaps_out, swaps_in;
+    uint64_t demand_ins;      /* swap-ins a step had to wait for from the start */
+    double stall_seconds;     /* the training thread waiting for swap copies */
+    uint64_t evicting_allocs; /* allocations that fitted only after moving tensors out */
+    uint64_t host_bytes;      /* pinned host memory held for copies */
+};
+
+/* A policy instance, shared by the executors of a run (not owned). */
+struct tb_swap_policy {
+    const char *name;
+    const struct tb_swap_ops *ops; /* NULL: none */
+    void *ctx;
+    const struct tb_link *link; /* NULL when no platform describes the link */
+};
+
+#endif

@@ -1,9 +1,0 @@
-/* core/util/kind_internal.h: plugin kinds by name (kind.c; tb_kind_name is the SDK's,
- * trainbig/plugin.h). */
-#ifndef TB_CORE_KIND_INTERNAL_H
-#define TB_CORE_KIND_INTERNAL_H
-
-/* The kind for a section name ("backend"), or 0. */
-int tb_kind_from_name(const char *name);
-
-#endif
