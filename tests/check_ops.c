@@ -23,7 +23,7 @@
 #include "testutil.h"
 #include "opcheck.h"
 /* For tb_cpu_uniform, the definition of the CPU backend's dropout mask. */
-#include "plugins/backends/cpu/cpu_internal.h"
+#include "plugins/backends/cpu/cpu_shared.h"
 
 #define THREADS "threads = 2\n"
 
@@ -366,7 +366,7 @@ static struct tb_op dropout_op(int n, int c, int h, int w, float p, int channelw
     return op;
 }
 
-/* The mask ops.h and cpu_internal.h define: element i (canonical NCHW index) kept when
+/* The mask ops.h and cpu_shared.h define: element i (canonical NCHW index) kept when
  * tb_cpu_uniform(seed, step, op id, i) >= p. */
 static uint8_t mask_ref(const struct tb_op *op, uint64_t step, size_t i)
 {

@@ -1,11 +1,11 @@
 /* backend/cpu: the CPU backend, and the numerical reference every other backend is
- * tested against. See cpu_internal.h for how it maps the backend contract onto the host. */
+ * tested against. See cpu_shared.h for how it maps the backend contract onto the host. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 static const struct tb_key cpu_keys[] = {
     { "threads", TB_KEY_INT, "0", "0..4096", "OpenMP threads for ops; 0 = one per core" },
@@ -257,21 +257,6 @@ static void cpu_destroy(void *ctx)
     tb_cpu_dnnl_fini(cpu);
     tb_cpu_memory_fini(&cpu->memory);
     free(cpu);
-}
-
-void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err)
-{
-    if (bytes <= cpu->scratch_bytes && cpu->scratch)
-        return cpu->scratch;
-    if (cpu->scratch)
-        tb_cpu_memory_free(&cpu->memory, cpu->scratch);
-    cpu->scratch = tb_cpu_memory_alloc(&cpu->memory, bytes ? bytes : 64);
-    cpu->scratch_bytes = cpu->scratch ? bytes : 0;
-    if (!cpu->scratch) {
-        cpu->failed_bytes = bytes ? bytes : 64;
-        tb_err_set(err, TB_ERR_NOMEM, "cpu backend: no device memory left for %zu bytes of op scratch space", bytes);
-    }
-    return cpu->scratch;
 }
 
 static void cpu_release_scratch(void *ctx, int device)

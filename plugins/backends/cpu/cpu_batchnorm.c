@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* About BLOCK_ELEMS elements (64 KiB of floats) per block, and at most MAX_BLOCKS blocks:
  * enough work in a block to make its partial-sum row (2 * C doubles) worth a row, enough

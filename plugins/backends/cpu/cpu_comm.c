@@ -15,7 +15,7 @@
 #include <time.h>
 #include <trainbig/clock.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 struct bucket {
     float **data;  /* [n] the tensors, not owned */

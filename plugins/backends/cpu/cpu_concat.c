@@ -2,12 +2,12 @@
  *
  * A copy per pixel: the output pixel's channels are the inputs' pixels' channels one after
  * the other (C0 values, then C1, ...). The inputs and the output may each be NHWC or
- * blocked (their C decides, cpu_internal.h), so a pixel's channels are copied in runs that
+ * blocked (their C decides, cpu_shared.h), so a pixel's channels are copied in runs that
  * are contiguous on both sides: all of them between NHWC tensors, up to a block otherwise.
  * Backward copies the slices back out. */
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* Where one pixel's channels live in a tensor: channel c at base + (c / e) * stride + c % e,
  * with e the channel block (C itself for NHWC, whose one "block" is the whole pixel). */

@@ -1,7 +1,7 @@
 /* backends/cpu/cpu_conv.c: TB_OP_CONV2D with oneDNN (C API): forward, backward-data,
  * backward-weights and the bias gradient.
  *
- * Tensors arrive in the backend's own layouts (cpu_internal.h): activations with channel
+ * Tensors arrive in the backend's own layouts (cpu_shared.h): activations with channel
  * counts that are multiples of the ISA's block are nChw16c (AVX-512) or nChw8c (below),
  * which is what oneDNN's direct convolutions choose for themselves on that ISA, so most
  * passes run on the tensors as they are. Each pass (forward, backward-data,
@@ -61,7 +61,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* One primitive and what running it needs. */
 struct prim {
@@ -226,7 +226,7 @@ static bool is_ref(const_dnnl_primitive_desc_t pd)
     return !pd || strstr(impl_of(pd), "ref") != NULL;
 }
 
-/* The stored layout of a tensor of this description (see cpu_internal.h). */
+/* The stored layout of a tensor of this description (see cpu_shared.h). */
 static dnnl_status_t stored_md(const struct tb_cpu *cpu, const struct tb_tensor_desc *d, dnnl_memory_desc_t *md)
 {
     const dnnl_dims_t dims = { d->shape.n, d->shape.c, d->shape.h, d->shape.w };

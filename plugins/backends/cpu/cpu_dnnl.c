@@ -1,7 +1,7 @@
 /* backends/cpu/cpu_dnnl.c: the oneDNN engine and stream the kernels share. */
 #include <oneapi/dnnl/dnnl.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 int tb_cpu_dnnl_init(struct tb_cpu *cpu, struct tb_err *err)
 {

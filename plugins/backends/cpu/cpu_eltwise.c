@@ -1,7 +1,7 @@
 /* backends/cpu/cpu_eltwise.c: elementwise ops: relu, sigmoid, add, mul (with g broadcast over
  * channels) and dropout.
  *
- * Tensors are NHWC or channel-blocked (cpu_internal.h); two tensors of one shape share a
+ * Tensors are NHWC or channel-blocked (cpu_shared.h); two tensors of one shape share a
  * layout, so where they have the same shape the op is a flat loop over all elements. The
  * broadcast mul and the dropout mask need the pixel/channel structure: they loop over the
  * pixels of the tensor's NHWC view (tb_cpu_view), its channels the contiguous inner loop. No op here reduces across
@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* Arity, dtypes and shapes are checked by the op contract before any kernel here is
  * prepared (tb_op_check in cpu_ops.c): these ops have nothing of their own to prepare. */

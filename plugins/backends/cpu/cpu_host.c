@@ -15,7 +15,7 @@
 #include <numa.h>
 #endif
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 #define HOST_HEADER 64 /* keeps the data 64-byte aligned */
 #define HOST_MAGIC 0x74626873u

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 static const char *const isa_names[TB_CPU_ISAS] = { "scalar", "avx2", "avx512" };
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 static int cw_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* ------------------------------------------------------------------ softmax cross-entropy */
 

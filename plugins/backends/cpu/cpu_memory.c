@@ -30,10 +30,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 #define QUANTUM ((size_t)512)
-#define SMALL ((size_t)1 << 20) /* up to this, blocks go high (arena.h) */
+#define SMALL ((size_t)1 << 20)    /* up to this, blocks go high (arena.h) */
 #define SEGMENT ((size_t)64 << 20) /* the least an uncapped arena grows by */
 
 static size_t page_size(void)
@@ -199,4 +199,20 @@ void tb_cpu_memory_reset_peak(struct tb_cpu_memory *m)
     pthread_mutex_lock(&m->lock);
     m->peak = m->arena.in_use;
     pthread_mutex_unlock(&m->lock);
+}
+
+/* The op scratch space of the instance, grown on demand from its device memory. */
+void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err)
+{
+    if (bytes <= cpu->scratch_bytes && cpu->scratch)
+        return cpu->scratch;
+    if (cpu->scratch)
+        tb_cpu_memory_free(&cpu->memory, cpu->scratch);
+    cpu->scratch = tb_cpu_memory_alloc(&cpu->memory, bytes ? bytes : 64);
+    cpu->scratch_bytes = cpu->scratch ? bytes : 0;
+    if (!cpu->scratch) {
+        cpu->failed_bytes = bytes ? bytes : 64;
+        tb_err_set(err, TB_ERR_NOMEM, "cpu backend: no device memory left for %zu bytes of op scratch space", bytes);
+    }
+    return cpu->scratch;
 }

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* One table of kernels per ISA; without the x86 builds every ISA takes the portable one. */
 #define ROW(isa)                                                                                                     \

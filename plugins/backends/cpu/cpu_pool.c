@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 /* ------------------------------------------------------------------ max pooling */
 

@@ -10,7 +10,7 @@
  * tensors' NHWC views (tb_cpu_view): x and y have the same C and so the same layout. */
 #include <stdlib.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 struct axis {
     int in, out;

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <trainbig/clock.h>
 
-#include "cpu_internal.h"
+#include "cpu_shared.h"
 
 enum item_kind { ITEM_COPY, ITEM_RECORD, ITEM_WAIT };
 

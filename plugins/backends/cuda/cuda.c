@@ -1,6 +1,6 @@
 /* backend/cuda: the CUDA backend. cuDNN for convolutions, batch norm and activations,
  * cuBLAS for axpy, the kernels of cuda_kernels.cu for the rest, and NCCL for data
- * parallelism (cuda_comm.c); see cuda_internal.h for how the backend contract maps onto
+ * parallelism (cuda_comm.c); see cuda_shared.h for how the backend contract maps onto
  * the CUDA runtime. Tested op by op against the CPU backend (tests/check_cuda.c). */
 #include "config.h"
 
@@ -11,7 +11,7 @@
 #include <numa.h>
 #endif
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 #include "cuda_kernels.h"
 
 static const struct tb_key cuda_keys[] = {

@@ -43,7 +43,7 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 #include "cuda_kernels.h"
 
 struct tb_cuda_comm {

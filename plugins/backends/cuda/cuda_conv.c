@@ -12,7 +12,7 @@
  * changed anything, and the core makes room and runs it again. */
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 
 struct conv_algo {
     bool chosen;

@@ -11,7 +11,7 @@
  * cuDNN's formulas allow: ReLU passes dy where y > 0, sigmoid multiplies by y (1 - y). */
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 
 static const float one = 1.0f, zero = 0.0f;
 

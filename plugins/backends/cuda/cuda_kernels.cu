@@ -51,7 +51,7 @@
 /* ==================================================================== per-element helpers
  * Pure functions of their arguments, for host and device. */
 
-/* tb_cpu_uniform (cpu_internal.h), bit for bit: dropout masks must equal the CPU's. */
+/* tb_cpu_uniform (cpu_shared.h), bit for bit: dropout masks must equal the CPU's. */
 __host__ __device__ static inline float tb_uniform(uint64_t seed, uint64_t step, uint32_t op, uint64_t index)
 {
     uint64_t z = seed ^ (step * TB_GOLDEN64) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);

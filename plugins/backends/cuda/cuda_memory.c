@@ -17,7 +17,7 @@
  * block is free for any stream. The segments belong to the backend instance. */
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 
 #define QUANTUM ((size_t)512)
 #define SMALL ((size_t)1 << 20) /* up to this, blocks go high (arena.h) */

@@ -8,7 +8,7 @@
  * channels are contiguous in NCHW). */
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 #include "cuda_kernels.h"
 
 #define COMPUTE(cuda) ((cuda)->stream[TB_STREAM_COMPUTE])

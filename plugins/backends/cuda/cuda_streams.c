@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <trainbig/clock.h>
 
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 
 struct tb_event {
     cudaEvent_t ev;

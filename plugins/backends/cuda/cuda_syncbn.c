@@ -19,7 +19,7 @@
  * Scratch: the partial sums, the all-reduced vectors and the per-channel coefficients are
  * the backend's op scratch (tb_cuda_scratch), taken before anything is queued, so an op
  * that does not fit fails before it has changed anything or joined a collective. */
-#include "cuda_internal.h"
+#include "cuda_shared.h"
 #include "cuda_kernels.h"
 
 bool tb_cuda_syncbn_active(const struct tb_cuda *cuda, const struct tb_op *op)

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gscnn.h"
+#include "gscnn_cfg.h"
+#include "gscnn_inputs.h"
+#include "wider_resnet.h"
 
 static const struct tb_key gscnn_keys[] = {
     { "trunk", TB_KEY_ENUM, "wider_resnet38", "wider_resnet38", "backbone: WiderResNet38-A2, dilated" },

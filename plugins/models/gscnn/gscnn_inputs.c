@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gscnn.h"
+#include "gscnn_inputs.h"
 
 enum { CANNY_LOW = 10, CANNY_HIGH = 100, EDGE_RADIUS = 2 };
 

@@ -11,7 +11,7 @@
  *
  * Parameter names mirror the reference's module names under "trunk":
  * trunk.mod2.block1.bn1, .conv1, .bn2, .conv2, [.bn3, .conv3], .proj. */
-#include "gscnn.h"
+#include "wider_resnet.h"
 
 /* Channels of mod2 .. mod7 at width 1 (0 ends a list). */
 static const int module_channels[GSCNN_MODULES][3] = {

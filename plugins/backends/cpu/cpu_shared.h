@@ -1,4 +1,4 @@
-/* backends/cpu/cpu_internal.h: the CPU backend's pieces, shared by its files (not exported:
+/* backends/cpu/cpu_shared.h: the CPU backend's pieces, shared by its files (not exported:
  * the plugin's only symbol is trainbig_plugin).
  *
  * Device memory is host memory counted against a capacity, so out-of-memory and swapping
@@ -20,8 +20,8 @@
  * shape (N * C/B, B, H, W) (tb_cpu_view), so spatial kernels (pooling, resizing) run on
  * that view unchanged, per-channel kernels (batch norm) map the view's channel back
  * (tb_cpu_view_chan), and equal-shape elementwise ops are flat loops. */
-#ifndef TB_CPU_INTERNAL_H
-#define TB_CPU_INTERNAL_H
+#ifndef TB_CPU_SHARED_H
+#define TB_CPU_SHARED_H
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* backends/cuda/cuda_internal.h: the CUDA backend's pieces, shared by its files (not
+/* backends/cuda/cuda_shared.h: the CUDA backend's pieces, shared by its files (not
  * exported: the plugin's only symbol is trainbig_plugin).
  *
  * The contract's semantics are CUDA's, so the mapping is 1:1: one instance drives one GPU
@@ -9,8 +9,8 @@
  * Layout of device tensors: NCHW, the canonical layout, so tensor_write and tensor_read
  * are plain copies and cuDNN sees NCHW descriptors. A (1, C, 1, 1) vector is C contiguous
  * values; a convolution weight (O, C, KH, KW) is cuDNN's NCHW filter. */
-#ifndef TB_CUDA_INTERNAL_H
-#define TB_CUDA_INTERNAL_H
+#ifndef TB_CUDA_SHARED_H
+#define TB_CUDA_SHARED_H
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -115,7 +115,8 @@ int tb_cuda_event_query(void *ctx, struct tb_event *ev);
 double tb_cuda_event_time(void *ctx, struct tb_event *ev);
 int tb_cuda_event_sync(void *ctx, struct tb_event *ev);
 int tb_cuda_stream_sync(void *ctx, int device, enum tb_stream stream);
-int tb_cuda_copy_async(void *ctx, int device, enum tb_stream stream, void *dst, const void *src, size_t bytes, struct tb_err *err);
+int tb_cuda_copy_async(void *ctx, int device, enum tb_stream stream, void *dst, const void *src, size_t bytes,
+                       struct tb_err *err);
 
 /* ------------------------------------------------------------------ shared by every file (cuda_common.c) */
 
@@ -163,21 +164,6 @@ int tb_cublas_fail(struct tb_err *err, const char *call, cublasStatus_t s, const
         if (tb_s_ != CUBLAS_STATUS_SUCCESS)                   \
             return tb_cublas_fail((err), #call, tb_s_, (op)); \
     } while (0)
-
-/* A scratch buffer of at least `bytes` bytes (256-byte aligned), valid until the next
- * call; NULL with err filled (TB_ERR_NOMEM) and failed_bytes set when it does not fit. The
- * buffer it replaces may still be read by queued work: it is freed only after the compute
- * stream has drained. */
-void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err);
-
-/* The pending label check: waits for it (wait) or only looks when it has completed, and
- * reports a bad label as TB_ERR_RUNTIME naming the op, image, pixel and label. */
-int tb_cuda_label_check(struct tb_cuda *cuda, bool wait, struct tb_err *err);
-/* Starts a label check for op (after waiting for any pending one): zeroes bad_dev. The
- * kernel is launched between this and tb_cuda_label_check_end. */
-int tb_cuda_label_check_begin(struct tb_cuda *cuda, const struct tb_op *op, int classes, int width, int ignore,
-                              struct tb_err *err);
-int tb_cuda_label_check_end(struct tb_cuda *cuda, const struct tb_op *op, struct tb_err *err);
 
 /* NVTX ranges (no-ops without NVTX). */
 void tb_cuda_range_push(const char *fmt, ...) TB_PRINTF(1, 2);
@@ -228,6 +214,23 @@ int tb_cuda_syncbn_forward(struct tb_cuda *cuda, const struct tb_op *op, const s
 int tb_cuda_syncbn_backward(struct tb_cuda *cuda, const struct tb_op *op, const struct tb_tensor *in,
                             const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                             struct tb_err *err);
+
+/* ------------------------------------------------------------------ op state (cuda_op_state.c) */
+
+/* A scratch buffer of at least `bytes` bytes (256-byte aligned), valid until the next
+ * call; NULL with err filled (TB_ERR_NOMEM) and failed_bytes set when it does not fit. The
+ * buffer it replaces may still be read by queued work: it is freed only after the compute
+ * stream has drained. */
+void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err);
+
+/* The pending label check: waits for it (wait) or only looks when it has completed, and
+ * reports a bad label as TB_ERR_RUNTIME naming the op, image, pixel and label. */
+int tb_cuda_label_check(struct tb_cuda *cuda, bool wait, struct tb_err *err);
+/* Starts a label check for op (after waiting for any pending one): zeroes bad_dev. The
+ * kernel is launched between this and tb_cuda_label_check_end. */
+int tb_cuda_label_check_begin(struct tb_cuda *cuda, const struct tb_op *op, int classes, int width, int ignore,
+                              struct tb_err *err);
+int tb_cuda_label_check_end(struct tb_cuda *cuda, const struct tb_op *op, struct tb_err *err);
 
 /* ------------------------------------------------------------------ ops (cuda_ops.c and kernels)
  *
