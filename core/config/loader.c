@@ -3,14 +3,11 @@
 #include "config.h"
 #include "core/config/loader.h"
 
-#include "core/config/keys_internal.h"
-#include "core/util/kind.h"
+#include "core/config/keys.h"
 
-#include <ctype.h>
 #include <stddef.h>
 #include <dirent.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -47,11 +47,6 @@ static void put_string(struct tb_text *t, const char *s)
 }
 
 /* "path: what: the system's reason". */
-static int fail_errno(struct tb_err *err, const char *what, const char *path)
-{
-    return tb_err_set(err, TB_ERR_RUNTIME, "%s: %s: %s", path, what, strerror(errno));
-}
-
 /* The JSON header of tensors t with metadata, padded to 8 bytes, into h. */
 static int write_header(struct tb_text *h, const char *path, const struct tb_st_tensor *t, size_t n,
                         const char *const *meta, size_t nmeta, struct tb_err *err)
@@ -96,23 +91,24 @@ static int write_body(const char *path, const char *tmp, const struct tb_text *h
 {
     FILE *f = fopen(tmp, "wb");
     if (!f)
-        return fail_errno(err, "cannot create a temporary file next to it", path);
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create a temporary file next to it: %s", path,
+                          strerror(errno));
     int rc = TB_OK;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     if (fwrite(len8, 1, 8, f) != 8 || fwrite(h->s, 1, h->len, f) != h->len)
-        rc = fail_errno(err, "cannot write", tmp);
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write: %s", tmp, strerror(errno));
     for (size_t i = 0; !rc && i < n; i++) {
         const size_t count = tb_shape_elems(t[i].shape);
         /* f32 little-endian, the host order (big-endian hosts fail to compile, above). */
         if (fwrite(t[i].data, sizeof(float), count, f) != count)
-            rc = fail_errno(err, "cannot write", tmp);
+            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write: %s", tmp, strerror(errno));
     }
     if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = fail_errno(err, "cannot flush to disk", tmp);
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot flush to disk: %s", tmp, strerror(errno));
     if (fclose(f) != 0 && !rc)
-        rc = fail_errno(err, "cannot close", tmp);
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot close: %s", tmp, strerror(errno));
     return rc;
 }
 
@@ -128,7 +124,7 @@ static int sync_dir(const char *path, struct tb_err *err)
     int fd = open(d, O_RDONLY);
     if (fd >= 0) {
         if (fsync(fd) != 0)
-            rc = fail_errno(err, "cannot sync its directory", path);
+            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot sync its directory: %s", path, strerror(errno));
         close(fd);
     }
     free(dir);
@@ -149,7 +145,8 @@ int tb_safetensors_write(const char *path, const struct tb_st_tensor *t, size_t 
         snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
         rc = write_body(path, tmp, &h, t, n, err);
         if (!rc && rename(tmp, path) != 0)
-            rc = fail_errno(err, "cannot rename the temporary file over it", path);
+            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rename the temporary file over it: %s", path,
+                            strerror(errno));
         if (rc)
             unlink(tmp);
         else
