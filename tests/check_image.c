@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <trainbig/image.h>
 #include <turbojpeg.h>
 
@@ -278,7 +279,18 @@ START_TEST(bad_files_refused)
     refused(tp, "PNG");
     refused(empty, "empty");
     refused(text, "neither a PNG nor a JPEG");
-    refused(missing, "cannot open");
+    refused(missing, "cannot open the image: No such file or directory");
+    /* Not regular files: refused by what they are, without blocking or reading forever. */
+    char *fifo = test_path("fifo.png"), *zero = test_path("zero.png"), *dir = test_path("dir.png");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(symlink("/dev/zero", zero), 0);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    refused(fifo, "it is a FIFO, not a regular file");
+    refused(zero, "it is a character device, not a regular file");
+    refused(dir, "it is a directory, not a regular file");
+    free(fifo);
+    free(zero);
+    free(dir);
     free(px);
     free(jpg);
     free(png);

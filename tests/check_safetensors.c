@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/train/safetensors_internal.h"
@@ -234,6 +235,22 @@ START_TEST(broken_headers)
 }
 END_TEST
 
+/* A path that is not a regular file is refused by what it is, without reading (issue:
+ * a FIFO blocked, a directory said "cannot map: No such device"). */
+START_TEST(not_a_regular_file)
+{
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    refused("it is a directory, not a regular file");
+    ck_assert_int_eq(rmdir(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    refused("it is a FIFO, not a regular file");
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(symlink("/dev/zero", path), 0);
+    refused("it is a character device, not a regular file");
+    ck_assert_int_eq(unlink(path), 0);
+}
+END_TEST
+
 static Suite *safetensors_suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -244,6 +261,7 @@ static Suite *safetensors_suite(void)
     tcase_add_test(tc, atomic_write);
     tcase_add_test(tc, truncated_anywhere);
     tcase_add_test(tc, broken_headers);
+    tcase_add_test(tc, not_a_regular_file);
     suite_add_tcase(s, tc);
     return s;
 }

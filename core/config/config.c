@@ -8,6 +8,7 @@
 
 #include "core/config/ini.h"
 #include "core/config/keys_internal.h"
+#include "core/util/file_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -244,14 +245,9 @@ static int read_values(struct tb_config *c, struct tb_err *err)
 int tb_config_load(const char *path, struct tb_config **out, struct tb_err *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "r");
+    FILE *f = tb_fopen_regular(path, "the configuration", TB_ERR_CONFIG, err);
     if (!f)
-        return tb_err_set(err, TB_ERR_CONFIG, "%s: cannot open the configuration: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        return tb_err_set(err, TB_ERR_CONFIG, "%s: cannot open the configuration: %s", path, strerror(EISDIR));
-    }
+        return err->status;
     struct tb_config *c = calloc(1, sizeof *c);
     if (!c) {
         fclose(f);

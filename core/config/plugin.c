@@ -5,6 +5,7 @@
 #include "core/config/loader.h"
 
 #include "core/config/keys_internal.h"
+#include "core/util/file_internal.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -170,6 +171,9 @@ int tb_plugin_open(const char *path, int want_kind, struct tb_plugin_handle **ou
     snprintf(file, sizeof file, "%s%s", strchr(path, '/') ? "" : "./", path);
     if (access(file, F_OK) != 0)
         return tb_err_set(err, TB_ERR_PLUGIN, "%s: no such plugin file (%s)", file, strerror(errno));
+    /* dlopen would block on a FIFO and read a device without end. */
+    if (tb_check_regular(file, "the plugin", TB_ERR_PLUGIN, err))
+        return err->status;
     dlerror();
     /* Never unmapped (RTLD_NODELETE): closing a handle only drops it. Libraries a plugin
      * links, such as the CUDA runtime, cuDNN and cuBLAS, keep process-wide state that does

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <trainbig/image.h>
 
+#include "core/util/file_internal.h"
+
 #ifdef HAVE_SPNG
 #include <spng.h>
 #endif
@@ -24,9 +26,9 @@ static const size_t max_file_bytes = (size_t)1 << 30;
 static int read_file(const char *path, unsigned char **data, size_t *size, struct tb_err *err)
 {
     *data = NULL;
-    FILE *f = fopen(path, "rb");
+    FILE *f = tb_fopen_regular(path, "the image", TB_ERR_RUNTIME, err);
     if (!f)
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+        return err->status;
     int rc = TB_OK;
     long n = -1;
     if (fseek(f, 0, SEEK_END) == 0)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/train/safetensors_internal.h"
+#include "core/util/file_internal.h"
 #include "core/util/text_internal.h"
 
 #define MAX_HEADER (100u << 20) /* the format's own limit is 100 MB */
@@ -309,9 +310,9 @@ static int fail_errno(struct tb_err *err, const char *what, const char *path)
 
 static int map_file(const char *path, void **map, size_t *len, struct tb_err *err)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = tb_open_regular(path, "the file", TB_ERR_RUNTIME, err);
     if (fd < 0)
-        return fail_errno(err, "cannot open", path);
+        return err->status;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         close(fd);

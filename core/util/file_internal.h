@@ -1,0 +1,30 @@
+/* core/util/file_internal.h: opening the files a user names (file.c) so that a name that
+ * is not a regular file is refused by name instead of read: a FIFO would block forever,
+ * /dev/zero would be read until memory runs out, a directory fails with an errno that
+ * says nothing ("No such device" from mmap). */
+#ifndef TB_CORE_FILE_INTERNAL_H
+#define TB_CORE_FILE_INTERNAL_H
+
+#include <stdio.h>
+#include <sys/types.h>
+#include <trainbig/error.h>
+
+/* What a file of mode m is, for messages: "a directory", "a FIFO", "a character
+ * device", ...; "a regular file" for one. */
+const char *tb_file_kind(mode_t m);
+
+/* Opens path read-only when it is a regular file (symbolic links followed). Otherwise,
+ * or when it cannot be opened, returns -1 with err set to status and "PATH: cannot open
+ * WHAT: REASON" (REASON: strerror, or "it is a FIFO, not a regular file"). Opening never
+ * blocks: O_NONBLOCK is set for the open and cleared after the check. The fd is the
+ * caller's to close. */
+int tb_open_regular(const char *path, const char *what, int status, struct tb_err *err);
+
+/* The same as a stdio stream for reading; NULL on failure. The caller fcloses it. */
+FILE *tb_fopen_regular(const char *path, const char *what, int status, struct tb_err *err);
+
+/* Whether path names a regular file (after symbolic links), without opening it; otherwise
+ * err says what it is instead, as tb_open_regular does. */
+int tb_check_regular(const char *path, const char *what, int status, struct tb_err *err);
+
+#endif
