@@ -538,6 +538,27 @@ static uint64_t fake_failed_bytes(void *ctx, int device)
     return 1;
 }
 
+static int fake_build(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err)
+{
+    (void)ctx;
+    (void)g;
+    (void)in;
+    (void)err;
+    return TB_OK;
+}
+
+static int fake_prepare(void *ctx, const struct tb_model_sample *s, const struct tb_model_feed *feeds, int nfeeds,
+                        void **work, struct tb_err *err)
+{
+    (void)ctx;
+    (void)s;
+    (void)feeds;
+    (void)nfeeds;
+    (void)work;
+    (void)err;
+    return TB_OK;
+}
+
 START_TEST(vtable_cut_at_the_plugins_minor)
 {
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 0), offsetof(struct tb_backend_ops, device_count));
@@ -546,6 +567,8 @@ START_TEST(vtable_cut_at_the_plugins_minor)
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, TB_ABI_MINOR), sizeof(struct tb_backend_ops));
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_PLATFORM, 4), offsetof(struct tb_platform_ops, swap_defaults));
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, 1), offsetof(struct tb_model_ops, build));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, 7), offsetof(struct tb_model_ops, prepare));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, TB_ABI_MINOR), sizeof(struct tb_model_ops));
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_SWAP, 3), offsetof(struct tb_swap_ops, plan));
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_DATASET, 0), sizeof(struct tb_dataset_ops));
 
@@ -572,6 +595,29 @@ START_TEST(vtable_cut_at_the_plugins_minor)
         else
             ck_assert_ptr_eq(h->p->ops.backend->alloc_failed_bytes, fake_failed_bytes);
         ck_assert_ptr_null(h->p->ops.backend->op_describe);
+        tb_plugin_close(h);
+    }
+
+    /* A model of ABI 1.7 ends before prepare (1.8): whatever lies there is not its. */
+    static const struct tb_model_ops model = {
+        .create = fake_create, .destroy = fake_destroy, .build = fake_build, .prepare = fake_prepare
+    };
+    for (uint32_t minor = 7; minor <= 8; minor++) {
+        const struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
+                                     .abi_minor = minor,
+                                     .kind = TB_KIND_MODEL,
+                                     .name = "oldmodel",
+                                     .version = "0",
+                                     .description = "a test descriptor",
+                                     .ops.model = &model };
+        struct tb_plugin_handle *h;
+        struct tb_err err;
+        ck_assert_msg(tb_plugin_adopt(&p, "oldmodel.so", TB_KIND_MODEL, &h, &err) == TB_OK, "%s", err.msg);
+        ck_assert_ptr_eq(h->p->ops.model->build, fake_build);
+        if (minor < 8)
+            ck_assert_ptr_null(h->p->ops.model->prepare);
+        else
+            ck_assert_ptr_eq(h->p->ops.model->prepare, fake_prepare);
         tb_plugin_close(h);
     }
 }

@@ -585,6 +585,19 @@ START_TEST(bad_annotations)
     /* A missing file and a missing root. */
     ck_assert_int_eq(try_open("train", root, "annotations = nothere.json\n", &d, &err), TB_ERR_CONFIG);
     ck_assert_contains(err.msg, "nothere.json");
+    ck_assert_contains(err.msg, "cannot open the annotations: No such file or directory");
+    /* Not regular files: refused by what they are, not read (a FIFO blocked jansson). */
+    char *fifo, *dirjson;
+    ck_assert_int_ge(asprintf(&fifo, "%s/fifo.json", root), 0);
+    ck_assert_int_ge(asprintf(&dirjson, "%s/dir.json", root), 0);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(mkdir(dirjson, 0700), 0);
+    ck_assert_int_eq(try_open("train", root, "annotations = fifo.json\n", &d, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "fifo.json: cannot open the annotations: it is a FIFO, not a regular file");
+    ck_assert_int_eq(try_open("train", root, "annotations = dir.json\n", &d, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "dir.json: cannot open the annotations: it is a directory, not a regular file");
+    free(fifo);
+    free(dirjson);
     char *nodir = test_path("no-such-dir");
     ck_assert_int_eq(try_open("train", nodir, "", &d, &err), TB_ERR_CONFIG);
     ck_assert_contains(err.msg, "no-such-dir");

@@ -8,7 +8,6 @@
 
 #include "core/config/ini.h"
 #include "core/config/keys_internal.h"
-#include "core/util/file_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <trainbig/file.h>
 
 #define LINE_MAX_CHARS 1000 /* iniparser's own limit is 1024 bytes a line */
 

@@ -5,7 +5,6 @@
 #include "core/config/loader.h"
 
 #include "core/config/keys_internal.h"
-#include "core/util/file_internal.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -114,6 +113,7 @@ static const struct {
     { TB_KIND_PLATFORM, 4, offsetof(struct tb_platform_ops, env_defaults) },
     { TB_KIND_PLATFORM, 5, offsetof(struct tb_platform_ops, swap_defaults) },
     { TB_KIND_MODEL, 2, offsetof(struct tb_model_ops, build) },
+    { TB_KIND_MODEL, 8, offsetof(struct tb_model_ops, prepare) },
     { TB_KIND_SWAP, 4, offsetof(struct tb_swap_ops, plan) },
 };
 

@@ -8,9 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/file.h>
 #include <trainbig/image.h>
-
-#include "core/util/file_internal.h"
 
 #ifdef HAVE_SPNG
 #include <spng.h>

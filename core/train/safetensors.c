@@ -22,10 +22,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <trainbig/file.h>
 #include <unistd.h>
 
 #include "core/train/safetensors_internal.h"
-#include "core/util/file_internal.h"
 #include "core/util/text_internal.h"
 
 #define MAX_HEADER (100u << 20) /* the format's own limit is 100 MB */

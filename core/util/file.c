@@ -1,7 +1,7 @@
-/* file.c: opening the files a user names, regular files only (core/util/file_internal.h). */
+/* file.c: opening the files a user names, regular files only (trainbig/file.h). */
 #include "config.h"
 
-#include "core/util/file_internal.h"
+#include <trainbig/file.h>
 
 #include <errno.h>
 #include <fcntl.h>

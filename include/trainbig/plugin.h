@@ -48,7 +48,7 @@ extern "C" {
  *   1.8  model: prepare, free_work (model.h); SDK functions: edge maps for models'
  *        inputs (edges.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 8
+#define TB_ABI_MINOR 9
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -6,6 +6,7 @@
 #include <trainbig/dataset.h>
 #include <trainbig/edges.h>
 #include <trainbig/error.h>
+#include <trainbig/file.h>
 #include <trainbig/graph.h>
 #include <trainbig/image.h>
 #include <trainbig/keys.h>

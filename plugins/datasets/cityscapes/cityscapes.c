@@ -87,10 +87,13 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static bool is_file(const char *path)
+/* Whether path names anything (symbolic links followed). A sample whose file is not a
+ * regular file (a FIFO, a device, a directory) is kept, so that reading it says what it
+ * is instead of the split silently holding one image fewer. */
+static bool exists(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0;
 }
 
 struct names {
@@ -142,8 +145,8 @@ static bool ends_with(const char *s, const char *suffix)
     return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* The entries of dir, sorted: its subdirectories (dirs) or its regular files whose name
- * ends in suffix (files). */
+/* The entries of dir, sorted: its subdirectories (dirs) or its entries whose name ends in
+ * suffix (files; see exists()). */
 static int list_dir(const char *dir, bool dirs, const char *suffix, struct names *out, struct tb_err *err)
 {
     DIR *d = opendir(dir);
@@ -160,7 +163,7 @@ static int list_dir(const char *dir, bool dirs, const char *suffix, struct names
             rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory listing %s", dir);
             break;
         }
-        const bool keep = dirs ? is_dir(path) : is_file(path);
+        const bool keep = dirs ? is_dir(path) : exists(path);
         free(path);
         if (keep && !names_push(out, e->d_name)) {
             rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory listing %s", dir);
@@ -243,7 +246,7 @@ static int add_city(struct scan *sc, const struct part *p, int part, const char 
             rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
             break;
         }
-        if (!is_file(label)) {
+        if (!exists(label)) {
             if (!sc->missing++) {
                 sc->first_image = image;
                 sc->first_label = label;

@@ -370,12 +370,14 @@ int taco_read(const char *path, enum taco_classes mode, struct taco_set *set, st
     memset(set, 0, sizeof *set);
     struct reader r = { path, err, set, 0, 0 };
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_cannot_open_file)
-            return fail(&r, TB_ERR_CONFIG, "cannot read it: %s", jerr.text);
+    /* Opened here, not by name in jansson: a FIFO or a device is refused, not read. */
+    FILE *f = tb_fopen_regular(path, "the annotations", TB_ERR_CONFIG, err);
+    if (!f)
+        return err->status;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
+    if (!root)
         return fail(&r, TB_ERR_RUNTIME, "not valid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-    }
     int rc = TB_OK;
     uint8_t label_of[256] = { 0 };
     if (!json_is_object(root))

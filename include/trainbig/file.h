@@ -1,9 +1,10 @@
-/* core/util/file_internal.h: opening the files a user names (file.c) so that a name that
- * is not a regular file is refused by name instead of read: a FIFO would block forever,
+/* trainbig/file.h: opening the files a user names (core/util/file.c) so that a name that
+ * is not a regular file is refused by what it is instead of read: a FIFO would block forever,
  * /dev/zero would be read until memory runs out, a directory fails with an errno that
- * says nothing ("No such device" from mmap). */
-#ifndef TB_CORE_FILE_INTERNAL_H
-#define TB_CORE_FILE_INTERNAL_H
+ * says nothing ("No such device" from mmap). Datasets reading files of their own (an
+ * annotation file, a list of samples) use these as the core does. */
+#ifndef TB_FILE_H
+#define TB_FILE_H
 
 #include <stdio.h>
 #include <sys/types.h>
