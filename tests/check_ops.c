@@ -1,14 +1,16 @@
 /* tests/check_ops.c: the CPU backend's kernels for relu, sigmoid, add, mul, dropout, maxpool,
  * global average pooling, bilinear resize, concat, softmax cross-entropy and class-balanced
- * BCE with logits.
+ * BCE with logits; and every case of the op case list (tests/op_cases.c) on the cpu backend.
  *
  * Every forward is compared with a plain double-precision reference written here on NCHW
  * host arrays from the definitions in trainbig/ops.h (PyTorch's), never from the kernels;
  * every backward with central finite differences of the forward (opcheck_gradients) and,
  * where float differences are too coarse to be sharp (the losses, broadcasts, sums), with a
  * double-precision reference backward as well. Tolerances are |got - want| <= atol +
- * rtol * |want| and are stated at each check. Determinism: every op run twice on one backend
- * gives the same bits, and the same bits again with 1 and 3 threads. */
+ * rtol * |want| and are stated at each check. The case list, which check_cuda runs on cuda
+ * against cpu, covers every op kind of the contract: each case's backward against finite
+ * differences, and determinism: each case run twice on one backend gives the same bits,
+ * and the same bits again with 1 and 3 threads. */
 #include "config.h"
 
 #include <check.h>
@@ -22,6 +24,7 @@
 
 #include "testutil.h"
 #include "opcheck.h"
+#include "op_cases.h"
 /* For tb_cpu_uniform, the definition of the CPU backend's dropout mask. */
 #include "plugins/backends/cpu/cpu_shared.h"
 
@@ -1497,191 +1500,171 @@ START_TEST(prepare_rejects_bad_shapes)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ determinism */
+/* ------------------------------------------------------------------ the case list
+ *
+ * Every case of tests/op_cases.c, the list check_cuda runs on cuda against cpu: its
+ * backward against central finite differences, and the same bits from two runs and from
+ * 1, 2 and 3 threads. */
 
-/* Random inputs for op: f32 in [-1, 1), labels for softmax_ce (classes and 255), targets
- * for bce_logits (0, 1, 255). */
-static void **det_inputs(const struct tb_op *op, uint64_t seed)
+/* Every op kind of the contract has a case, so a new op gets its finite differences and
+ * determinism here and its cuda parity in check_cuda by its cases alone; and every case is
+ * checked by finite differences or says why not. */
+START_TEST(op_cases_cover_every_kind)
 {
-    void **in = calloc(TB_OP_MAX_IN, sizeof *in);
-    ck_assert_ptr_nonnull(in);
-    for (uint32_t i = 0; i < op->nin; i++) {
-        size_t n = elems(op->in[i]);
-        if (op->in[i].dtype == TB_F32) {
-            in[i] = frand(n, seed + i, -1.0f, 1.0f);
-            continue;
-        }
-        uint8_t *l = bytes(n);
-        uint64_t s = seed + i + 1;
-        for (size_t e = 0; e < n; e++) {
-            uint64_t r = next_rand(&s);
-            if (op->kind == TB_OP_SOFTMAX_CE)
-                l[e] = r % 7 == 0 ? 255 : (uint8_t)(r / 7 % (uint64_t)op->in[0].shape.c);
-            else
-                l[e] = r % 9 == 0 ? 255 : (uint8_t)(r / 9 % 3 == 0);
-        }
-        in[i] = l;
+    size_t count[TB_OP_KIND_COUNT] = { 0 };
+    const size_t n = op_case_count();
+    char(*names)[sizeof((struct pcase *)0)->name] = calloc(n + 1, sizeof *names);
+    ck_assert_ptr_nonnull(names);
+    for (size_t k = 0; k < n; k++) {
+        struct pcase pc;
+        op_case_make(k, &pc); /* checks the op against the contract (tb_op_check) */
+        ck_assert_msg(pc.op.kind > 0 && pc.op.kind < TB_OP_KIND_COUNT, "op case %zu (%s): kind %d", k, pc.name,
+                      (int)pc.op.kind);
+        count[pc.op.kind]++;
+        /* the name is how the suites report a case */
+        for (size_t j = 0; j < k; j++)
+            ck_assert_msg(strcmp(names[j], pc.name) != 0, "op cases %zu and %zu are both named \"%s\"", j, k, pc.name);
+        memcpy(names[k], pc.name, sizeof names[k]);
+        ck_assert_msg(pc.fd.skip || (pc.backward && pc.fd.eps > 0 && pc.fd.samples > 0),
+                      "op case %zu (%s): no finite differences, and no reason why", k, pc.name);
+        pc_free(&pc);
     }
-    return in;
+    free(names);
+    for (int kind = 1; kind < TB_OP_KIND_COUNT; kind++) {
+        const char *name = tb_op_kind_name((enum tb_op_kind)kind);
+        ck_assert_msg(name, "op kind %d of the contract has no name", kind);
+        ck_assert_msg(count[kind] > 0, "op kind %s (%d) has no case in tests/op_cases.c", name, kind);
+    }
 }
+END_TEST
 
-/* Whether input i of op carries a gradient (the kernels leave the others' din alone). */
-static bool has_grad(const struct tb_op *op, uint32_t i)
+/* Case pc's backward against central finite differences of its forward, on the inputs its
+ * fd.prep makes checkable, for the inputs and outputs that carry a gradient. */
+static void case_gradients(struct test_backend *b, struct pcase *pc)
 {
-    if (op->in[i].dtype != TB_F32)
-        return false;
-    return !(op->kind == TB_OP_SOFTMAX_CE && i == 2);
-}
-
-/* Everything op writes (outputs, then input gradients) after forward at `step` and
- * backward with fixed random dy. Outputs and gradients are first filled with `junk`, so
- * an element a kernel forgets to write shows up as a difference between two runs. */
-static unsigned char *det_run(struct test_backend *b, const struct tb_op *op, void **inputs, uint64_t step, float junk,
-                              size_t *len)
-{
+    if (pc->fd.prep)
+        pc->fd.prep(pc);
     struct opcheck oc;
-    opcheck_init(&oc, b, op);
-    struct tb_err err;
-    tb_err_clear(&err);
-    size_t total = 0;
-    for (uint32_t j = 0; j < op->nout; j++)
-        total += opcheck_bytes(op->out[j]);
-    for (uint32_t i = 0; i < op->nin; i++) {
-        opcheck_set_input(&oc, i, inputs[i]);
-        if (has_grad(op, i)) {
-            total += opcheck_bytes(op->in[i]);
-            ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.din[i], junk, &err), TB_OK);
-        }
+    opcheck_init(&oc, b, &pc->op);
+    oc.name = pc->name;
+    bool check[TB_OP_MAX_IN] = { false };
+    for (uint32_t i = 0; i < pc->op.nin; i++) {
+        opcheck_set_input(&oc, i, pc->in[i]);
+        check[i] = in_has_grad(&pc->op, i) && !(pc->no_din >> i & 1);
     }
-    for (uint32_t j = 0; j < op->nout; j++)
-        if (op->out[j].dtype == TB_F32)
-            ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.out[j], junk, &err), TB_OK);
-    unsigned char *buf = malloc(total + 1), *p = buf;
-    ck_assert_ptr_nonnull(buf);
-    opcheck_forward(&oc, step);
-    for (uint32_t j = 0; j < op->nout; j++) {
-        opcheck_get_output(&oc, j, p);
-        p += opcheck_bytes(op->out[j]);
-    }
-    float *dy[TB_OP_MAX_OUT] = { NULL };
-    for (uint32_t j = 0; j < op->nout; j++)
-        if (op->out[j].dtype == TB_F32)
-            dy[j] = frand(elems(op->out[j]), 900 + j, -1.0f, 1.0f);
-    opcheck_backward(&oc, dy);
-    for (uint32_t i = 0; i < op->nin; i++)
-        if (has_grad(op, i)) {
-            test_download(b, &oc.din[i], p);
-            p += opcheck_bytes(op->in[i]);
-        }
-    for (uint32_t j = 0; j < op->nout; j++)
-        free(dy[j]);
+    uint32_t skip_out = 0;
+    for (uint32_t j = 0; j < pc->op.nout; j++)
+        if (!out_has_grad(&pc->op, j))
+            skip_out |= 1u << j; /* batch norm's saved statistics */
+    opcheck_gradients(&oc, check, pc->fd.eps, pc->fd.atol, pc->fd.rtol, pc->fd.samples, skip_out, pc->step);
     opcheck_fini(&oc);
-    *len = total;
-    return buf;
 }
 
-/* Shapes large enough that two or three threads each get several rows. */
-static size_t det_ops(struct tb_op *ops)
-{
-    size_t k = 0;
-    struct tb_op op;
-    op = new_op(TB_OP_RELU, 1, 1, 1);
-    op.in[0] = op.out[0] = f32(2, 19, 17, 13);
-    ops[k++] = op;
-    op.kind = TB_OP_SIGMOID;
-    ops[k++] = op;
-    op = new_op(TB_OP_ADD, 2, 2, 1);
-    op.in[0] = op.in[1] = op.out[0] = f32(2, 19, 17, 13);
-    ops[k++] = op;
-    op = new_op(TB_OP_MUL, 3, 2, 1);
-    op.in[0] = op.in[1] = op.out[0] = f32(2, 19, 17, 13);
-    ops[k++] = op;
-    op.in[1] = f32(2, 1, 17, 13);
-    ops[k++] = op;
-    ops[k++] = dropout_op(2, 19, 17, 13, 0.3f, 0, 1);
-    ops[k++] = dropout_op(2, 19, 17, 13, 0.3f, 1, 1);
-    ops[k++] = maxpool_op(2, 19, 17, 13, 3, 2, 1);
-    ops[k++] = maxpool_op(2, 19, 17, 13, 3, 1, 1);
-    op = new_op(TB_OP_GLOBAL_AVGPOOL, 4, 1, 1);
-    op.in[0] = f32(3, 150, 17, 13);
-    op.out[0] = f32(3, 150, 1, 1);
-    ops[k++] = op;
-    ops[k++] = resize_op(2, 19, 17, 13, 40, 29, 0);
-    ops[k++] = resize_op(2, 19, 17, 13, 40, 29, 1);
-    ops[k++] = resize_op(2, 19, 40, 29, 17, 13, 0);
-    ops[k++] = resize_op(2, 19, 40, 29, 9, 5, 1);
-    op = new_op(TB_OP_CONCAT, 5, 3, 1);
-    op.in[0] = f32(2, 5, 17, 13);
-    op.in[1] = f32(2, 1, 17, 13);
-    op.in[2] = f32(2, 13, 17, 13);
-    op.out[0] = f32(2, 19, 17, 13);
-    ops[k++] = op;
-    for (int weighted = 0; weighted < 2; weighted++)
-        for (int per_image = 0; per_image < 2; per_image++) {
-            struct ce_case cc = { 3, 19, 17, 13, weighted, per_image };
-            ops[k++] = ce_op(&cc);
-        }
-    ops[k++] = bce_op(3, 17, 13);
-    return k;
-}
-
-static void det_free_inputs(const struct tb_op *op, void **in)
-{
-    for (uint32_t i = 0; i < op->nin; i++)
-        free(in[i]);
-    free(in);
-}
-
-START_TEST(deterministic_twice)
+/* Every case but those the list says finite differences cannot check. One backend for
+ * all: opening one costs more than most cases. */
+START_TEST(op_case_gradients)
 {
     struct test_backend b;
     test_backend_open(&b, "cpu", THREADS);
-    struct tb_op ops[32];
-    size_t count = det_ops(ops);
-    for (size_t k = 0; k < count; k++) {
-        void **in = det_inputs(&ops[k], 700 + k);
-        size_t l1, l2;
-        unsigned char *r1 = det_run(&b, &ops[k], in, 11, 12345.0f, &l1);
-        unsigned char *r2 = det_run(&b, &ops[k], in, 11, -0.5f, &l2);
-        ck_assert_uint_eq(l1, l2);
-        ck_assert_msg(memcmp(r1, r2, l1) == 0, "%s (case %zu): two runs differ", tb_op_kind_name(ops[k].kind), k);
-        free(r1), free(r2);
-        det_free_inputs(&ops[k], in);
+    for (size_t k = 0; k < op_case_count(); k++) {
+        struct pcase pc;
+        op_case_make(k, &pc);
+        if (!pc.fd.skip)
+            case_gradients(&b, &pc);
+        pc_free(&pc);
     }
     test_backend_close(&b);
 }
 END_TEST
 
-/* Stronger than required: no result depends on how the work is split over threads. */
+/* Two runs of pc wrote the same bits: outputs (but those the case leaves alone), inputs
+ * updated in place, and input gradients (but those in skip_din). */
+static void assert_same_bits(const struct pcase *pc, const struct result *a, const struct result *b, uint32_t skip_din,
+                             const char *what)
+{
+    const struct tb_op *op = &pc->op;
+    for (uint32_t j = 0; j < op->nout; j++)
+        if (!(pc->keeps_out >> j & 1))
+            ck_assert_msg(memcmp(a->out[j], b->out[j], opcheck_bytes(op->out[j])) == 0, "%s: output %u: %s", pc->name,
+                          j, what);
+    for (uint32_t i = 0; i < op->nin; i++) {
+        ck_assert_msg(memcmp(a->in_after[i], b->in_after[i], opcheck_bytes(op->in[i])) == 0,
+                      "%s: input %u after the run: %s", pc->name, i, what);
+        ck_assert(!a->din[i] == !b->din[i]);
+        if (a->din[i] && !(skip_din >> i & 1))
+            ck_assert_msg(memcmp(a->din[i], b->din[i], opcheck_bytes(op->in[i])) == 0, "%s: input gradient %u: %s",
+                          pc->name, i, what);
+    }
+}
+
+/* The outputs pc leaves alone still hold the junk they were filled with. */
+static void assert_kept(const struct pcase *pc, const struct result *r, float junk, uint8_t junk_u8)
+{
+    for (uint32_t j = 0; j < pc->op.nout; j++) {
+        if (!(pc->keeps_out >> j & 1))
+            continue;
+        for (size_t e = 0; e < elems(pc->op.out[j]); e++) {
+            bool kept = pc->op.out[j].dtype == TB_F32 ? ((const float *)r->out[j])[e] == junk
+                                                      : ((const uint8_t *)r->out[j])[e] == junk_u8;
+            ck_assert_msg(kept, "%s: output %u [%zu] was written; the op leaves it alone here", pc->name, j, e);
+        }
+    }
+}
+
+/* Every case twice on one backend. Outputs and gradients are first filled with different
+ * junk each time, so an element a kernel forgets to write shows up as a difference. */
+START_TEST(deterministic_twice)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    for (size_t k = 0; k < op_case_count(); k++) {
+        struct pcase pc;
+        op_case_make(k, &pc);
+        struct result r1, r2;
+        op_case_run(&b, &pc, 12345.0f, 0x5A, &r1);
+        op_case_run(&b, &pc, -0.5f, 0xA5, &r2);
+        assert_kept(&pc, &r1, 12345.0f, 0x5A);
+        assert_kept(&pc, &r2, -0.5f, 0xA5);
+        assert_same_bits(&pc, &r1, &r2, 0, "two runs differ");
+        result_free(&r1);
+        result_free(&r2);
+        pc_free(&pc);
+    }
+    test_backend_close(&b);
+}
+END_TEST
+
+/* Stronger than required: no result depends on how the work is split over threads, but
+ * for the gradients a case marks (din_by_threads: conv2d's weights and bias). */
 START_TEST(deterministic_across_thread_counts)
 {
-    struct tb_op ops[32];
-    size_t count = det_ops(ops);
-    unsigned char *ref[32];
-    size_t len[32];
+    const size_t count = op_case_count();
+    struct result *ref = calloc(count + 1, sizeof *ref);
+    ck_assert_ptr_nonnull(ref);
     static const char *const configs[] = { THREADS, "threads = 1\n", "threads = 3\n" };
     for (size_t t = 0; t < 3; t++) {
         struct test_backend b;
         test_backend_open(&b, "cpu", configs[t]);
         for (size_t k = 0; k < count; k++) {
-            void **in = det_inputs(&ops[k], 700 + k);
-            size_t l;
-            unsigned char *r = det_run(&b, &ops[k], in, 11, 3.0f, &l);
+            struct pcase pc;
+            op_case_make(k, &pc);
+            struct result r;
+            op_case_run(&b, &pc, 3.0f, 0x33, &r);
             if (t == 0) {
                 ref[k] = r;
-                len[k] = l;
             } else {
-                ck_assert_uint_eq(l, len[k]);
-                ck_assert_msg(memcmp(r, ref[k], l) == 0, "%s (case %zu): %s differs from 2 threads",
-                              tb_op_kind_name(ops[k].kind), k, configs[t]);
-                free(r);
+                char what[64];
+                snprintf(what, sizeof what, "%.11s differs from 2 threads", configs[t]);
+                assert_same_bits(&pc, &r, &ref[k], pc.din_by_threads, what);
+                result_free(&r);
             }
-            det_free_inputs(&ops[k], in);
+            pc_free(&pc);
         }
         test_backend_close(&b);
     }
     for (size_t k = 0; k < count; k++)
-        free(ref[k]);
+        result_free(&ref[k]);
+    free(ref);
 }
 END_TEST
 
@@ -1740,6 +1723,12 @@ int main(void)
     tc = tcase_create("checks");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, prepare_rejects_bad_shapes);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("cases"); /* tests/op_cases.c */
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, op_cases_cover_every_kind);
+    tcase_add_test(tc, op_case_gradients);
     tcase_add_test(tc, deterministic_twice);
     tcase_add_test(tc, deterministic_across_thread_counts);
     suite_add_tcase(s, tc);

@@ -127,6 +127,7 @@ static inline size_t elems(struct tb_tensor_desc d)
 struct opcheck {
     struct test_backend *b;
     struct tb_op op;
+    const char *name; /* what messages call the op (a test case's name), or NULL */
     void *state;
     struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
     struct tb_tensor din[TB_OP_MAX_IN], dout[TB_OP_MAX_OUT];
@@ -276,8 +277,9 @@ static inline void opcheck_gradients(struct opcheck *oc, const bool *check, floa
             opcheck_set_input(oc, i, x);
             double numeric = (lp - lm) / (2.0 * eps);
             ck_assert_msg(fabs((double)g[e] - numeric) <= atol + rtol * fabs(numeric),
-                          "%s op %u: d input %u [%zu]: backward %.6g, finite differences %.6g",
-                          tb_op_kind_name(oc->op.kind), oc->op.id, i, e, (double)g[e], numeric);
+                          "%s%s%s op %u: d input %u [%zu]: backward %.6g, finite differences %.6g",
+                          oc->name ? oc->name : "", oc->name ? ": " : "", tb_op_kind_name(oc->op.kind), oc->op.id, i, e,
+                          (double)g[e], numeric);
         }
         free(g);
         free(x);
