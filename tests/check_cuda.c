@@ -107,35 +107,6 @@ static void *host_buf(struct tb_tensor_desc d)
     return p;
 }
 
-static float *frand(size_t n, uint64_t seed, float lo, float hi)
-{
-    float *x = malloc(n * sizeof *x + 1);
-    ck_assert_ptr_nonnull(x);
-    test_random(x, n, seed, lo, hi);
-    return x;
-}
-
-static uint64_t next_rand(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s >> 11;
-}
-
-/* Labels in 0..k-1, about one in `ignore_every` = 255 (0: none). */
-static uint8_t *labels(size_t n, int k, int ignore_every, uint64_t seed)
-{
-    uint8_t *l = malloc(n + 1);
-    ck_assert_ptr_nonnull(l);
-    uint64_t s = seed * TB_GOLDEN64 + 5;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = next_rand(&s);
-        l[i] = ignore_every && r % (uint64_t)ignore_every == 0 ? 255 : (uint8_t)(r / 64 % (uint64_t)k);
-    }
-    return l;
-}
-
 /* Element i of shape s as (n, c, y, x), for messages. */
 static void coords(struct tb_shape s, size_t i, int v[4])
 {
@@ -336,8 +307,8 @@ START_TEST(softmax_ce_bad_label)
     op.in[1] = u8(N, 1, H, W);
     op.out[0] = f32(1, 1, 1, 1);
     op.p.ce = (struct tb_ce_params){ 255, 0, 0 };
-    float *z = frand(elems(op.in[0]), 850, -1.0f, 1.0f);
-    uint8_t *l = labels(elems(op.in[1]), K, 5, 851);
+    float *z = op_frand(elems(op.in[0]), 850, -1.0f, 1.0f);
+    uint8_t *l = op_labels(elems(op.in[1]), K, 5, 851);
     l[(size_t)H * W + 5 * W + 11] = 9; /* image 1, row 5, column 11; the only bad one */
     struct opcheck oc;
     opcheck_init(&oc, &b, &op);
@@ -416,13 +387,13 @@ static struct runtime_out runtime_run(struct test_backend *b, struct tb_tensor_d
     ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &t, 0.375f, &err), TB_OK);
     test_download(b, &t, r.filled);
 
-    float *a = frand(n, 960, -1.0f, 1.0f), *c = frand(n, 961, -1.0f, 1.0f);
+    float *a = op_frand(n, 960, -1.0f, 1.0f), *c = op_frand(n, 961, -1.0f, 1.0f);
     test_upload(b, &t, a);
     test_upload(b, &u, c);
     ck_assert_int_eq(b->ops.backend->tensor_accumulate(b->ctx, &t, &u, 0.3f, &err), TB_OK);
     test_download(b, &t, r.acc);
 
-    float *grad = frand(n, 962, -1.0f, 1.0f);
+    float *grad = op_frand(n, 962, -1.0f, 1.0f);
     test_upload(b, &t, a); /* the parameter */
     test_upload(b, &g, grad);
     ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &m, 0.0f, &err), TB_OK);
@@ -800,7 +771,7 @@ START_TEST(allreduce_one_rank)
     float *host[3], *back[3];
     for (int i = 0; i < 3; i++) {
         t[i] = test_tensor(&b, d[i]);
-        host[i] = frand(elems(d[i]), 970 + (uint64_t)i, -1.0f, 1.0f);
+        host[i] = op_frand(elems(d[i]), 970 + (uint64_t)i, -1.0f, 1.0f);
         back[i] = host_buf(d[i]);
         test_upload(&b, &t[i], host[i]);
     }

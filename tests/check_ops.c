@@ -38,14 +38,6 @@ static size_t at(struct tb_shape s, int n, int c, int y, int x)
     return (((size_t)n * (size_t)s.c + (size_t)c) * (size_t)s.h + (size_t)y) * (size_t)s.w + (size_t)x;
 }
 
-static float *frand(size_t n, uint64_t seed, float lo, float hi)
-{
-    float *x = malloc(n * sizeof *x + 1);
-    ck_assert_ptr_nonnull(x);
-    test_random(x, n, seed, lo, hi);
-    return x;
-}
-
 static double *dzeros(size_t n)
 {
     double *x = calloc(n + 1, sizeof *x);
@@ -79,15 +71,6 @@ static void assert_close(const char *what, const float *got, const double *want,
         }
 }
 
-/* A small xorshift generator for labels and permutations. */
-static uint64_t next_rand(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s >> 11;
-}
-
 /* Distinct values 0.01 * (a permutation of 0..n-1) - offset: no two elements of a pooling
  * window are within 2 * eps of each other, so finite differences never cross a tie. */
 static float *distinct(size_t n, uint64_t seed, float offset)
@@ -98,7 +81,7 @@ static float *distinct(size_t n, uint64_t seed, float offset)
         x[i] = 0.01f * (float)i - offset;
     uint64_t s = seed * TB_GOLDEN64 + 7;
     for (size_t i = n; i > 1; i--) {
-        size_t j = next_rand(&s) % i;
+        size_t j = op_next_rand(&s) % i;
         float t = x[i - 1];
         x[i - 1] = x[j];
         x[j] = t;
@@ -172,7 +155,7 @@ START_TEST(relu_forward_backward)
         struct tb_op op = new_op(TB_OP_RELU, 3, 1, 1);
         op.in[0] = op.out[0] = f32(2, channels[variant], 5, 7);
         size_t n = elems(op.in[0]);
-        float *x = frand(n, 11 + (uint64_t)variant, -1.0f, 1.0f);
+        float *x = op_frand(n, 11 + (uint64_t)variant, -1.0f, 1.0f);
         /* keep away from the kink so that finite differences see one side only */
         for (size_t i = 0; i < n; i++)
             if (fabsf(x[i]) < 0.05f)
@@ -186,7 +169,7 @@ START_TEST(relu_forward_backward)
         for (size_t i = 0; i < n; i++)
             want[i] = x[i] > 0.0f ? (double)x[i] : 0.0;
         assert_close("relu y", y, want, n, 0.0, 0.0); /* exact */
-        float *dy = frand(n, 12, -1.0f, 1.0f);
+        float *dy = op_frand(n, 12, -1.0f, 1.0f);
         backward_dy(&oc, dy);
         float *dx = get_din(&oc, 0);
         for (size_t i = 0; i < n; i++)
@@ -235,7 +218,7 @@ START_TEST(sigmoid_forward_backward)
         struct tb_op op = new_op(TB_OP_SIGMOID, 5, 1, 1);
         op.in[0] = op.out[0] = f32(2, channels[variant], 5, 7);
         size_t n = elems(op.in[0]);
-        float *x = frand(n, 21 + (uint64_t)variant, -6.0f, 6.0f);
+        float *x = op_frand(n, 21 + (uint64_t)variant, -6.0f, 6.0f);
         /* saturated values: exp overflows on one side and must still give 0 or 1 */
         x[0] = 100.0f, x[1] = -100.0f, x[2] = 20.0f, x[3] = -20.0f, x[4] = 0.0f;
         struct opcheck oc;
@@ -247,7 +230,7 @@ START_TEST(sigmoid_forward_backward)
         for (size_t i = 0; i < n; i++)
             want[i] = 1.0 / (1.0 + exp(-(double)x[i]));
         assert_close("sigmoid y", y, want, n, 1e-30, 2e-6); /* a few float ulps */
-        float *dy = frand(n, 22, -1.0f, 1.0f);
+        float *dy = op_frand(n, 22, -1.0f, 1.0f);
         backward_dy(&oc, dy);
         float *dx = get_din(&oc, 0);
         for (size_t i = 0; i < n; i++) {
@@ -277,7 +260,7 @@ START_TEST(add_forward_backward)
     struct tb_op op = new_op(TB_OP_ADD, 6, 2, 1);
     op.in[0] = op.in[1] = op.out[0] = f32(2, 3, 5, 7);
     size_t n = elems(op.in[0]);
-    float *a = frand(n, 31, -1.0f, 1.0f), *bb = frand(n, 32, -1.0f, 1.0f), *dy = frand(n, 33, -1.0f, 1.0f);
+    float *a = op_frand(n, 31, -1.0f, 1.0f), *bb = op_frand(n, 32, -1.0f, 1.0f), *dy = op_frand(n, 33, -1.0f, 1.0f);
     struct opcheck oc;
     opcheck_init(&oc, &b, &op);
     opcheck_set_input(&oc, 0, a);
@@ -331,8 +314,8 @@ START_TEST(mul_same_and_broadcast)
         op.in[0] = op.out[0] = f32(2, cases[k][0], 5, 7);
         op.in[1] = f32(2, cases[k][1], 5, 7);
         size_t n = elems(op.in[0]), ng = elems(op.in[1]);
-        float *x = frand(n, 41 + k, -1.0f, 1.0f), *g = frand(ng, 42 + k, -1.0f, 1.0f);
-        float *dy = frand(n, 43 + k, -1.0f, 1.0f);
+        float *x = op_frand(n, 41 + k, -1.0f, 1.0f), *g = op_frand(ng, 42 + k, -1.0f, 1.0f);
+        float *dy = op_frand(n, 43 + k, -1.0f, 1.0f);
         struct opcheck oc;
         opcheck_init(&oc, &b, &op);
         opcheck_set_input(&oc, 0, x);
@@ -415,7 +398,7 @@ START_TEST(dropout_elementwise)
     test_backend_open(&b, "cpu", THREADS);
     struct tb_op op = dropout_op(2, 3, 5, 7, 0.3f, 0, 1);
     size_t n = elems(op.in[0]);
-    float *x = frand(n, 51, -1.0f, 1.0f);
+    float *x = op_frand(n, 51, -1.0f, 1.0f);
     struct opcheck oc;
     opcheck_init(&oc, &b, &op);
     opcheck_set_input(&oc, 0, x);
@@ -427,7 +410,7 @@ START_TEST(dropout_elementwise)
     ck_assert_msg(memcmp(m1, m3, n) != 0, "dropout: steps 5 and 6 drew the same mask");
     ck_assert_msg(d1 > 0 && d1 < n, "dropout dropped %zu of %zu", d1, n);
     /* backward: dx = dy * mask / (1 - p), from the mask of the last forward */
-    float *dy = frand(n, 52, -1.0f, 1.0f);
+    float *dy = op_frand(n, 52, -1.0f, 1.0f);
     backward_dy(&oc, dy);
     float *dx = get_din(&oc, 0);
     double *want = dzeros(n);
@@ -443,11 +426,11 @@ START_TEST(dropout_elementwise)
     for (int c = 24; c <= 32; c += 8) {
         op = dropout_op(2, c, 5, 7, 0.3f, 0, 1);
         n = elems(op.in[0]);
-        x = frand(n, 55, -1.0f, 1.0f);
+        x = op_frand(n, 55, -1.0f, 1.0f);
         opcheck_init(&oc, &b, &op);
         opcheck_set_input(&oc, 0, x);
         m1 = dropout_run(&oc, x, 9, &d1);
-        dy = frand(n, 56, -1.0f, 1.0f);
+        dy = op_frand(n, 56, -1.0f, 1.0f);
         backward_dy(&oc, dy);
         dx = get_din(&oc, 0);
         want = dzeros(n);
@@ -461,7 +444,7 @@ START_TEST(dropout_elementwise)
     /* many elements, p = 0.5: the dropped fraction within 5 standard deviations */
     op = dropout_op(4, 8, 16, 16, 0.5f, 0, 1);
     n = elems(op.in[0]);
-    x = frand(n, 53, -1.0f, 1.0f);
+    x = op_frand(n, 53, -1.0f, 1.0f);
     opcheck_init(&oc, &b, &op);
     opcheck_set_input(&oc, 0, x);
     m1 = dropout_run(&oc, x, 1, &d1);
@@ -473,7 +456,7 @@ START_TEST(dropout_elementwise)
     /* p = 0 keeps everything, unscaled */
     op = dropout_op(2, 3, 5, 7, 0.0f, 0, 1);
     n = elems(op.in[0]);
-    x = frand(n, 54, -1.0f, 1.0f);
+    x = op_frand(n, 54, -1.0f, 1.0f);
     opcheck_init(&oc, &b, &op);
     opcheck_set_input(&oc, 0, x);
     m1 = dropout_run(&oc, x, 3, &d1);
@@ -494,7 +477,7 @@ START_TEST(dropout_channelwise)
     struct tb_op op = dropout_op(16, 64, 3, 5, 0.3f, 1, 1);
     struct tb_shape s = op.in[0].shape;
     size_t n = elems(op.in[0]), maps = elems(op.out[1]);
-    float *x = frand(n, 61, 0.5f, 1.5f); /* never 0: a zero in y means dropped */
+    float *x = op_frand(n, 61, 0.5f, 1.5f); /* never 0: a zero in y means dropped */
     struct opcheck oc;
     opcheck_init(&oc, &b, &op);
     opcheck_set_input(&oc, 0, x);
@@ -532,7 +515,7 @@ START_TEST(dropout_channelwise)
     size_t d;
     uint8_t *again = dropout_run(&oc, x, 0, &d);
     ck_assert_mem_eq(first, again, maps);
-    float *dy = frand(n, 62, -1.0f, 1.0f);
+    float *dy = op_frand(n, 62, -1.0f, 1.0f);
     backward_dy(&oc, dy);
     float *dx = get_din(&oc, 0);
     double *want = dzeros(n);
@@ -549,7 +532,7 @@ START_TEST(dropout_channelwise)
     /* a small one for finite differences */
     op = dropout_op(2, 3, 5, 7, 0.4f, 1, 1);
     n = elems(op.in[0]);
-    x = frand(n, 63, -1.0f, 1.0f);
+    x = op_frand(n, 63, -1.0f, 1.0f);
     opcheck_init(&oc, &b, &op);
     opcheck_set_input(&oc, 0, x);
     fd_check(&oc, 1, 1e-2f, 2e-4, 1e-3, 9);
@@ -566,7 +549,7 @@ START_TEST(dropout_inference_passthrough)
     for (int channelwise = 0; channelwise < 2; channelwise++) {
         struct tb_op op = dropout_op(2, 3, 5, 7, 0.5f, channelwise, 0);
         size_t n = elems(op.in[0]), nm = elems(op.out[1]);
-        float *x = frand(n, 71, -1.0f, 1.0f), *dy = frand(n, 72, -1.0f, 1.0f);
+        float *x = op_frand(n, 71, -1.0f, 1.0f), *dy = op_frand(n, 72, -1.0f, 1.0f);
         struct opcheck oc;
         opcheck_init(&oc, &b, &op);
         opcheck_set_input(&oc, 0, x);
@@ -638,7 +621,7 @@ static struct tb_op maxpool_op(int n, int c, int h, int w, int k, int stride, in
 static void maxpool_case(struct test_backend *b, struct tb_op op, const float *x, bool fd)
 {
     size_t n = elems(op.in[0]), no = elems(op.out[0]);
-    float *dy = frand(no, 81, -1.0f, 1.0f);
+    float *dy = op_frand(no, 81, -1.0f, 1.0f);
     struct opcheck oc;
     opcheck_init(&oc, b, &op);
     opcheck_set_input(&oc, 0, x);
@@ -729,7 +712,7 @@ START_TEST(avgpool_forward_backward)
         op.out[0] = f32(2, channels[k], 1, 1);
         struct tb_shape s = op.in[0].shape;
         size_t n = elems(op.in[0]), no = elems(op.out[0]);
-        float *x = frand(n, 91 + k, -1.0f, 1.0f), *dy = frand(no, 92 + k, -1.0f, 1.0f);
+        float *x = op_frand(n, 91 + k, -1.0f, 1.0f), *dy = op_frand(no, 92 + k, -1.0f, 1.0f);
         struct opcheck oc;
         opcheck_init(&oc, &b, &op);
         opcheck_set_input(&oc, 0, x);
@@ -834,7 +817,7 @@ START_TEST(resize_forward_backward)
             const int *c = cases[i];
             struct tb_op op = resize_op(2, c[0], c[1], c[2], c[3], c[4], ac);
             size_t n = elems(op.in[0]), no = elems(op.out[0]);
-            float *x = frand(n, 101 + i, -1.0f, 1.0f), *dy = frand(no, 102 + i, -1.0f, 1.0f);
+            float *x = op_frand(n, 101 + i, -1.0f, 1.0f), *dy = op_frand(no, 102 + i, -1.0f, 1.0f);
             struct opcheck oc;
             opcheck_init(&oc, &b, &op);
             opcheck_set_input(&oc, 0, x);
@@ -937,12 +920,12 @@ START_TEST(concat_three)
         struct opcheck oc;
         opcheck_init(&oc, &b, &op);
         for (int i = 0; i < 3; i++) {
-            x[i] = frand(elems(op.in[i]), 111 + (uint64_t)i, -1.0f, 1.0f);
+            x[i] = op_frand(elems(op.in[i]), 111 + (uint64_t)i, -1.0f, 1.0f);
             opcheck_set_input(&oc, (uint32_t)i, x[i]);
         }
         opcheck_forward(&oc, 0);
         float *y = get_output(&oc, 0);
-        float *dy = frand(no, 114, -1.0f, 1.0f);
+        float *dy = op_frand(no, 114, -1.0f, 1.0f);
         double *want = dzeros(no);
         /* y channel (c0 + c) of image n is channel c of input i, c0 = channels before it */
         for (int n = 0, c0 = 0; n < 2; n++, c0 = 0)
@@ -1070,7 +1053,7 @@ static uint8_t *ce_labels(const struct ce_case *cc, uint64_t seed, int empty)
     uint8_t *l = bytes(n);
     uint64_t s = seed * TB_GOLDEN64 + 3;
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = next_rand(&s);
+        uint64_t r = op_next_rand(&s);
         l[i] = r % 5 == 0 ? 255 : (uint8_t)(r / 5 % (uint64_t)cc->k);
         if (empty >= 0 && i / per == (size_t)empty)
             l[i] = 255;
@@ -1122,8 +1105,8 @@ START_TEST(softmax_ce_modes)
                 static const int classes[3] = { 4, 32, 16 };
                 struct ce_case cc = { 3, classes[kk], 5, 7, weighted, per_image };
                 size_t n = (size_t)cc.n * (size_t)cc.k * (size_t)cc.h * (size_t)cc.w;
-                float *z = frand(n, 121, -3.0f, 3.0f);
-                float *wts = frand((size_t)cc.n * (size_t)cc.k, 122, 0.25f, 2.0f);
+                float *z = op_frand(n, 121, -3.0f, 3.0f);
+                float *wts = op_frand((size_t)cc.n * (size_t)cc.k, 122, 0.25f, 2.0f);
                 uint8_t *lab = ce_labels(&cc, 123, 2); /* image 2: every pixel ignored */
                 ce_check(&b, &cc, z, lab, wts, kk == 0);
                 free(z), free(wts), free(lab);
@@ -1131,7 +1114,7 @@ START_TEST(softmax_ce_modes)
         }
     /* one class, one channel: the loss is 0 and so is every gradient */
     struct ce_case one = { 2, 1, 5, 7, 0, 0 };
-    float *z = frand(70, 124, -3.0f, 3.0f);
+    float *z = op_frand(70, 124, -3.0f, 3.0f);
     uint8_t *lab = ce_labels(&one, 125, -1);
     ce_check(&b, &one, z, lab, NULL, false);
     free(z), free(lab);
@@ -1202,7 +1185,7 @@ START_TEST(softmax_ce_all_ignored_and_stable)
     for (int per_image = 0; per_image < 2; per_image++) {
         struct ce_case cc = { 2, 3, 5, 7, 1, per_image };
         size_t n = (size_t)2 * 3 * 35;
-        float *z = frand(n, 131, -3.0f, 3.0f), *wts = frand(6, 132, 0.5f, 2.0f);
+        float *z = op_frand(n, 131, -3.0f, 3.0f), *wts = op_frand(6, 132, 0.5f, 2.0f);
         uint8_t *lab = bytes(70);
         memset(lab, 255, 70);
         ce_check(&b, &cc, z, lab, wts, false);
@@ -1211,7 +1194,7 @@ START_TEST(softmax_ce_all_ignored_and_stable)
     /* huge logits: log-sum-exp with the maximum taken out stays finite and exact */
     struct ce_case cc = { 2, 5, 3, 5, 0, 0 };
     size_t n = (size_t)2 * 5 * 15;
-    float *z = frand(n, 133, -1.0f, 1.0f);
+    float *z = op_frand(n, 133, -1.0f, 1.0f);
     for (size_t i = 0; i < n; i++)
         z[i] *= i % 3 ? 1000.0f : 80.0f;
     uint8_t *lab = ce_labels(&cc, 134, -1);
@@ -1227,7 +1210,7 @@ START_TEST(softmax_ce_bad_label)
     test_backend_open(&b, "cpu", THREADS);
     struct ce_case cc = { 3, 4, 5, 7, 0, 0 };
     struct tb_op op = ce_op(&cc);
-    float *z = frand(elems(op.in[0]), 141, -1.0f, 1.0f);
+    float *z = op_frand(elems(op.in[0]), 141, -1.0f, 1.0f);
     uint8_t *lab = ce_labels(&cc, 142, -1);
     /* two bad labels; the first in (image, row, column) order is reported */
     lab[at(op.in[1].shape, 2, 0, 0, 0)] = 7;
@@ -1337,7 +1320,7 @@ START_TEST(class_weights_by_count)
     uint8_t *t = bytes(N * pix);
     uint64_t s = 481;
     for (size_t i = 0; i < N * pix; i++) {
-        uint64_t r = next_rand(&s) % 10;
+        uint64_t r = op_next_rand(&s) % 10;
         t[i] = r == 9 ? 255 : (uint8_t)(r % 4 == 3 ? 1 : r % 4); /* classes 0..2 only: 3..5 absent */
     }
     memset(t + 2 * pix, 255, pix);
@@ -1409,12 +1392,12 @@ START_TEST(bce_balanced)
     test_backend_open(&b, "cpu", THREADS);
     struct tb_op op = bce_op(2, 5, 7);
     size_t n = elems(op.in[0]);
-    float *z = frand(n, 151, -4.0f, 4.0f);
+    float *z = op_frand(n, 151, -4.0f, 4.0f);
     uint8_t *t = bytes(n);
     uint64_t s = 152;
     /* edges are rare: about 1 in 6 positive, 1 in 8 ignored (255 or any other value) */
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = next_rand(&s) % 48;
+        uint64_t r = op_next_rand(&s) % 48;
         t[i] = r < 8 ? 1 : r < 14 ? (r % 2 ? 255 : 2) : 0;
     }
     bce_check(&b, op, z, t, true, NULL);

@@ -32,7 +32,7 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static float *frand(size_t n, uint64_t seed, float lo, float hi)
+float *op_frand(size_t n, uint64_t seed, float lo, float hi)
 {
     float *x = malloc(n * sizeof *x + 1);
     ck_assert_ptr_nonnull(x);
@@ -40,7 +40,7 @@ static float *frand(size_t n, uint64_t seed, float lo, float hi)
     return x;
 }
 
-static uint64_t next_rand(uint64_t *s)
+uint64_t op_next_rand(uint64_t *s)
 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -49,13 +49,13 @@ static uint64_t next_rand(uint64_t *s)
 }
 
 /* Labels in 0..k-1, about one in `ignore_every` = 255 (0: none). */
-static uint8_t *labels(size_t n, int k, int ignore_every, uint64_t seed)
+uint8_t *op_labels(size_t n, int k, int ignore_every, uint64_t seed)
 {
     uint8_t *l = malloc(n + 1);
     ck_assert_ptr_nonnull(l);
     uint64_t s = seed * TB_GOLDEN64 + 5;
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = next_rand(&s);
+        uint64_t r = op_next_rand(&s);
         l[i] = ignore_every && r % (uint64_t)ignore_every == 0 ? 255 : (uint8_t)(r / 64 % (uint64_t)k);
     }
     return l;
@@ -96,7 +96,7 @@ void pc_init(struct pcase *pc, const char *name, const struct tb_op *op, uint64_
     pc->forwards = 1;
     for (uint32_t i = 0; i < op->nin; i++) {
         if (op->in[i].dtype == TB_F32) {
-            pc->in[i] = frand(elems(op->in[i]), seed + i, -1.0f, 1.0f);
+            pc->in[i] = op_frand(elems(op->in[i]), seed + i, -1.0f, 1.0f);
         } else {
             pc->in[i] = calloc(1, elems(op->in[i]) + 1);
             ck_assert_ptr_nonnull(pc->in[i]);
@@ -105,7 +105,7 @@ void pc_init(struct pcase *pc, const char *name, const struct tb_op *op, uint64_
     }
     for (uint32_t j = 0; j < op->nout; j++)
         if (out_has_grad(op, j))
-            pc->dy[j] = frand(elems(op->out[j]), seed + 100 + j, -1.0f, 1.0f);
+            pc->dy[j] = op_frand(elems(op->out[j]), seed + 100 + j, -1.0f, 1.0f);
     /* eps 1e-2 on O(1) inputs. For an op linear in each input only rounding matters: an
      * ulp (6e-8) of each output that moves, over 2 eps, ~1e-5 for a few outputs. */
     pc->fd = (struct fd_spec){ 1e-2f, 2e-4, 1e-3, FD_SAMPLES, NULL, NULL };
@@ -253,7 +253,7 @@ static void fd_distinct_planes(struct pcase *pc)
         for (size_t i = 0; i < plane; i++)
             v[i] = 0.01f * (float)i - 0.005f * (float)plane;
         for (size_t i = plane; i > 1; i--) {
-            size_t j = next_rand(&r) % i;
+            size_t j = op_next_rand(&r) % i;
             float t = v[i - 1];
             v[i - 1] = v[j];
             v[j] = t;
@@ -393,7 +393,7 @@ static void sigmoid_cases(struct pcase *pc, size_t i)
     snprintf(name, sizeof name, "sigmoid %s", shape_str(op.in[0].shape));
     pc_init(pc, name, &op, i == 0 ? 510 : 1010);
     if (i == 0)
-        pc_set(pc, 0, frand(elems(op.in[0]), 511, -8.0f, 8.0f));
+        pc_set(pc, 0, op_frand(elems(op.in[0]), 511, -8.0f, 8.0f));
     pc_tol(pc, TOL_TRANSCENDENTAL, TOL_TRANSCENDENTAL);
     /* an ulp of y (<= 6e-8) over 2 eps: 3e-5 */
     fd_tol(pc, 1e-3f, 2e-4, 1e-3);
@@ -607,13 +607,13 @@ static void ce_case(struct pcase *pc, int W, int weighted, int per_image, uint64
     snprintf(name, sizeof name, "softmax_ce %s, %s, %s", weighted ? "weighted" : "unweighted",
              per_image ? "per image" : "over the batch", shape_str(op.in[0].shape));
     pc_init(pc, name, &op, seed);
-    pc_set(pc, 0, frand(elems(op.in[0]), seed + 1, -4.0f, 4.0f));
+    pc_set(pc, 0, op_frand(elems(op.in[0]), seed + 1, -4.0f, 4.0f));
     /* about 1 in 5 pixels ignored, and image 2 has no counted pixel (it adds 0) */
-    uint8_t *l = labels(elems(op.in[1]), K, 5, seed + 2);
+    uint8_t *l = op_labels(elems(op.in[1]), K, 5, seed + 2);
     memset(l + 2 * (size_t)H * W, 255, (size_t)H * W);
     pc_set(pc, 1, l);
     if (weighted)
-        pc_set(pc, 2, frand(elems(op.in[2]), seed + 3, 0.25f, 2.0f));
+        pc_set(pc, 2, op_frand(elems(op.in[2]), seed + 3, 0.25f, 2.0f));
     pc->dy[0][0] = 0.7f; /* dloss */
     pc->out[0] = TOL_LOSS;
     pc->din[0] = TOL_LOSS_GRAD;
@@ -643,12 +643,12 @@ static void bce_cases(struct pcase *pc, size_t i)
     char name[128];
     snprintf(name, sizeof name, "bce_logits %s", shape_str(op.in[0].shape));
     pc_init(pc, name, &op, seed);
-    pc_set(pc, 0, frand(elems(op.in[0]), seed + 1, -6.0f, 6.0f));
+    pc_set(pc, 0, op_frand(elems(op.in[0]), seed + 1, -6.0f, 6.0f));
     /* edges are rare: ~1 in 6 positive; 255 and any other value (7) are ignored */
     uint8_t *t = pc->in[1];
     uint64_t s = seed + 10;
     for (size_t e = 0; e < elems(op.in[1]); e++) {
-        uint64_t r = next_rand(&s) % 24;
+        uint64_t r = op_next_rand(&s) % 24;
         t[e] = r < 4 ? 1 : r == 4 ? 255 : r == 5 ? 7 : 0;
     }
     pc->dy[0][0] = 1.3f;
@@ -668,7 +668,7 @@ void class_weights_case(struct pcase *pc)
     pc_init(pc, "class_weights", &op, 900);
     /* classes 0..11 only (12..18 absent: weight 1), 1 in 6 ignored; image 1 all ignored,
      * image 2 one class (2 - 1 = 1) */
-    uint8_t *l = labels(elems(op.in[0]), 12, 6, 901);
+    uint8_t *l = op_labels(elems(op.in[0]), 12, 6, 901);
     memset(l + (size_t)H * W, 255, (size_t)H * W);
     memset(l + 2 * (size_t)H * W, 4, (size_t)H * W);
     pc_set(pc, 0, l);
@@ -691,8 +691,8 @@ static void mask_labels_cases(struct pcase *pc, size_t i)
     op.out[0] = u8(N, 1, H, W);
     op.p.label = (struct tb_label_params){ 255, 0.8f, 0 };
     pc_init(pc, "mask_labels", &op, 950);
-    pc_set(pc, 0, labels(elems(op.in[0]), 19, 7, 951));
-    float *x = frand(elems(op.in[1]), 952, 0.0f, 1.0f);
+    pc_set(pc, 0, op_labels(elems(op.in[0]), 19, 7, 951));
+    float *x = op_frand(elems(op.in[1]), 952, 0.0f, 1.0f);
     for (size_t e = 0; e < elems(op.in[1]); e += 9)
         x[e] = 0.8f; /* on the threshold: not above it */
     pc_set(pc, 1, x);

@@ -128,6 +128,12 @@ void conv_case(struct pcase *pc, const struct conv_spec *s, uint64_t seed, struc
 void bn_case(struct pcase *pc, int n, int c, int h, int w, int training, uint64_t seed);
 void class_weights_case(struct pcase *pc);
 
+/* Test data: n floats uniform in [lo, hi) from seed; an xorshift step; n labels in 0..k-1
+ * with about one in ignore_every 255 (0: none). The caller frees the arrays. */
+float *op_frand(size_t n, uint64_t seed, float lo, float hi);
+uint64_t op_next_rand(uint64_t *s);
+uint8_t *op_labels(size_t n, int k, int ignore_every, uint64_t seed);
+
 /* Which inputs and outputs carry a gradient (trainbig/ops.h, as the executor decides);
  * the others get din/dout with data == NULL, as the executor passes them. */
 bool in_has_grad(const struct tb_op *op, uint32_t i);
