@@ -123,6 +123,19 @@ static int scan_key(struct tb_config *c, const char *section, const char *s, con
     return rc;
 }
 
+/* A value that opens a quote must close it on its line: the INI reader would take
+ * `name = "abc` as if it were closed. A comment may follow the closing quote. */
+static int check_quotes(const struct tb_config *c, const char *value, int lineno, struct tb_err *err)
+{
+    while (isspace((unsigned char)*value))
+        value++;
+    const char q = *value;
+    if ((q != '"' && q != '\'') || strchr(value + 1, q))
+        return TB_OK;
+    return tb_err_add(err, TB_ERR_CONFIG, "%s:%d: the value %s opens a quote (%c) that is not closed on its line",
+                      c->path, lineno, value, q);
+}
+
 static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
 {
     char *line = NULL;
@@ -135,6 +148,20 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
         lineno++;
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
+        if (strlen(line) != (size_t)len) {
+            rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: the line holds a NUL byte: a configuration is a text file",
+                            c->path, lineno);
+            continue;
+        }
+        if (lineno == 1 && (unsigned char)line[0] == 0xEF && (unsigned char)line[1] == 0xBB &&
+            (unsigned char)line[2] == 0xBF) {
+            rc = tb_err_add(err, TB_ERR_CONFIG,
+                            "%s:1: the file starts with a UTF-8 byte-order mark (EF BB BF), which the INI reader "
+                            "takes for text; save it as UTF-8 without BOM",
+                            c->path);
+            memmove(line, line + 3, (size_t)len - 2); /* read on, so the rest is checked too */
+            len -= 3;
+        }
         if (len > LINE_MAX_CHARS) {
             rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: line is longer than %d characters", c->path, lineno,
                             LINE_MAX_CHARS);
@@ -175,7 +202,9 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
                             lineno, s);
             continue;
         }
-        int r = scan_key(c, section, s, eq, lineno, err);
+        int r = continued ? TB_OK : check_quotes(c, eq + 1, lineno, err);
+        if (!r)
+            r = scan_key(c, section, s, eq, lineno, err);
         if (r == TB_ERR_NOMEM) {
             rc = r;
             break;
@@ -368,6 +397,15 @@ void tb_config_where(const struct tb_config *c, const struct tb_entry *e, char *
         snprintf(buf, size, "%s:%d", c->path, e->line);
     else
         snprintf(buf, size, "%s", c->path);
+}
+
+char *tb_set_origin(const char *set_arg)
+{
+    size_t n = strlen(set_arg) + sizeof "--set ";
+    char *o = malloc(n);
+    if (o)
+        snprintf(o, n, "--set %s", set_arg);
+    return o;
 }
 
 void tb_config_section_where(const struct tb_config *c, const struct tb_config_section *s, char *buf, size_t size)

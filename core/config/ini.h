@@ -65,6 +65,11 @@ struct tb_entry *tb_config_find(const struct tb_config *c, const char *section, 
 /* Where an entry came from, for messages: "run.ini:12", "run.ini: --set a.b=c". */
 void tb_config_where(const struct tb_config *c, const struct tb_entry *e, char *buf, size_t size);
 
+/* "--set section.key=value": where a value given by --set came from, as the effective
+ * configuration prints it and messages name it. NULL when out of memory; the caller
+ * frees it. */
+char *tb_set_origin(const char *set_arg);
+
 /* The same for a section header. */
 void tb_config_section_where(const struct tb_config *c, const struct tb_config_section *s, char *buf, size_t size);
 

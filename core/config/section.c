@@ -106,7 +106,7 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
         if (!e)
             s->origins[i] = strdup("default");
         else if (e->origin == TB_ORIGIN_SET)
-            s->origins[i] = strdup("--set");
+            s->origins[i] = tb_set_origin(e->set_arg); /* which --set, for messages */
         else {
             tb_config_where(c, e, where, sizeof where);
             s->origins[i] = strdup(where);

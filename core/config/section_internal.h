@@ -10,7 +10,7 @@ struct tb_section {
     const struct tb_key *keys; /* the table it was validated against (not owned) */
     size_t nkeys;
     struct tb_value *values;   /* [nkeys], in table order */
-    char **origins;            /* [nkeys]: "run.ini:12", "--set", "default" */
+    char **origins;            /* [nkeys]: "run.ini:12", "--set train.lr=0.1", "default" */
     struct tb_key *owned_keys; /* keys, when the section owns its table (a merged one) */
 };
 

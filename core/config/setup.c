@@ -172,7 +172,9 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
         return tb_err_add(err, TB_ERR_CONFIG, "%s: [%s] plugin is required: name a %s plugin (available: %s)", where,
                           sec, sec, names);
     }
-    slot->plugin_origin = strdup(!e ? "default" : e->origin == TB_ORIGIN_SET ? "--set" : where);
+    slot->plugin_origin = !e                           ? strdup("default")
+                          : e->origin == TB_ORIGIN_SET ? tb_set_origin(e->set_arg)
+                                                       : strdup(where);
     if (!slot->plugin_origin)
         return tb_err_add(err, TB_ERR_NOMEM, "out of memory");
 
@@ -227,6 +229,31 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
         }
     }
     return rc;
+}
+
+/* What [run] name's key table cannot say: the name becomes a directory under [run]
+ * output (and the checkpoints' prefix), so it must be one plain file name. */
+static int check_run_name(const struct tb_section *run, struct tb_err *err)
+{
+    const char *name = tb_section_string(run, "name");
+    const char *why = NULL;
+    if (!name[0])
+        why = "it is empty";
+    else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        why = "'.' and '..' name directories that exist already";
+    else if (strchr(name, '/'))
+        why = "it holds a '/', which would put the run outside [run] output";
+    else if (strlen(name) > 200)
+        why = "it is longer than 200 bytes (the run directory adds a suffix such as .2 within the system's 255)";
+    for (const char *p = name; !why && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            why = "it holds a control character";
+    if (!why)
+        return TB_OK;
+    return tb_err_add(err, TB_ERR_CONFIG,
+                      "%s: [run] name = '%s': %s; allowed: one file name (no '/', not '.' or '..', no control "
+                      "characters), e.g. cityscapes-b8",
+                      tb_section_origin(run, "name"), name, why);
 }
 
 /* Defaults that depend on other settings, applied once everything is valid: a rank's
@@ -285,8 +312,12 @@ int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct 
                            : tb_section_build(cfg, slot->name, sections[i].keys, "trainbig", NULL, &slot->section, err);
         if (r && !rc)
             rc = r;
-        if (i == TB_SEC_RUN && r == TB_OK)
+        if (i == TB_SEC_RUN && r == TB_OK) {
             tb_log_set_level((enum tb_log_level)tb_section_enum(slot->section, "log_level"), false);
+            r = check_run_name(slot->section, err);
+            if (r && !rc)
+                rc = r;
+        }
     }
     if (rc == TB_OK)
         rc = apply_implied_defaults(s, err);

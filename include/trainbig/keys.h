@@ -94,7 +94,7 @@ size_t tb_section_ints(const struct tb_section *s, const char *key, const int64_
 size_t tb_section_floats(const struct tb_section *s, const char *key, const double **items);
 
 /* The section's name ("backend") and where a key's value came from ("run.ini:12",
- * "--set", "default"), for messages. Owned by s. */
+ * "--set backend.threads=8", "default"), for messages. Owned by s. */
 const char *tb_section_name(const struct tb_section *s);
 const char *tb_section_origin(const struct tb_section *s, const char *key);
 
