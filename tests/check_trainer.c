@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "core/train/safetensors_internal.h"
 #include "core/config/setup_internal.h"
 #include "core/train/trainer.h"
+#include "core/util/hash_internal.h"
 #include "testutil.h"
 
 static const char *straight_dir(void);
@@ -239,6 +241,92 @@ static void flip_bit(const char *path)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Changes one digit of the "iteration" metadata, keeping the file's length: a resumed run
+ * would start at another step with every tensor as it was. */
+static void edit_iteration(const char *path)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    char head[4096];
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    head[n] = '\0';
+    char *key = NULL;
+    for (size_t i = 8; i + 11 < n && !key; i++) /* past the 8-byte length */
+        if (memcmp(head + i, "\"iteration\"", 11) == 0)
+            key = head + i;
+    ck_assert_ptr_nonnull(key);
+    char *digit = key + 11;
+    while (*digit && (*digit < '0' || *digit > '9'))
+        digit++;
+    ck_assert(*digit);
+    ck_assert_int_eq(fseek(f, digit - head, SEEK_SET), 0);
+    fputc(*digit == '9' ? '8' : *digit + 1, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(edited_metadata_refused)
+{
+    refused("edited", edit_iteration, NULL, "corrupt", "tensors and metadata do not match its checksum");
+}
+END_TEST
+
+/* Rewrites a checkpoint as trainbig-checkpoint-1 wrote it: the same tensors and metadata,
+ * the checksum over the tensors only. The metadata's share is restated from the format
+ * (checkpoint.h): FNV-1a of key, NUL, value, times the golden ratio constant, summed. */
+static void as_format_1(const char *path)
+{
+    static const char *const keys[] = { "format", "trainbig_version", "epoch",  "iteration",  "seed", "lr",
+                                        "model",  "training",         "config", "config_hash" };
+    struct tb_safetensors *st;
+    struct tb_err err;
+    ck_assert_msg(tb_safetensors_read(path, &st, &err) == TB_OK, "%s", err.msg);
+    char old_sum[17], new_sum[17];
+    snprintf(old_sum, sizeof old_sum, "%s", tb_safetensors_meta(st, "checksum"));
+    uint64_t sum = strtoull(old_sum, NULL, 16);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = tb_safetensors_meta(st, keys[i]);
+        ck_assert_ptr_nonnull(v);
+        uint64_t h = tb_fnv1a(keys[i], strlen(keys[i]) + 1, TB_FNV1A_INIT);
+        sum -= tb_fnv1a(v, strlen(v), h) * TB_GOLDEN64;
+    }
+    tb_safetensors_free(st);
+    snprintf(new_sum, sizeof new_sum, "%016" PRIx64, sum);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    static char head[1 << 16];
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    head[n] = '\0';
+    char *fmt = memmem(head, n, "trainbig-checkpoint-2", 21), *cs = memmem(head, n, old_sum, 16);
+    ck_assert(fmt && cs);
+    fmt[20] = '1';
+    memcpy(cs, new_sum, 16);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(head, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A checkpoint of the previous format resumes as before, to the same weights. */
+START_TEST(format_1_checkpoint_resumes)
+{
+    char *e1 = NULL, *e2 = NULL, *dir = test_path("format1"), *copy = NULL, *end = NULL;
+    ck_assert_int_ge(asprintf(&e1, "%s/epoch-0001.safetensors", straight_dir()), 0);
+    ck_assert_int_ge(asprintf(&e2, "%s/epoch-0002.safetensors", straight_dir()), 0);
+    ck_assert_int_eq(mkdir(dir, 0777), 0);
+    ck_assert_int_ge(asprintf(&copy, "%s/epoch-0001.safetensors", dir), 0);
+    copy_file(e1, copy);
+    as_format_1(copy);
+    struct tb_err err;
+    ck_assert_msg(train(test_tmpdir(), NULL, copy, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&end, "%s/epoch-0002.safetensors", dir), 0);
+    assert_same_tensors(e2, end);
+    free(e1);
+    free(e2);
+    free(dir);
+    free(copy);
+    free(end);
+}
+END_TEST
+
 START_TEST(truncated_checkpoint_refused)
 {
     refused("truncated", truncate_half, NULL, "safetensors", NULL);
@@ -356,6 +444,8 @@ static Suite *trainer_suite(void)
     tcase_add_test(tc, stop_and_resume_mid_epoch_is_bit_identical);
     tcase_add_test(tc, truncated_checkpoint_refused);
     tcase_add_test(tc, corrupt_checkpoint_refused);
+    tcase_add_test(tc, edited_metadata_refused);
+    tcase_add_test(tc, format_1_checkpoint_resumes);
     tcase_add_test(tc, other_model_refused);
     tcase_add_test(tc, keep_prunes_old_checkpoints);
     suite_add_tcase(s, tc);

@@ -20,7 +20,14 @@
 #include "core/util/log_control.h"
 #include "core/train/safetensors_internal.h"
 
-static const char format_name[] = "trainbig-checkpoint-1";
+/* Format 2: the checksum covers the metadata too (format 1: the tensors only, so an
+ * edited "iteration" resumed at another step unnoticed). Format 1 still loads. */
+static const char format_name[] = "trainbig-checkpoint-2";
+static const char format_1[] = "trainbig-checkpoint-1";
+/* The metadata under the checksum, every key but the checksum itself. */
+static const char *const summed_meta[] = { "format", "trainbig_version", "epoch",  "iteration",  "seed", "lr",
+                                           "model",  "training",         "config", "config_hash" };
+enum { NSUMMED = sizeof summed_meta / sizeof summed_meta[0] };
 static const char momentum_prefix[] = "momentum/";
 
 /* A tensor's checksum: its name, then its bytes 8 at a time through a multiply-xorshift
@@ -37,6 +44,13 @@ static uint64_t tensor_sum(const char *name, const float *data, size_t n)
         h ^= h >> 29;
     }
     return tb_fnv1a(p + i, bytes - i, h);
+}
+
+/* A metadata entry's share of the checksum: its key and value, NUL between them. */
+static uint64_t meta_sum(const char *key, const char *value)
+{
+    uint64_t h = tb_fnv1a(key, strlen(key) + 1, TB_FNV1A_INIT);
+    return tb_fnv1a(value, strlen(value), h) * TB_GOLDEN64;
 }
 
 void tb_text_first_difference(const char *here, const char *there, char *buf, size_t size)
@@ -100,7 +114,6 @@ static int write_checkpoint(const char *path, const struct tb_ckpt_info *info, c
     snprintf(lr, sizeof lr, "%.17g", info->lr);
     const char *config = info->config ? info->config : "";
     snprintf(hash, sizeof hash, "%016" PRIx64, tb_fnv1a(config, strlen(config), TB_FNV1A_INIT));
-    snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
     const char *meta[] = {
         "format",
         format_name,
@@ -125,7 +138,11 @@ static int write_checkpoint(const char *path, const struct tb_ckpt_info *info, c
         "checksum",
         sum,
     };
-    return tb_safetensors_write(path, t, k, meta, sizeof meta / sizeof meta[0] / 2, err);
+    const size_t nmeta = sizeof meta / sizeof meta[0] / 2;
+    for (size_t i = 0; i + 1 < nmeta; i++) /* all but the checksum, which is last */
+        checksum += meta_sum(meta[2 * i], meta[2 * i + 1]);
+    snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
+    return tb_safetensors_write(path, t, k, meta, nmeta, err);
 }
 
 int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err)
@@ -163,16 +180,30 @@ static int parse_u64(const struct tb_safetensors *st, const char *path, const ch
                      struct tb_err *err)
 {
     const char *v = tb_safetensors_meta(st, key);
-    char *end;
-    if (!v || !*v || (*out = strtoull(v, &end, 10), *end))
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: checkpoint metadata '%s' is missing or not a number", path, key);
+    /* Digits only, within int64_t: strtoull alone would take "-1" as 2^64 - 1. */
+    bool ok = v && *v && strspn(v, "0123456789") == strlen(v) && strlen(v) <= 19;
+    if (ok) {
+        *out = strtoull(v, NULL, 10);
+        ok = *out <= (uint64_t)INT64_MAX;
+    }
+    if (!ok)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "%s: checkpoint metadata '%s' is %s%s%s: expected a count (digits, at most %" PRId64 ")",
+                          path, key, v ? "'" : "missing", v ? v : "", v ? "'" : "", INT64_MAX);
     return TB_OK;
 }
 
 /* The checksum first: a flipped byte anywhere is a corrupt file, whatever else it says. */
-static int check_checksum(const struct tb_safetensors *st, const char *path, struct tb_err *err)
+static int check_checksum(const struct tb_safetensors *st, const char *path, bool with_meta, struct tb_err *err)
 {
     uint64_t want, have = 0;
+    for (size_t i = 0; with_meta && i < NSUMMED; i++) {
+        const char *v = tb_safetensors_meta(st, summed_meta[i]);
+        if (!v)
+            return tb_err_set(err, TB_ERR_RUNTIME, "%s: the checkpoint is corrupt: metadata '%s' is missing", path,
+                              summed_meta[i]);
+        have += meta_sum(summed_meta[i], v);
+    }
     const char *sum = tb_safetensors_meta(st, "checksum");
     char *end;
     if (!sum || (want = strtoull(sum, &end, 16), *end || end == sum))
@@ -186,9 +217,9 @@ static int check_checksum(const struct tb_safetensors *st, const char *path, str
     }
     if (have != want)
         return tb_err_set(err, TB_ERR_RUNTIME,
-                          "%s: the checkpoint is corrupt: its tensors do not match its checksum (%016" PRIx64
+                          "%s: the checkpoint is corrupt: its tensors%s do not match its checksum (%016" PRIx64
                           " computed, %016" PRIx64 " recorded); use an earlier checkpoint",
-                          path, have, want);
+                          path, with_meta ? " and metadata" : "", have, want);
     return TB_OK;
 }
 
@@ -263,15 +294,19 @@ int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, str
     if (rc)
         return rc;
     const char *format = tb_safetensors_meta(st, "format");
-    if (!format || strcmp(format, format_name) != 0) {
+    const bool old_format = format && strcmp(format, format_1) == 0;
+    if (!format || (strcmp(format, format_name) != 0 && !old_format)) {
         rc = tb_err_set(err, TB_ERR_RUNTIME,
                         "%s: not a trainbig checkpoint (metadata 'format' is %s%s%s, expected '%s')", path,
                         format ? "'" : "", format ? format : "missing", format ? "'" : "", format_name);
         goto out;
     }
-    rc = check_checksum(st, path, err);
+    rc = check_checksum(st, path, !old_format, err);
     if (rc)
         goto out;
+    if (old_format)
+        tb_log(TB_LOG_WARN, "%s: written by an older trainbig (%s): its checksum covers the tensors, not the metadata",
+               path, format_1);
     const char *model = tb_safetensors_meta(st, "model");
     if (!model || strcmp(model, info->model ? info->model : "") != 0) {
         char diff[600];

@@ -3,13 +3,15 @@
  * what a run needs to continue exactly where it stopped, in one safetensors file written
  * atomically (core/train/safetensors_internal.h).
  *
- * Metadata (all strings): format "trainbig-checkpoint-1", trainbig_version, epoch
+ * Metadata (all strings): format "trainbig-checkpoint-2", trainbig_version, epoch
  * (epochs completed), iteration (steps completed over the run), seed, lr (of the last
  * step, %.17g), model (the text that identifies the network: plugin, [model] keys,
  * classes), training (the settings that decide the weights a run reaches: [run] seed and
  * epochs, [train], [dataset]), config (the effective configuration as `trainbig config`
  * prints it, for people), config_hash (FNV-1a of config, hex), checksum (of every tensor
- * with its name, so flipped bytes are found, not trained on). */
+ * with its name and of every metadata entry above, so flipped bytes or an edited
+ * iteration are found, not trained on). Format 1 (the same, its checksum over the tensors
+ * only) still loads, with a warning. */
 #ifndef TB_CORE_CHECKPOINT_H
 #define TB_CORE_CHECKPOINT_H
 
