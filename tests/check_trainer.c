@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <trainbig/trainbig.h>
 #include <unistd.h>
 
@@ -327,6 +328,74 @@ START_TEST(format_1_checkpoint_resumes)
 }
 END_TEST
 
+/* Lines of file that start with (or, for JSONL, hold) `what`. */
+static int count_lines(const char *path, const char *what, bool anywhere)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f, "%s", path);
+    char line[16384];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += anywhere ? strstr(line, what) != NULL : strncmp(line, what, strlen(what)) == 0;
+    fclose(f);
+    return n;
+}
+
+/* A run killed while writing epoch 2's checkpoint leaves that epoch's rows (reported
+ * first, before this was reordered) and the checkpoint's temporary file: the resumed run
+ * reports epoch 2 once and removes the file. */
+START_TEST(resume_after_a_kill_reports_each_epoch_once)
+{
+    char *dir = test_path("killed"), *src = NULL, *dst = NULL, *stale = NULL, *ckpt = NULL;
+    ck_assert_int_eq(mkdir(dir, 0777), 0);
+    static const char *const files[] = { "epoch-0001.safetensors", "epochs.csv", "epochs.jsonl" };
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_ge(asprintf(&src, "%s/%s", straight_dir(), files[i]), 0);
+        ck_assert_int_ge(asprintf(&dst, "%s/%s", dir, files[i]), 0);
+        copy_file(src, dst);
+        free(src);
+        free(dst);
+    }
+    pid_t dead = fork(); /* a process number no process holds any more */
+    ck_assert_int_ge(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    ck_assert_int_ge(asprintf(&stale, "%s/epoch-0002.safetensors.tmp.%ld", dir, (long)dead), 0);
+    FILE *sf = fopen(stale, "w");
+    ck_assert_ptr_nonnull(sf);
+    fputs("partial", sf);
+    ck_assert_int_eq(fclose(sf), 0);
+    ck_assert_int_ge(asprintf(&ckpt, "%s/epoch-0001.safetensors", dir), 0);
+    ck_assert_int_ge(asprintf(&src, "%s/epochs.csv", dir), 0);
+    ck_assert_int_eq(count_lines(src, "2,", false), 1); /* the straight run's row of epoch 2 */
+    struct tb_err err;
+    ck_assert_msg(train(test_tmpdir(), NULL, ckpt, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(!exists(stale), "%s was left", stale);
+    ck_assert_int_eq(count_lines(src, "epoch,", false), 1);
+    ck_assert_int_eq(count_lines(src, "1,", false), 1);
+    ck_assert_int_eq(count_lines(src, "2,", false), 1);
+    ck_assert_int_ge(asprintf(&dst, "%s/epochs.jsonl", dir), 0);
+    ck_assert_int_eq(count_lines(dst, "{\"epoch\":1,", true), 1);
+    ck_assert_int_eq(count_lines(dst, "{\"epoch\":2,", true), 1);
+    free(dir);
+    free(src);
+    free(dst);
+    free(stale);
+    free(ckpt);
+}
+END_TEST
+
+/* A report that cannot be written stops the run by name before any step. */
+START_TEST(unwritable_report_refused)
+{
+    static const char *const full[] = { "report.csv=/dev/full", NULL };
+    struct tb_err err;
+    ck_assert_int_ne(train(test_tmpdir(), full, NULL, false, &err), TB_OK);
+    ck_assert_contains(err.msg, "/dev/full: cannot write the csv report ([report] csv): No space left on device");
+}
+END_TEST
+
 START_TEST(truncated_checkpoint_refused)
 {
     refused("truncated", truncate_half, NULL, "safetensors", NULL);
@@ -446,6 +515,8 @@ static Suite *trainer_suite(void)
     tcase_add_test(tc, corrupt_checkpoint_refused);
     tcase_add_test(tc, edited_metadata_refused);
     tcase_add_test(tc, format_1_checkpoint_resumes);
+    tcase_add_test(tc, resume_after_a_kill_reports_each_epoch_once);
+    tcase_add_test(tc, unwritable_report_refused);
     tcase_add_test(tc, other_model_refused);
     tcase_add_test(tc, keep_prunes_old_checkpoints);
     suite_add_tcase(s, tc);

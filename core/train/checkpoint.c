@@ -7,9 +7,11 @@
 #include "core/train/checkpoint.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <trainbig/random.h>
 #include <trainbig/version.h>
@@ -398,4 +400,37 @@ void tb_checkpoint_prune(const char *dir, int keep)
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
+}
+
+/* Whether name is a temporary file this program writes next to its target
+ * ("epoch-0002.safetensors.tmp.4711", "epochs.csv.tmp.4711") of a process that no longer
+ * runs: *pid receives the number. */
+static bool is_stale_temp(const char *name, long *pid)
+{
+    const char *t = strstr(name, ".tmp.");
+    if (!t || t == name)
+        return false;
+    char *end;
+    *pid = strtol(t + 5, &end, 10);
+    if (*end || end == t + 5 || *pid <= 0)
+        return false;
+    return *pid != (long)getpid() && kill((pid_t)*pid, 0) != 0 && errno == ESRCH;
+}
+
+void tb_checkpoint_sweep_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        long pid;
+        if (!is_stale_temp(de->d_name, &pid))
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0)
+            tb_log(TB_LOG_INFO, "%s: removed, left unfinished by process %ld, which stopped while writing it", path,
+                   pid);
+    }
+    closedir(d);
 }

@@ -51,6 +51,11 @@ int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, str
  * removed stays (not an error); each one removed is logged at level debug. */
 void tb_checkpoint_prune(const char *dir, int keep);
 
+/* Removes from dir the temporary files of checkpoints and reports ("NAME.tmp.PID") whose
+ * process no longer runs: what a run killed while writing one left behind. Each removal
+ * is logged. */
+void tb_checkpoint_sweep_temps(const char *dir);
+
 /* The first line where texts a and b differ, as "A (here) / B (there)" into buf; for
  * messages about configurations that differ. */
 void tb_text_first_difference(const char *here, const char *there, char *buf, size_t size);

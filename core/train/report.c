@@ -6,12 +6,10 @@
 
 #include "core/train/report_internal.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/dist/world.h"
 #include "core/util/log_control.h"
@@ -90,55 +88,6 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
     return d;
 }
 
-/* ------------------------------------------------------------------ files */
-
-/* Opens [report] `key`'s file for appending: v, or when v is "" `file` in the run directory. */
-static int open_one(const char *v, const char *rundir, const char *key, const char *file, FILE **out, bool *fresh,
-                    struct tb_err *err)
-{
-    char path[4200];
-    if (v[0])
-        snprintf(path, sizeof path, "%s", v);
-    else
-        snprintf(path, sizeof path, "%s/%s", rundir, file);
-    struct stat st;
-    *fresh = stat(path, &st) != 0 || st.st_size == 0;
-    *out = fopen(path, "a");
-    if (!*out)
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open the %s report ([report] %s): %s", path, key, key,
-                          strerror(errno));
-    return TB_OK;
-}
-
-int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir,
-                   struct tb_err *err)
-{
-    bool fresh;
-    int rc = open_one(report->csv, rundir, "csv", "epochs.csv", &rep->csv, &fresh, err);
-    if (rc)
-        return rc;
-    if (fresh) {
-        fputs("epoch,steps,seconds,images_per_s,loss", rep->csv);
-        for (int i = 0; i < rep->nterms; i++)
-            fprintf(rep->csv, ",loss_%s", rep->terms[i].name);
-        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
-              "swap_in_bytes,"
-              "swaps_out,swaps_in,stall_seconds,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
-              "largest_free_device_bytes,fragmentation\n",
-              rep->csv);
-    }
-    return open_one(report->jsonl, rundir, "jsonl", "epochs.jsonl", &rep->jsonl, &fresh, err);
-}
-
-void tb_report_close(struct tb_report *rep)
-{
-    if (rep->csv)
-        fclose(rep->csv);
-    if (rep->jsonl)
-        fclose(rep->jsonl);
-    rep->csv = rep->jsonl = NULL;
-}
-
 /* ------------------------------------------------------------------ rows */
 
 static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r, const double *means)
@@ -177,7 +126,6 @@ static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r,
         fputs(",,,", f);
     csv_number(f, fragmentation(r));
     fputc('\n', f);
-    fflush(f);
 }
 
 /* The JSONL row's swap, ranks, all-reduce and free memory members. */
@@ -259,10 +207,9 @@ static void write_jsonl(const struct tb_report *rep, const struct tb_epoch_row *
     jsonl_swap_memory(rep, r, f);
     jsonl_ranks_classes(rep, r, f);
     fputs("}\n", f);
-    fflush(f);
 }
 
-void tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r)
+int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r, struct tb_err *err)
 {
     double means[TB_TERMS_MAX];
     for (int i = 0; i < rep->nterms; i++)
@@ -271,6 +218,7 @@ void tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r)
         write_csv(rep, r, means);
     if (rep->jsonl)
         write_jsonl(rep, r, means);
+    return tb_report_flush(rep, err);
 }
 
 /* ------------------------------------------------------------------ log lines */

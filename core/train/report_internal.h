@@ -69,9 +69,10 @@ struct tb_epoch_row {
 };
 
 struct tb_report {
-    FILE *csv, *jsonl; /* owned; NULL on ranks other than 0 */
-    int epochs;        /* [run] epochs */
-    int ranks;         /* of the job */
+    FILE *csv, *jsonl;           /* owned; NULL on ranks other than 0 */
+    char *csv_path, *jsonl_path; /* owned: the files, for messages */
+    int epochs;                  /* [run] epochs */
+    int ranks;                   /* of the job */
     const struct tb_term *terms;
     int nterms;
     const struct tb_class *classes;
@@ -80,15 +81,24 @@ struct tb_report {
     struct tb_progress *progress;         /* cleared before a log line */
 };
 
-/* Opens (appends to) the CSV and JSONL reports: the files [report] csv and jsonl name, or
- * epochs.csv and epochs.jsonl in rundir; a new or empty CSV file gets its header first.
- * The fields other than the files must be set already. Only rank 0 calls it. */
-int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir,
+/* Opens (appends to) the CSV and JSONL reports (report_files.c): the files [report] csv
+ * and jsonl name, or epochs.csv and epochs.jsonl in rundir; a new or empty CSV file gets
+ * its header first, written through at once. A resumed run passes the epochs its
+ * checkpoint completed as keep: rows of later epochs (reported before a stop that came
+ * ahead of their checkpoint) are dropped first, as the run reports them again; keep =
+ * UINT64_MAX drops nothing. The fields other than the files must be set already. Only
+ * rank 0 calls it. */
+int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir, uint64_t keep,
                    struct tb_err *err);
 void tb_report_close(struct tb_report *rep);
 
-/* Appends r to the open reports, each term's mean over r's steps from its sum. */
-void tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r);
+/* Writes the buffered rows through; an error names the file that cannot take them (a
+ * full disk, /dev/full). */
+int tb_report_flush(const struct tb_report *rep, struct tb_err *err);
+
+/* Appends r to the open reports, each term's mean over r's steps from its sum, and
+ * writes them through (tb_report_flush). */
+int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r, struct tb_err *err);
 
 /* Logs r's line: the epoch's time, speed, losses, validation, data wait and memory. */
 void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row *r);

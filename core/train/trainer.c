@@ -212,8 +212,7 @@ static int report_epoch(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_
     if (rc)
         return rc;
     tb_report_log_epoch(&t->report, r);
-    tb_report_rows(&t->report, r);
-    return TB_OK;
+    return tb_report_rows(&t->report, r, err);
 }
 
 /* [train] val_at_start: validation before the first step, reported as epoch 0. */
@@ -345,13 +344,15 @@ static int end_epoch(struct tb_trainer *t, const struct epoch_run *e, char *path
         if (rc)
             return rc;
     }
-    if ((rc = report_epoch(t, &r, err)))
-        return rc;
+    /* The checkpoint before the rows: a report that cannot be written then loses no
+     * training, and rows a stop left without their checkpoint go on resume. */
     if (last || due) {
         rc = save_checkpoint(t, false, path, size, err);
         if (rc)
             return rc;
     }
+    if ((rc = report_epoch(t, &r, err)))
+        return rc;
     if (!last && stopping(t)) {
         *stopped = true;
         if (!due) {
@@ -440,7 +441,8 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     if (!rc && req->resume)
         rc = resume(t, err);
     if (!rc && t->lead)
-        rc = tb_report_open(&t->report, &s->settings.report, t->rundir, err);
+        rc = tb_report_open(&t->report, &s->settings.report, t->rundir,
+                            req->resume ? t->iteration / t->iters_per_epoch : UINT64_MAX, err);
     if (!rc) {
         log_start(t);
         rc = train_loop(t, err);

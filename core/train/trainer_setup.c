@@ -17,6 +17,7 @@
 #include <trainbig/clock.h>
 
 #include "core/data/batch.h"
+#include "core/train/checkpoint.h"
 #include "core/engine/graph_internal.h"
 #include "core/util/log_control.h"
 
@@ -147,6 +148,7 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err)
             snprintf(t->rundir, sizeof t->rundir, "%.*s", (int)(slash - t->resume), t->resume);
         if (!t->rundir[0])
             snprintf(t->rundir, sizeof t->rundir, "/");
+        tb_checkpoint_sweep_temps(t->rundir); /* what a killed run was writing */
         return TB_OK;
     }
     const char *output = t->s->settings.run.output, *name = t->s->settings.run.name;

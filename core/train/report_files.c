@@ -1,0 +1,165 @@
+/* report_files.c: the CSV and JSONL report files (core/train/report_internal.h): opened
+ * for appending, cut back to the checkpoint's epochs when a run resumes, and every write
+ * checked, so that a report that cannot be written stops the run by name instead of
+ * training on with empty files. */
+#include "config.h"
+
+#include "core/train/report_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/util/log_control.h"
+#include "core/util/text_internal.h"
+
+/* The epoch a report line is the row of; false for the CSV header or a line that is no
+ * row (kept as it is). */
+static bool row_epoch(const char *line, bool csv, uint64_t *epoch)
+{
+    const char *p = line;
+    if (!csv) {
+        p = strstr(line, "\"epoch\":");
+        if (!p)
+            return false;
+        p += 8;
+    }
+    if (*p < '0' || *p > '9')
+        return false;
+    char *end;
+    *epoch = strtoull(p, &end, 10);
+    return *end == ',';
+}
+
+/* Rewrites path without the rows of epochs after `keep`: those of a run that stopped
+ * after reporting them and before checkpointing, which the resumed run reports again.
+ * Through a temporary file renamed into place; nothing is touched when nothing goes. */
+static int drop_rows_after(const char *path, bool csv, uint64_t keep, struct tb_err *err)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return errno == ENOENT ? TB_OK : tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot read: %s", path, strerror(errno));
+    struct tb_text kept = { 0 };
+    char *line = NULL;
+    size_t cap = 0, dropped = 0;
+    ssize_t n;
+    uint64_t first = 0, last = 0, epoch;
+    while ((n = getline(&line, &cap, in)) >= 0) {
+        if (row_epoch(line, csv, &epoch) && epoch > keep) {
+            first = dropped++ ? first : epoch;
+            last = epoch > last ? epoch : last;
+            continue;
+        }
+        tb_text_put(&kept, line, (size_t)n);
+    }
+    free(line);
+    const bool read_error = ferror(in);
+    fclose(in);
+    int rc = TB_OK;
+    if (read_error)
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot read: %s", path, strerror(errno));
+    else if (kept.oom)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
+    if (rc || !dropped) {
+        free(kept.s);
+        return rc;
+    }
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out || (kept.len && fwrite(kept.s, 1, kept.len, out) != kept.len) || fflush(out) != 0 ||
+        fsync(fileno(out)) != 0)
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rewrite it: %s", tmp, strerror(errno));
+    if (out && fclose(out) != 0 && !rc)
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rewrite it: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+    if (rc)
+        unlink(tmp);
+    else
+        tb_log(TB_LOG_INFO,
+               "%s: dropped %zu row(s) of epochs %" PRIu64 "..%" PRIu64
+               ", which the checkpoint does not hold: the resumed run reports them again",
+               path, dropped, first, last);
+    free(kept.s);
+    return rc;
+}
+
+/* Opens [report] `key`'s file for appending: v, or when v is "" `file` in the run
+ * directory, first without the rows after epoch `keep`. *path is the caller's. */
+static int open_one(const char *v, const char *rundir, const char *key, const char *file, uint64_t keep, FILE **out,
+                    char **path, bool *fresh, struct tb_err *err)
+{
+    size_t len = (v[0] ? strlen(v) : strlen(rundir) + strlen(file) + 1) + 1;
+    if (!(*path = malloc(len)))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    if (v[0])
+        snprintf(*path, len, "%s", v);
+    else
+        snprintf(*path, len, "%s/%s", rundir, file);
+    int rc = keep == UINT64_MAX ? TB_OK : drop_rows_after(*path, strcmp(key, "csv") == 0, keep, err);
+    if (rc)
+        return tb_err_prefix(err, "[report] %s", key);
+    struct stat st;
+    *fresh = stat(*path, &st) != 0 || st.st_size == 0;
+    *out = fopen(*path, "a");
+    if (!*out)
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open the %s report ([report] %s): %s", *path, key, key,
+                          strerror(errno));
+    return TB_OK;
+}
+
+int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir, uint64_t keep,
+                   struct tb_err *err)
+{
+    bool fresh;
+    int rc = open_one(report->csv, rundir, "csv", "epochs.csv", keep, &rep->csv, &rep->csv_path, &fresh, err);
+    if (rc)
+        return rc;
+    if (fresh) {
+        fputs("epoch,steps,seconds,images_per_s,loss", rep->csv);
+        for (int i = 0; i < rep->nterms; i++)
+            fprintf(rep->csv, ",loss_%s", rep->terms[i].name);
+        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
+              "swap_in_bytes,"
+              "swaps_out,swaps_in,stall_seconds,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
+              "largest_free_device_bytes,fragmentation\n",
+              rep->csv);
+    }
+    rc = open_one(report->jsonl, rundir, "jsonl", "epochs.jsonl", keep, &rep->jsonl, &rep->jsonl_path, &fresh, err);
+    /* The header written now, so a file that cannot take it fails before any step. */
+    return rc ? rc : tb_report_flush(rep, err);
+}
+
+/* f's buffered rows on their way to the file, or an error naming it. */
+static int flush_one(FILE *f, const char *path, const char *key, struct tb_err *err)
+{
+    if (!f)
+        return TB_OK;
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f))
+        return TB_OK;
+    return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the %s report ([report] %s): %s", path, key, key,
+                      errno ? strerror(errno) : "write error");
+}
+
+int tb_report_flush(const struct tb_report *rep, struct tb_err *err)
+{
+    int rc = flush_one(rep->csv, rep->csv_path, "csv", err);
+    return rc ? rc : flush_one(rep->jsonl, rep->jsonl_path, "jsonl", err);
+}
+
+void tb_report_close(struct tb_report *rep)
+{
+    if (rep->csv)
+        fclose(rep->csv);
+    if (rep->jsonl)
+        fclose(rep->jsonl);
+    free(rep->csv_path);
+    free(rep->jsonl_path);
+    rep->csv = rep->jsonl = NULL;
+    rep->csv_path = rep->jsonl_path = NULL;
+}
