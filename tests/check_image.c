@@ -229,6 +229,17 @@ START_TEST(png_image_and_labels)
     ck_assert_contains(err.msg, "8x8 but its image is 48x32");
     ck_assert_int_eq(tb_image_read_label(img, &s, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "8-bit grey or palette");
+
+    /* Palette indices beyond the palette (libspng decodes them as black) are refused, as
+     * a label map and as an image: here index 39 with 39 entries. */
+    char *short_pal = test_path("short-palette.png");
+    write_png(short_pal, indices, BW * BLOCK, BH * BLOCK, SPNG_COLOR_TYPE_INDEXED, palette, 39);
+    ck_assert_int_eq(tb_image_read_label(short_pal, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, short_pal);
+    ck_assert_contains(err.msg, "corrupt PNG: pixel (x 39, y 0) is palette index 39, but the palette has 39 entries");
+    ck_assert_int_eq(tb_image_read_rgb(short_pal, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "is palette index 39, but the palette has 39 entries");
+    free(short_pal);
     tb_sample_release(&s);
     free(px);
     free(labels);
@@ -260,6 +271,22 @@ static void refused(const char *path, const char *want)
     tb_sample_release(&s);
 }
 
+/* A copy of PNG `from` whose first IDAT chunk's CRC has one bit flipped. */
+static void flip_idat_crc(const char *from, const char *to)
+{
+    FILE *f = fopen(from, "rb");
+    ck_assert_ptr_nonnull(f);
+    static unsigned char d[1 << 20];
+    size_t n = fread(d, 1, sizeof d, f);
+    fclose(f);
+    unsigned char *p = memmem(d, n, "IDAT", 4);
+    ck_assert_ptr_nonnull(p);
+    size_t len = (size_t)p[-4] << 24 | (size_t)p[-3] << 16 | (size_t)p[-2] << 8 | p[-1];
+    ck_assert_uint_le((size_t)(p - d) + 4 + len + 4, n);
+    p[4 + len] ^= 0x01;
+    write_bytes(to, d, n);
+}
+
 START_TEST(bad_files_refused)
 {
     char *jpg = test_path("ok.jpg"), *png = test_path("ok.png");
@@ -280,6 +307,11 @@ START_TEST(bad_files_refused)
     refused(empty, "empty");
     refused(text, "neither a PNG nor a JPEG");
     refused(missing, "cannot open the image: No such file or directory");
+    /* A chunk whose CRC does not match (libspng 0.7 decodes a bad IDAT CRC silently). */
+    char *badcrc = test_path("badcrc.png");
+    flip_idat_crc(png, badcrc);
+    refused(badcrc, "corrupt PNG: chunk IDAT at byte");
+    free(badcrc);
     /* Not regular files: refused by what they are, without blocking or reading forever. */
     char *fifo = test_path("fifo.png"), *zero = test_path("zero.png"), *dir = test_path("dir.png");
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);

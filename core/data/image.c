@@ -13,6 +13,7 @@
 
 #ifdef HAVE_SPNG
 #include <spng.h>
+#include <zlib.h>
 #endif
 #ifdef HAVE_TURBOJPEG
 #include <turbojpeg.h>
@@ -175,8 +176,73 @@ static int orient(struct tb_sample *s, int o, const char *path, struct tb_err *e
 /* ------------------------------------------------------------------ decoders */
 
 #ifdef HAVE_SPNG
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Every chunk's CRC against its type and data: libspng 0.7 decodes an image whose IDAT
+ * CRC is wrong without a word. Truncation is left to the decoder, which says so. */
+static int check_crcs(const char *path, const unsigned char *d, size_t n, struct tb_err *err)
+{
+    for (size_t off = 8; off + 12 <= n;) {
+        const uint32_t len = be32(d + off);
+        if (len > n - off - 12)
+            return TB_OK;
+        const uint32_t want = be32(d + off + 8 + len);
+        const uint32_t have = (uint32_t)crc32(0L, d + off + 4, len + 4);
+        if (have != want)
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "%s: corrupt PNG: chunk %.4s at byte %zu fails its CRC (%08x recorded, %08x computed)",
+                              path, (const char *)d + off + 4, off, want, have);
+        if (memcmp(d + off + 4, "IEND", 4) == 0)
+            return TB_OK;
+        off += 12 + (size_t)len;
+    }
+    return TB_OK;
+}
+
+/* A palette image's indices must name palette entries: libspng maps one beyond the
+ * palette to black without a word. idx holds w x h raw indices. */
+static int check_palette(const char *path, spng_ctx *ctx, const uint8_t *idx, uint32_t w, uint32_t h,
+                         struct tb_err *err)
+{
+    struct spng_plte plte;
+    if (spng_get_plte(ctx, &plte) != 0)
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: corrupt PNG: a palette image without a palette", path);
+    for (size_t i = 0; i < (size_t)w * h; i++)
+        if (idx[i] >= plte.n_entries)
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "%s: corrupt PNG: pixel (x %zu, y %zu) is palette index %u, but the palette has %u "
+                              "entries",
+                              path, i % w, i / w, idx[i], plte.n_entries);
+    return TB_OK;
+}
+
+/* The raw indices of a palette PNG checked against its palette, through a decoder of its
+ * own (a context decodes once). */
+static int check_palette_image(const char *path, const unsigned char *d, size_t n, const struct spng_ihdr *ihdr,
+                               struct tb_err *err)
+{
+    spng_ctx *ctx = spng_ctx_new(0);
+    uint8_t *idx = malloc((size_t)ihdr->width * ihdr->height);
+    int rc = TB_OK, e = 0;
+    if (!ctx || !idx)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory reading %s", path);
+    if (!rc && !(e = spng_set_png_buffer(ctx, d, n)))
+        e = spng_decode_image(ctx, idx, (size_t)ihdr->width * ihdr->height, SPNG_FMT_PNG, 0);
+    if (!rc && e)
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: truncated or corrupt PNG: %s", path, spng_strerror(e));
+    if (!rc)
+        rc = check_palette(path, ctx, idx, ihdr->width, ihdr->height, err);
+    free(idx);
+    spng_ctx_free(ctx);
+    return rc;
+}
+
 /* Decodes PNG bytes: RGB8 into s->image (sizing s), or with `label` the raw 8-bit values
- * into s->label (the size must be s's). */
+ * into s->label (the size must be s's). Every chunk's CRC and every palette index is
+ * checked. */
 static int decode_png(const char *path, const unsigned char *d, size_t n, struct tb_sample *s, bool label,
                       struct tb_err *err)
 {
@@ -184,7 +250,10 @@ static int decode_png(const char *path, const unsigned char *d, size_t n, struct
     if (!ctx)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     struct spng_ihdr ihdr;
-    int rc = TB_OK, e = spng_set_image_limits(ctx, MAX_SIDE, MAX_SIDE);
+    int rc = check_crcs(path, d, n, err);
+    if (rc)
+        goto out;
+    int e = spng_set_image_limits(ctx, MAX_SIDE, MAX_SIDE);
     if (!e)
         e = spng_set_png_buffer(ctx, d, n);
     if (!e)
@@ -208,7 +277,14 @@ static int decode_png(const char *path, const unsigned char *d, size_t n, struct
             goto out;
         }
         e = spng_decode_image(ctx, s->label, (size_t)ihdr.width * ihdr.height, SPNG_FMT_PNG, 0);
+        if (!e && ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
+            rc = check_palette(path, ctx, s->label, ihdr.width, ihdr.height, err);
+            goto out;
+        }
     } else {
+        if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && ihdr.bit_depth == 8 &&
+            (rc = check_palette_image(path, d, n, &ihdr, err)))
+            goto out;
         size_t len = 0;
         e = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &len);
         if (!e && len != (size_t)ihdr.width * ihdr.height * 3)
