@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include "core/config/platform_internal.h"
+#include "core/config/keys_internal.h"
+#include "core/config/loader.h"
 #include "core/config/section_internal.h"
 
 #include <ctype.h>
@@ -121,6 +123,38 @@ int tb_platform_apply_env(const struct tb_plugin *p, void *ctx, char *report, si
     return TB_OK;
 }
 
+/* A swap default for a key the chosen policy does not have: it must be a key of some
+ * installed swap plugin (then it is that policy's setting, checked against its key) or
+ * it is a mistake that would otherwise be ignored. 0, or -1 with why filled. */
+static int check_other_policies(const char *key, const char *value, char *why, size_t why_size)
+{
+    struct tb_plugin_list l;
+    if (tb_plugin_list(TB_KIND_SWAP, &l) != TB_OK) {
+        snprintf(why, why_size, "cannot list the swap plugins");
+        return -1;
+    }
+    char names[512] = "";
+    size_t o = 0;
+    int rc = 1; /* not found yet */
+    for (size_t i = 0; i < l.n && rc > 0; i++) {
+        const struct tb_key *k = tb_keys_find(l.items[i]->p->keys, key);
+        if (k) {
+            struct tb_value v;
+            memset(&v, 0, sizeof v);
+            rc = tb_key_parse(k, value, NULL, &v, why, why_size) ? -1 : 0;
+            tb_value_free(&v);
+        }
+        const struct tb_key *keys = l.items[i]->p->keys;
+        for (size_t j = 0; rc > 0 && keys && keys[j].name && o + 1 < sizeof names; j++)
+            if (!strstr(names, keys[j].name)) /* once, as a hint */
+                o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? ", " : "", keys[j].name);
+    }
+    tb_plugin_list_free(&l);
+    if (rc > 0)
+        snprintf(why, why_size, "no installed swap plugin has a key '%s' (their keys: %s)", key, o ? names : "none");
+    return rc ? -1 : 0;
+}
+
 int tb_platform_apply_swap(const struct tb_plugin *p, void *ctx, struct tb_section *swap, char *report,
                            size_t report_size, struct tb_err *err)
 {
@@ -142,7 +176,10 @@ int tb_platform_apply_swap(const struct tb_plugin *p, void *ctx, struct tb_secti
             key[eq - defs[i]] = '\0';
             char why[512], origin[160];
             snprintf(origin, sizeof origin, "platform '%s' swap_defaults", p->name);
-            int rc = tb_section_default(swap, key, eq + 1, pass ? origin : NULL, why, sizeof why);
+            int rc = tb_section_has(swap, key)
+                         ? tb_section_default(swap, key, eq + 1, pass ? origin : NULL, why, sizeof why)
+                     : pass ? 0
+                            : check_other_policies(key, eq + 1, why, sizeof why);
             if (rc < 0)
                 return tb_err_set(err, TB_ERR_CONFIG, "[platform] swap_defaults of platform '%s': '%s': [swap] %s: %s",
                                   p->name, defs[i], key, why);

@@ -232,6 +232,14 @@ const char *tb_section_origin(const struct tb_section *s, const char *key)
     return "unknown";
 }
 
+bool tb_section_has(const struct tb_section *s, const char *key)
+{
+    for (size_t i = 0; i < s->nkeys; i++)
+        if (strcmp(s->keys[i].name, key) == 0)
+            return true;
+    return false;
+}
+
 int tb_section_default(struct tb_section *s, const char *key, const char *text, const char *origin, char *why,
                        size_t why_size)
 {

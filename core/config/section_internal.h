@@ -23,6 +23,9 @@ int tb_section_build(const struct tb_config *c, const char *name, const struct t
                      const char *const *skip, struct tb_section **out, struct tb_err *err);
 void tb_section_free(struct tb_section *s);
 
+/* Whether s's table declares key. */
+bool tb_section_has(const struct tb_section *s, const char *key);
+
 /* Gives key `key` the value `text` where the section declares it and holds its default
  * (nobody set it): 1 when applied (origin: what the origin column says; NULL: check
  * only, nothing changes), 0 when the key is not declared or was set, -1 when text is no
