@@ -498,6 +498,8 @@ START_TEST(bad_samples_are_skipped_and_reported)
     tb_err_clear(&err);
     ck_assert_int_eq(tb_data_loader_next(l, &lb, &err), TB_ERR_RUNTIME);
     ck_assert_msg(strstr(err.msg, "8 samples in a row could not be read"), "%s", err.msg);
+    /* The last failure quoted in full (it was formatted into the message it replaced: empty). */
+    ck_assert_msg(strstr(err.msg, "(the last: city/") && strstr(err.msg, ".png: corrupt (test))"), "%s", err.msg);
     tb_data_loader_close(l);
 }
 END_TEST

@@ -60,12 +60,15 @@ int tb_err_add(struct tb_err *e, int status, const char *fmt, ...)
 
 int tb_err_set(struct tb_err *e, int status, const char *fmt, ...)
 {
-    tb_err_clear(e);
+    /* Formatted before e is cleared: an argument may be e->msg itself ("... (the last:
+     * %s)", err->msg), which clearing first would empty. */
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    tb_err_vadd(e, status, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    return status;
+    tb_err_clear(e);
+    return tb_err_add(e, status, "%s", line);
 }
 
 int tb_err_prefix(struct tb_err *e, const char *fmt, ...)

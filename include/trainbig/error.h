@@ -40,7 +40,8 @@ struct tb_err {
 void tb_err_clear(struct tb_err *e);
 
 /* Replaces e's message with one line and returns status, so a caller can write
- * `return tb_err_set(err, TB_ERR_CONFIG, "...")`. e may be NULL (then only returns). */
+ * `return tb_err_set(err, TB_ERR_CONFIG, "...")`. e may be NULL (then only returns); an
+ * argument may be e->msg itself (the old message quoted in the new one). */
 int tb_err_set(struct tb_err *e, int status, const char *fmt, ...) TB_PRINTF(3, 4);
 
 /* Appends one more line (for validators that report every problem at once) and returns
