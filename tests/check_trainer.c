@@ -390,9 +390,15 @@ END_TEST
 START_TEST(unwritable_report_refused)
 {
     static const char *const full[] = { "report.csv=/dev/full", NULL };
+    char *out = test_path("full"), *rundir = NULL;
     struct tb_err err;
-    ck_assert_int_ne(train(test_tmpdir(), full, NULL, false, &err), TB_OK);
+    ck_assert_int_ne(train(out, full, NULL, false, &err), TB_OK);
     ck_assert_contains(err.msg, "/dev/full: cannot write the csv report ([report] csv): No space left on device");
+    /* The failed run leaves no directory behind that would push the next to run.2. */
+    ck_assert_int_ge(asprintf(&rundir, "%s/run", out), 0);
+    ck_assert_msg(!exists(rundir), "%s was left", rundir);
+    free(rundir);
+    free(out);
 }
 END_TEST
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <trainbig/clock.h>
 
 #include "core/data/batch.h"
@@ -54,6 +55,7 @@ static int save_checkpoint(struct tb_trainer *t, bool interrupted, char *path, s
     int rc = tb_checkpoint_save(path, &t->run.engine, &info, err);
     if (rc)
         return rc;
+    t->kept_work++;
     tb_progress_clear(&t->progress);
     tb_log(TB_LOG_INFO, "checkpoint %s", path);
     tb_checkpoint_prune(t->rundir, t->cfg.keep);
@@ -212,6 +214,7 @@ static int report_epoch(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_
     if (rc)
         return rc;
     tb_report_log_epoch(&t->report, r);
+    t->kept_work++;
     return tb_report_rows(&t->report, r, err);
 }
 
@@ -420,6 +423,21 @@ static void log_start(const struct tb_trainer *t)
                t->sync_bn ? "synchronised over the ranks" : "per rank");
 }
 
+/* A run that failed before it wrote a row or a checkpoint leaves nothing: its report files
+ * (a CSV header) go, and the directory with them when nothing else is in it, so the next
+ * run takes the name instead of NAME.2. */
+static void remove_empty_rundir(const char *dir)
+{
+    static const char *const files[] = { "epochs.csv", "epochs.jsonl" };
+    char path[4200];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path); /* ours: the directory was new */
+    }
+    if (rmdir(dir) == 0)
+        tb_log(TB_LOG_INFO, "removed %s: the run failed before it wrote a report row or a checkpoint", dir);
+}
+
 int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struct tb_err *err)
 {
     tb_err_clear(err);
@@ -448,6 +466,8 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
         rc = train_loop(t, err);
     }
     tb_trainer_teardown(t);
+    if (rc && t->lead && t->rundir_made && !t->kept_work)
+        remove_empty_rundir(t->rundir);
     free(t);
     return rc;
 }

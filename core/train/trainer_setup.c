@@ -160,8 +160,10 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err)
             snprintf(t->rundir, sizeof t->rundir, "%s/%s", output, name);
         else
             snprintf(t->rundir, sizeof t->rundir, "%s/%s.%d", output, name, n);
-        if (mkdir(t->rundir, 0777) == 0)
+        if (mkdir(t->rundir, 0777) == 0) {
+            t->rundir_made = true;
             return TB_OK;
+        }
         if (errno != EEXIST)
             return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create the run directory: %s", t->rundir,
                               strerror(errno));
@@ -172,8 +174,10 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err)
         for (struct dirent *de; empty && (de = readdir(d));)
             empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
         closedir(d);
-        if (empty)
+        if (empty) {
+            t->rundir_made = true;
             return TB_OK;
+        }
     }
     return tb_err_set(err, TB_ERR_RUNTIME, "%s/%s: 9999 run directories exist already; choose another [run] name",
                       output, name);

@@ -75,6 +75,8 @@ struct tb_trainer {
     uint64_t iters_per_epoch, total_iters, iteration;
     double last_lr;
     char rundir[4096];
+    bool rundir_made;   /* this run created rundir (or took it empty) */
+    uint64_t kept_work; /* checkpoints and report rows written: what a failed run leaves */
     char *model_text, *training_text, *config_text;
     struct tb_report report;
 
