@@ -201,8 +201,12 @@ static void resume_hint(struct tb_trainer *t, const char *path)
     size_t o = 0;
     for (int i = 0; i < t->nsets && o < sizeof sets; i++)
         o += (size_t)snprintf(sets + o, sizeof sets - o, " --set '%s'", t->sets[i]);
+    char launcher[64] = ""; /* the job's ranks are started again the same way */
+    if (t->world->size > 1)
+        snprintf(launcher, sizeof launcher, "mpirun -np %d ", t->world->size);
     tb_progress_clear(&t->progress);
-    tb_log(TB_LOG_INFO, "stopped on request; to continue: trainbig train %s%s --resume %s", t->config_path, sets, path);
+    tb_log(TB_LOG_INFO, "stopped on request; to continue: %strainbig train %s%s --resume %s", launcher, t->config_path,
+           sets, path);
 }
 
 /* The epoch's reports: the ranks' statistics gathered into r, its log line and rows. */
