@@ -63,15 +63,20 @@ static int check_split(const struct tb_dataset_ops *ops, void *ctx, const char *
     tb_sample_release(&s);
     if (*bad > MAX_LISTED)
         fprintf(out, "  ... and %zu more bad samples\n", *bad - MAX_LISTED);
-    if (n > *bad)
-        fprintf(out, "  decoded %zu in %.1f s; image sizes %ux%u to %ux%u\n", n - *bad, tb_now() - t0, wmin, hmin, wmax,
-                hmax);
+    if (n > *bad && wmin == wmax && hmin == hmax)
+        fprintf(out, "  decoded %zu in %.1f s; image size %ux%u (all)\n", n - *bad, tb_now() - t0, wmin, hmin);
+    else if (n > *bad) /* each axis on its own: the extremes may be of different images */
+        fprintf(out, "  decoded %zu in %.1f s; image widths %u..%u, heights %u..%u\n", n - *bad, tb_now() - t0, wmin,
+                wmax, hmin, hmax);
     fprintf(out, "  bad samples: %zu\n", *bad);
     return TB_OK;
 }
 
-int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, struct tb_err *err)
+int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char *missing, size_t missing_size,
+                   struct tb_err *err)
 {
+    if (missing_size)
+        missing[0] = '\0';
     static const char *const splits[] = { "train", "val", "test" };
     const struct tb_plugin *p = s->slot[TB_SEC_DATASET].plugin->p;
     const struct tb_dataset_ops *ops = p->ops.dataset;
@@ -84,6 +89,12 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, struc
         tb_err_clear(&oerr);
         if (ops->open(s->slot[TB_SEC_DATASET].section, splits[k], &ctx, &oerr) != TB_OK) {
             fprintf(out, "split %s: not available: %s\n", splits[k], oerr.msg);
+            /* train always; val when training validates; test is never read by training */
+            const struct tb_train_settings *tr = &s->settings.train;
+            if (k == 0 || (k == 1 && (tr->val_every > 0 || tr->val_at_start))) {
+                size_t used = strlen(missing);
+                snprintf(missing + used, missing_size - used, "%s%s", used ? ", " : "", splits[k]);
+            }
             continue;
         }
         opened++;

@@ -11,9 +11,12 @@
 /* Opens the train, val and test splits of s's dataset (one that does not open is
  * reported and skipped), decodes every sample, and writes to out per split: the sample
  * count, the image sizes, each bad sample with its error, and the share of pixels of
- * each class and of ignore. *bad receives the number of bad samples over all splits.
- * TB_OK unless no split opens or memory runs out. */
-int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad, struct tb_err *err);
+ * each class and of ignore. *bad receives the number of bad samples over all splits,
+ * missing the names of the splits training needs that did not open ("val": [train]
+ * val_every or val_at_start validates on it; "" when none). TB_OK unless no split opens or
+ * memory runs out. */
+int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad, char *missing, size_t missing_size,
+                   struct tb_err *err);
 
 /* `trainbig data --show N DIR` (data_show.c): writes the first n training samples of
  * epoch 1, as the data loader makes them, to DIR/sample-NNNN.png (created if missing):

@@ -390,14 +390,22 @@ static int cmd_data(int argc, char **argv)
     struct tb_err err;
     tb_err_clear(&err);
     size_t bad = 0;
+    char missing[64] = "";
     int rc = c.a.show ? tb_data_show(c.setup, c.a.show, c.a.show_dir, stdout, &err)
-                      : tb_data_report(c.setup, stdout, &bad, &err);
+                      : tb_data_report(c.setup, stdout, &bad, missing, sizeof missing, &err);
     if (rc)
         print_error(&err);
-    else if (bad)
+    if (!rc && bad)
         fprintf(stderr, "trainbig: error: %s: %zu samples cannot be read (listed above)\n", c.a.config, bad);
+    if (!rc && strstr(missing, "train"))
+        fprintf(stderr, "trainbig: error: %s: the train split is not available (see above)\n", c.a.config);
+    if (!rc && strstr(missing, "val"))
+        fprintf(stderr,
+                "trainbig: error: %s: the val split is not available (see above), and training validates on it: "
+                "add it, or train without validation (--set train.val_every=0)\n",
+                c.a.config);
     run_cmd_close(&c);
-    return rc ? tb_exit_code(rc) : bad ? 1 : 0;
+    return rc ? tb_exit_code(rc) : bad || missing[0] ? 1 : 0;
 }
 
 static int cmd_config(int argc, char **argv)

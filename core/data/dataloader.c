@@ -477,6 +477,9 @@ int tb_data_image_size(const struct tb_dataset_ops *ops, void *ctx, const struct
         return TB_OK;
     if (n == 0)
         return tb_err_set(err, TB_ERR_CONFIG, "the split has no samples");
-    return tb_err_prefix(err, "its first sample decides the image size (set [dataset] %s to fix one)",
-                         train ? "crop" : "val_size");
+    /* The sample's own error first: it is the cause, the size only why it was read. */
+    return tb_err_set(err, rc,
+                      "%s (its first sample is read for the size of the %s batches: fix or remove that file, or set "
+                      "[dataset] on_bad_sample = skip; [dataset] %s sets the size without reading)",
+                      err->msg, train ? "training" : "validation", train ? "crop" : "val_size");
 }

@@ -277,7 +277,11 @@ int tb_trainer_setup(struct tb_trainer *t, struct tb_err *err)
     t->total_iters = t->iters_per_epoch * (uint64_t)t->s->settings.run.epochs;
     const bool validate = t->cfg.val_every > 0 || t->cfg.val_at_start;
     if (validate && (rc = open_split(t, "val", &t->val, err)))
-        return rc;
+        return tb_err_set(err, rc,
+                          "%s; training validates on it ([train] val_every = %d%s): train without "
+                          "validation with --set train.val_every=0%s",
+                          err->msg, t->cfg.val_every, t->cfg.val_at_start ? ", val_at_start = yes" : "",
+                          t->cfg.val_at_start ? " --set train.val_at_start=no" : "");
     rc = setup_graphs(t, validate, err);
     if (!rc)
         rc = setup_reporting(t, err);
