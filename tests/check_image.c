@@ -307,6 +307,23 @@ START_TEST(bad_files_refused)
     refused(empty, "empty");
     refused(text, "neither a PNG nor a JPEG");
     refused(missing, "cannot open the image: No such file or directory");
+    /* A CMYK JPEG is named as such (it was "corrupt"), with the way to convert it. */
+    char *cmyk_path = test_path("cmyk.jpg");
+    {
+        const int w = 16, h = 8;
+        unsigned char cmyk[16 * 8 * 4];
+        for (size_t i = 0; i < sizeof cmyk; i++)
+            cmyk[i] = (unsigned char)(i * 7);
+        tjhandle enc = tjInitCompress();
+        unsigned char *jpeg = NULL;
+        unsigned long jn = 0;
+        ck_assert_int_eq(tjCompress2(enc, cmyk, w, 0, h, TJPF_CMYK, &jpeg, &jn, TJSAMP_444, 90, 0), 0);
+        write_bytes(cmyk_path, jpeg, jn);
+        tjFree(jpeg);
+        tjDestroy(enc);
+    }
+    refused(cmyk_path, "a CMYK JPEG (print colours), which trainbig does not read: convert it to RGB");
+    free(cmyk_path);
     /* A chunk whose CRC does not match (libspng 0.7 decodes a bad IDAT CRC silently). */
     char *badcrc = test_path("badcrc.png");
     flip_idat_crc(png, badcrc);

@@ -326,6 +326,13 @@ static int decode_jpeg(const char *path, const unsigned char *d, size_t n, struc
     } else if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE) {
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: a JPEG of %dx%d pixels is not allowed (1..%d a side)", path, w, h,
                         MAX_SIDE);
+    } else if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+        /* TurboJPEG converts no CMYK to RGB, and guessing Adobe's inversion would train on
+         * wrong colours: say what it is and how to fix it. */
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: a CMYK JPEG (print colours), which trainbig does not read: convert it to RGB, for "
+                        "example with ImageMagick: convert IN.jpg -colorspace sRGB OUT.jpg",
+                        path);
     } else if ((rc = tb_sample_reserve(s, (uint32_t)w, (uint32_t)h, err)) != TB_OK) {
         tb_err_prefix(err, "%s", path);
     } else if (tjDecompress2(tj, d, (unsigned long)n, s->image, w, 0, h, TJPF_RGB, TJFLAG_STOPONWARNING) != 0) {
