@@ -125,6 +125,26 @@ static int initialise(struct tb_engine *e, struct tb_param *p, enum tb_init init
     return rc;
 }
 
+/* Parameters, buffers and their gradients and momentum stay on the device: no [swap]
+ * policy moves them. So when one does not fit, say what the device holds and what to
+ * change, rather than only that the allocation failed. */
+static int no_room_for_param(struct tb_engine *e, const char *name, size_t bytes, bool trainable, struct tb_err *err)
+{
+    uint64_t held = 0;
+    for (size_t i = 0; i < e->nparams; i++)
+        held += e->ops->tensor_bytes(e->ctx, &e->params[i]->value.desc);
+    struct tb_mem_stats ms = { 0 };
+    e->ops->mem_stats(e->ctx, e->device, &ms);
+    return tb_err_set(
+        err, TB_ERR_NOMEM,
+        "%s: no device memory for %zu bytes of %s: the device has %.1f MiB (%.1f MiB in use; %zu "
+        "parameters and buffers take %.1f MiB of it); parameters, buffers, gradients and momentum are never "
+        "swapped, so the device needs room for them all (about 3x the parameters' bytes when "
+        "training) and the step's largest op: raise [backend] device_memory",
+        name, bytes, trainable ? "parameter" : "buffer", (double)ms.capacity / 1048576.0, (double)ms.in_use / 1048576.0,
+        e->nparams, (double)held / 1048576.0);
+}
+
 int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struct tb_tensor_desc d, enum tb_init init,
                     struct tb_param **out, struct tb_err *err)
 {
@@ -159,8 +179,7 @@ int tb_engine_param(struct tb_engine *e, const char *name, bool trainable, struc
     if (!p->value.data) {
         free(p->name);
         free(p);
-        return tb_err_set(err, TB_ERR_NOMEM, "%s: no device memory for %zu bytes of %s", name, bytes,
-                          trainable ? "parameter" : "buffer");
+        return no_room_for_param(e, name, bytes, trainable, err);
     }
     int rc = initialise(e, p, init, err);
     if (rc) {
