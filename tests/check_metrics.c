@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,14 +73,27 @@ START_TEST(confusion_by_hand)
     ck_assert_uint_eq(tb_confusion_add(&m, logits, bad, 2, 1, 4, 255), 1);
     ck_assert(fabs(tb_confusion_accuracy(&m) - 5.0 / 7) < 1e-12);
 
-    static const struct tb_class names[4] = { { "road", { 0 } }, { "car", { 0 } }, { "sky", { 0 } }, { "bus", { 0 } } };
+    static const struct tb_class names[4] = {
+        { "road", { 0 } }, { "car", { 0 } }, { "Plastic bag & wrapper and more", { 0 } }, { "bus", { 0 } }
+    };
     char buf[1024] = { 0 };
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
     tb_confusion_print(&m, names, f);
     fclose(f);
     ck_assert_msg(strstr(buf, "road") && strstr(buf, "100.00") && strstr(buf, "33.33") && strstr(buf, "mIoU") &&
-                      strstr(buf, "55.56"),
+                      strstr(buf, "55.56") && strstr(buf, "pixel accuracy") && strstr(buf, "71.43"),
                   "%s", buf);
+    /* Every row's IoU column starts where the header's does, however long a name is. */
+    const char *head = strstr(buf, "IoU %"), *line = buf;
+    ck_assert_ptr_nonnull(head);
+    const long col = head - buf - 2; /* "IoU %" is right-aligned in 7 columns: its start */
+    for (int row = 0; (line = strchr(line, '\n')) && line[1]; row++) {
+        line++;
+        const char *end = strchr(line, '\n');
+        ck_assert_msg(end && end - line > col + 6 && line[col - 1] == ' ' &&
+                          (isdigit((unsigned char)line[col + 6]) || line[col + 6] == '-'),
+                      "row %d misaligned:\n%s", row, buf);
+    }
 
     tb_confusion_clear(&m);
     ck_assert(isnan(tb_confusion_miou(&m)));

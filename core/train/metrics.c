@@ -93,17 +93,24 @@ double tb_confusion_accuracy(const struct tb_confusion *m)
 
 void tb_confusion_print(const struct tb_confusion *m, const struct tb_class *classes, FILE *out)
 {
-    fprintf(out, "  %-16s %7s %12s\n", "class", "IoU %", "pixels");
+    /* The name column as wide as the longest name ("Plastic bag & wrapper" is 21). */
+    int w = (int)strlen("pixel accuracy");
+    for (int c = 0; c < m->classes; c++) {
+        const int n = (int)strlen(classes[c].name);
+        w = n > w ? n : w;
+    }
+    fprintf(out, "  %-*s %7s %12s\n", w, "class", "IoU %", "pixels");
     for (int c = 0; c < m->classes; c++) {
         uint64_t labelled = 0;
         for (int k = 0; k < m->classes; k++)
             labelled += m->counts[(size_t)c * m->classes + k];
         const double iou = tb_confusion_iou(m, c);
         if (isnan(iou))
-            fprintf(out, "  %-16s %7s %12llu\n", classes[c].name, "-", (unsigned long long)labelled);
+            fprintf(out, "  %-*s %7s %12llu\n", w, classes[c].name, "-", (unsigned long long)labelled);
         else
-            fprintf(out, "  %-16s %7.2f %12llu\n", classes[c].name, 100.0 * iou, (unsigned long long)labelled);
+            fprintf(out, "  %-*s %7.2f %12llu\n", w, classes[c].name, 100.0 * iou, (unsigned long long)labelled);
     }
-    const double miou = tb_confusion_miou(m);
-    fprintf(out, "  %-16s %7.2f\n", "mIoU", isnan(miou) ? 0.0 : 100.0 * miou);
+    const double miou = tb_confusion_miou(m), acc = tb_confusion_accuracy(m);
+    fprintf(out, "  %-*s %7.2f\n", w, "mIoU", isnan(miou) ? 0.0 : 100.0 * miou);
+    fprintf(out, "  %-*s %7.2f\n", w, "pixel accuracy", isnan(acc) ? 0.0 : 100.0 * acc);
 }

@@ -232,7 +232,8 @@ void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row 
                               rep->terms[i].sum / (double)r->steps);
     char val[128] = "";
     if (r->validated)
-        snprintf(val, sizeof val, ", val mIoU %.4f (pixel accuracy %.4f, loss %.4f)", r->miou, r->acc, r->val_loss);
+        snprintf(val, sizeof val, ", val mIoU %.2f%% (pixel accuracy %.2f%%, loss %.4f)", 100.0 * r->miou,
+                 100.0 * r->acc, r->val_loss); /* percent, as the validation table */
     char skipped[256] = "";
     size_t so = 0;
     if (r->skipped)
