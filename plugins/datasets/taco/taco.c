@@ -9,6 +9,7 @@
  * TACO has no official split: the images are shuffled with split_seed and cut by
  * split_ratios, unless root holds annotations_train.json, annotations_val.json and
  * annotations_test.json, in which case each split reads its own file. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,28 @@ static void taco_close(void *ctx)
     free(d);
 }
 
+/* An incomplete download is said at open, with how much is missing, rather than at the
+ * first step that meets a missing file (which still fails it, or skips it with [dataset]
+ * on_bad_sample = skip). */
+static void warn_missing(const struct taco *d, const char *split)
+{
+    size_t missing = 0;
+    const char *first = NULL;
+    struct stat st;
+    for (size_t i = 0; i < d->count; i++) {
+        const char *name = d->set.images[d->samples[i]].file;
+        char *path = join(d->root, name);
+        if (path && stat(path, &st) != 0 && errno == ENOENT && !missing++)
+            first = name;
+        free(path);
+    }
+    if (missing)
+        tb_plog(TB_LOG_WARN,
+                "split %s: %zu of its %zu images are missing under %s (the first: %s): an incomplete download? "
+                "Training stops at the first one, or skips them with [dataset] on_bad_sample = skip",
+                split, missing, d->count, d->root, first);
+}
+
 static int taco_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
 {
     int which = -1;
@@ -211,6 +234,7 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
                 split, d->count, d->set.nimages, d->file, tb_section_int(cfg, "split_seed"), ratios[0], ratios[1],
                 ratios[2]);
     }
+    warn_missing(d, split);
     *ctx = d;
     return TB_OK;
 fail:
