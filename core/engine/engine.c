@@ -135,6 +135,11 @@ static int no_room_for_param(struct tb_engine *e, const char *name, size_t bytes
         held += e->ops->tensor_bytes(e->ctx, &e->params[i]->value.desc);
     struct tb_mem_stats ms = { 0 };
     e->ops->mem_stats(e->ctx, e->device, &ms);
+    if (!ms.capacity || ms.capacity == UINT64_MAX) /* no cap: the system's memory ran out */
+        return tb_err_set(err, TB_ERR_NOMEM,
+                          "%s: out of memory for %zu bytes of %s: the system has none left (the device's memory has "
+                          "no cap: [backend] device_memory unset; %zu parameters and buffers take %.1f MiB)",
+                          name, bytes, trainable ? "parameter" : "buffer", e->nparams, (double)held / 1048576.0);
     return tb_err_set(
         err, TB_ERR_NOMEM,
         "%s: no device memory for %zu bytes of %s: the device has %.1f MiB (%.1f MiB in use; %zu "

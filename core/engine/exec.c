@@ -132,6 +132,14 @@ static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t
     const char *hint = pol->ops && pol->ops->make_room
                            ? "; the swap policy could not make room: lower [swap] min_size, or"
                            : "; set [swap] plugin = lru (or prefetch) to move activations to host memory, or";
+    if (!st.capacity || st.capacity == UINT64_MAX) /* no cap: the system's memory ran out */
+        return tb_err_set(err, TB_ERR_NOMEM,
+                          "out of memory at %s: %s needs %.1f MiB and the system has none left (the device's memory "
+                          "has no cap: [backend] device_memory unset; %.1f MiB in use, largest live: %s): lower "
+                          "[train] batch or the image size, or set [backend] device_memory below the host's free "
+                          "memory and [swap] plugin = lru to swap",
+                          step_name, what, (double)bytes / 1048576.0, (double)st.in_use / 1048576.0,
+                          *largest ? largest : "none");
     return tb_err_set(err, TB_ERR_NOMEM,
                       "out of device memory at %s: %s needs %.1f MiB; the device has %.1f MiB, %.1f MiB in use%s "
                       "(largest live: %s)%s lower [train] batch or the image size, or raise [backend] device_memory",
