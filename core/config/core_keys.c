@@ -17,6 +17,9 @@ const struct tb_key tb_run_keys[] = {
     { "epochs", TB_KEY_INT, "1", "1.." INT_TOP, "passes over the training split" },
     { "log_level", TB_KEY_ENUM, "info", "error|warn|info|debug",
       "log verbosity; the TRAINBIG_LOG environment variable wins over it" },
+    { "collective_timeout", TB_KEY_FLOAT, "600", "0..604800",
+      "data parallel: seconds a rank waits in a collective for the others before the job ends, naming the ranks "
+      "that did not arrive; 0 = wait forever" },
     TB_KEYS_END,
 };
 
@@ -26,6 +29,7 @@ const struct tb_binding tb_run_bindings[] = {
     TB_BIND("output", TB_FIELD_TEXT, struct tb_run_settings, output),
     TB_BIND("epochs", TB_FIELD_INT, struct tb_run_settings, epochs),
     TB_BIND("log_level", TB_FIELD_INT, struct tb_run_settings, log_level),
+    TB_BIND("collective_timeout", TB_FIELD_DOUBLE, struct tb_run_settings, collective_timeout),
     TB_BINDINGS_END,
 };
 

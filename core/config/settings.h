@@ -16,6 +16,7 @@ enum { TB_PROGRESS_AUTO = 0, TB_PROGRESS_YES, TB_PROGRESS_NO }; /* [report] prog
 struct tb_run_settings {
     const char *name, *output;
     int seed, epochs, log_level;
+    double collective_timeout; /* seconds; 0 = forever */
 };
 
 struct tb_train_settings {

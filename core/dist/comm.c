@@ -5,7 +5,14 @@
  * channels of trainbig/comm.h are two duplicates of MPI_COMM_WORLD: collectives on one
  * never match collectives on the other, so a backend's gradient thread and the training
  * thread can each run theirs. That needs MPI_THREAD_MULTIPLE; with less, `concurrent` is
- * 0 and backends keep to one thread. Errors return (MPI_ERRORS_RETURN) with MPI's text. */
+ * 0 and backends keep to one thread. Errors return (MPI_ERRORS_RETURN) with MPI's text.
+ *
+ * MPI collectives have no timeout: a rank that stops (SIGSTOP, a hung device, a deadlock)
+ * leaves the others waiting forever. So every collective here is non-blocking and polled
+ * against a deadline ([run] collective_timeout). A rank that times out asks every other
+ * rank, on a third communicator (`notes`), which collective it is waiting in; ranks
+ * answer while they poll their own collectives. A rank that does not answer within a
+ * short grace has not arrived, and the error names it. */
 #include "config.h"
 
 #include "core/dist/world.h"
@@ -14,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <trainbig/log.h>
 
 #ifdef HAVE_MPI
 #include <mpi.h>
@@ -25,10 +33,25 @@ static int world_broadcast(const struct tb_comm *c, enum tb_comm_channel ch, voi
                            struct tb_err *err);
 
 static struct tb_comm world = { 0, 1, 0, 1, 1, world_allreduce, world_broadcast, NULL };
-static bool joined; /* MPI_Init_thread was called here */
+static bool joined;                                /* MPI_Init_thread was called here */
+static double timeout_s = TB_COMM_DEFAULT_TIMEOUT; /* 0: wait forever */
+
+void tb_comm_set_timeout(double seconds)
+{
+    timeout_s = seconds > 0 ? seconds : 0;
+}
 
 #ifdef HAVE_MPI
 static MPI_Comm channels[TB_CHANNELS];
+static MPI_Comm notes; /* the arrival questions and answers */
+/* Collectives issued on each channel: a channel's collectives are issued by one thread
+ * at a time, so each count has one writer. */
+static unsigned long long issued[TB_CHANNELS];
+static const char *const channel_name[TB_CHANNELS] = { "main", "gradients" };
+
+/* Tags on `notes`: a question about channel ch, and its answer. */
+#define QUESTION_TAG(ch) (2 * (int)(ch))
+#define ANSWER_TAG(ch) (2 * (int)(ch) + 1)
 
 static int mpi_error(int code, const char *call, struct tb_err *err)
 {
@@ -110,6 +133,9 @@ int tb_comm_init(struct tb_err *err)
             return mpi_error(rc, "MPI_Comm_dup", err);
         MPI_Comm_set_errhandler(channels[c], MPI_ERRORS_RETURN);
     }
+    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &notes)) != MPI_SUCCESS)
+        return mpi_error(rc, "MPI_Comm_dup", err);
+    MPI_Comm_set_errhandler(notes, MPI_ERRORS_RETURN);
     MPI_Comm node;
     if ((rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node)) !=
         MPI_SUCCESS)
@@ -130,6 +156,8 @@ void tb_comm_fini(void)
     for (int c = 0; c < TB_CHANNELS; c++)
         if (channels[c] != MPI_COMM_NULL)
             MPI_Comm_free(&channels[c]);
+    if (notes != MPI_COMM_NULL)
+        MPI_Comm_free(&notes);
     MPI_Finalize();
     joined = false;
 #endif
@@ -153,6 +181,186 @@ void tb_comm_abort(int code)
 #endif
 }
 
+#ifdef HAVE_MPI
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Answers the questions other ranks asked about channel ch: the number of this rank's
+ * collective on it (the one it waits in). Only the thread polling ch calls this. */
+static void answer_questions(enum tb_comm_channel ch)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, QUESTION_TAG(ch), notes, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        unsigned long long question, answer[2];
+        if (MPI_Recv(&question, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, QUESTION_TAG(ch), notes, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return;
+        answer[0] = question; /* which question this answers */
+        answer[1] = issued[ch];
+        /* Eight bytes go eagerly: this does not wait for the asker. */
+        MPI_Send(answer, 2, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, ANSWER_TAG(ch), notes);
+    }
+}
+
+/* Appends " rank R" for each rank r with pick[r] set, at most 16 named, to `out`. */
+static void list_ranks(char *out, size_t cap, const unsigned char *pick, int n)
+{
+    size_t used = strlen(out);
+    int named = 0, more = 0;
+    for (int r = 0; r < n; r++) {
+        if (!pick[r])
+            continue;
+        if (named == 16) {
+            more++;
+            continue;
+        }
+        int w = snprintf(out + used, cap - used, "%s%d", named ? ", " : "", r);
+        if (w > 0 && (size_t)w < cap - used)
+            used += (size_t)w;
+        named++;
+    }
+    if (more)
+        snprintf(out + used, cap - used, " and %d more", more);
+}
+
+/* Past the deadline: asks every other rank which collective on `ch` it waits in, and
+ * names those that do not answer within a short grace (they have not arrived) and those
+ * waiting in another one. Returns TB_OK when the collective completes meanwhile. */
+static int report_missing(MPI_Request *req, enum tb_comm_channel ch, const char *what, double waited,
+                          struct tb_err *err)
+{
+    const int n = world.size, me = world.rank;
+    /* The questions and their send requests live until the job ends when a rank is
+     * missing: the job is then aborted, and a stopped rank may never take its question. */
+    unsigned long long *question = malloc(sizeof *question);
+    unsigned long long *elsewhere = calloc((size_t)n, sizeof *elsewhere);
+    unsigned char *answered = calloc((size_t)n, 1), *missing = calloc((size_t)n, 1), *astray = calloc((size_t)n, 1);
+    MPI_Request *sends = calloc((size_t)n, sizeof *sends);
+    if (!question || !elsewhere || !answered || !missing || !astray || !sends) {
+        free(question);
+        free(elsewhere);
+        free(answered);
+        free(missing);
+        free(astray);
+        free(sends);
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "rank %d of %d: %s #%llu on the %s channel waited %.1f s ([run] collective_timeout = %g); "
+                          "out of memory while asking the other ranks why",
+                          me, n, what, issued[ch], channel_name[ch], waited, timeout_s);
+    }
+    *question = issued[ch];
+    for (int r = 0; r < n; r++) {
+        sends[r] = MPI_REQUEST_NULL;
+        if (r != me)
+            MPI_Isend(question, 1, MPI_UNSIGNED_LONG_LONG, r, QUESTION_TAG(ch), notes, &sends[r]);
+    }
+    /* Waiting ranks answer within their next poll (at most a millisecond); a second
+     * covers a loaded machine. */
+    const double grace = 1.0, asked = now_s();
+    int answers = 0, done = 0;
+    while (answers < n - 1 && now_s() - asked < grace) {
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+            break;
+        answer_questions(ch);
+        for (;;) {
+            int flag = 0;
+            MPI_Status st;
+            if (MPI_Iprobe(MPI_ANY_SOURCE, ANSWER_TAG(ch), notes, &flag, &st) != MPI_SUCCESS || !flag)
+                break;
+            unsigned long long answer[2];
+            if (MPI_Recv(answer, 2, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, ANSWER_TAG(ch), notes, MPI_STATUS_IGNORE) !=
+                MPI_SUCCESS)
+                break;
+            /* An answer to an earlier question (a collective that then completed) is old. */
+            if (answer[0] == *question && !answered[st.MPI_SOURCE]) {
+                answered[st.MPI_SOURCE] = 1;
+                elsewhere[st.MPI_SOURCE] = answer[1];
+                answers++;
+            }
+        }
+        nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+    }
+    if (done) {
+        /* Everyone arrived after all: every rank took its question. */
+        MPI_Waitall(n, sends, MPI_STATUSES_IGNORE);
+        free(question);
+        free(elsewhere);
+        free(answered);
+        free(missing);
+        free(astray);
+        free(sends);
+        tb_log(TB_LOG_WARN, "rank %d of %d: %s #%llu on the %s channel took %.1f s, past [run] collective_timeout = %g",
+               me, n, what, issued[ch], channel_name[ch], now_s() - asked + waited, timeout_s);
+        return TB_OK;
+    }
+    int nmissing = 0, nastray = 0;
+    for (int r = 0; r < n; r++) {
+        missing[r] = r != me && !answered[r];
+        astray[r] = answered[r] && elsewhere[r] != *question;
+        nmissing += missing[r];
+        nastray += astray[r];
+    }
+    char who[512] = "";
+    if (nmissing) {
+        snprintf(who, sizeof who, "%s ", nmissing == 1 ? "rank" : "ranks");
+        list_ranks(who, sizeof who, missing, n);
+        size_t used = strlen(who);
+        snprintf(who + used, sizeof who - used, " did not arrive (stopped, hung, or that much slower than this rank)");
+    }
+    if (nastray) {
+        size_t used = strlen(who);
+        snprintf(who + used, sizeof who - used, "%s%s ", nmissing ? "; " : "", nastray == 1 ? "rank" : "ranks");
+        list_ranks(who, sizeof who, astray, n);
+        used = strlen(who);
+        snprintf(who + used, sizeof who - used,
+                 " waits in another collective on this channel (the ranks disagree on "
+                 "what to do: a bug)");
+    }
+    if (!nmissing && !nastray)
+        snprintf(who, sizeof who, "every rank is waiting in it: MPI is not moving the data (check the network)");
+    free(elsewhere);
+    free(answered);
+    free(missing);
+    free(astray);
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "rank %d of %d: %s #%llu on the %s channel did not complete within %g s: %s; raise [run] "
+                      "collective_timeout if a rank can legitimately take that long",
+                      me, n, what, issued[ch], channel_name[ch], timeout_s, who);
+}
+
+/* Polls `req` until it completes, answering the other ranks' questions meanwhile; past
+ * the deadline, says which ranks did not arrive. */
+static int wait_collective(MPI_Request *req, enum tb_comm_channel ch, const char *what, struct tb_err *err)
+{
+    /* The main channel spins for a millisecond first: its collectives are small and on the
+     * step's critical path (synchronised batch norm). A gradient thread runs beside the
+     * training thread and sleeps between polls at once, leaving it the core. MPI moves
+     * data only inside MPI calls, so the sleeps stay short; after a second of waiting for
+     * a straggler, a waiting rank polls less often. */
+    const double spin = ch == TB_CHANNEL_MAIN ? 1e-3 : 0, start = now_s();
+    for (;;) {
+        int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_error(rc, what, err);
+        if (done)
+            return TB_OK;
+        answer_questions(ch);
+        const double waited = now_s() - start;
+        if (timeout_s > 0 && waited >= timeout_s)
+            return report_missing(req, ch, what, waited, err);
+        if (waited >= spin)
+            nanosleep(&(struct timespec){ 0, waited < 1.0 ? 50000 : 500000 }, NULL);
+    }
+}
+#endif
+
 static int world_allreduce(const struct tb_comm *c, enum tb_comm_channel ch, void *data, size_t count,
                            enum tb_comm_dtype dtype, enum tb_comm_reduce op, struct tb_err *err)
 {
@@ -165,24 +373,14 @@ static int world_allreduce(const struct tb_comm *c, enum tb_comm_channel ch, voi
     const size_t esize = dtype == TB_COMM_F64 || dtype == TB_COMM_U64 ? 8 : 4;
     for (size_t at = 0; at < count; at += piece) {
         size_t n = count - at < piece ? count - at : piece;
-        void *buf = (char *)data + at * esize;
-        int rc;
-        if (ch == TB_CHANNEL_GRADS) {
-            /* A gradient thread runs beside the training thread: a blocking collective
-             * would spin on a core the training thread needs while it waits for the other
-             * ranks. Poll the request and sleep between polls instead. */
-            MPI_Request req;
-            rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dtype), mpi_op(op), channels[ch], &req);
-            for (int done = 0; rc == MPI_SUCCESS && !done;) {
-                rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-                if (rc == MPI_SUCCESS && !done)
-                    nanosleep(&(struct timespec){ 0, 50000 }, NULL);
-            }
-        } else {
-            rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dtype), mpi_op(op), channels[ch]);
-        }
+        MPI_Request req;
+        issued[ch]++;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)data + at * esize, (int)n, mpi_type(dtype), mpi_op(op),
+                                channels[ch], &req);
         if (rc != MPI_SUCCESS)
-            return mpi_error(rc, ch == TB_CHANNEL_GRADS ? "MPI_Iallreduce" : "MPI_Allreduce", err);
+            return mpi_error(rc, "MPI_Iallreduce", err);
+        if ((rc = wait_collective(&req, ch, "all-reduce", err)) != TB_OK)
+            return rc;
     }
     return TB_OK;
 #else
@@ -204,9 +402,13 @@ static int world_broadcast(const struct tb_comm *c, enum tb_comm_channel ch, voi
     const size_t piece = (size_t)1 << 30;
     for (size_t at = 0; at < bytes; at += piece) {
         size_t n = bytes - at < piece ? bytes - at : piece;
-        int rc = MPI_Bcast((char *)data + at, (int)n, MPI_BYTE, root, channels[ch]);
+        MPI_Request req;
+        issued[ch]++;
+        int rc = MPI_Ibcast((char *)data + at, (int)n, MPI_BYTE, root, channels[ch], &req);
         if (rc != MPI_SUCCESS)
-            return mpi_error(rc, "MPI_Bcast", err);
+            return mpi_error(rc, "MPI_Ibcast", err);
+        if ((rc = wait_collective(&req, ch, "broadcast", err)) != TB_OK)
+            return rc;
     }
     return TB_OK;
 #else

@@ -22,6 +22,12 @@ const struct tb_comm *tb_comm_world(void);
  * Returns only in a world of one. */
 void tb_comm_abort(int code);
 
+/* How long a rank waits in a collective for the others before it fails, naming the ranks
+ * that did not arrive ([run] collective_timeout); 0 = forever. Set before the first
+ * collective; the default is TB_COMM_DEFAULT_TIMEOUT seconds. */
+#define TB_COMM_DEFAULT_TIMEOUT 600.0
+void tb_comm_set_timeout(double seconds);
+
 /* Conveniences on TB_CHANNEL_MAIN of the world. */
 int tb_comm_allreduce(void *data, size_t count, enum tb_comm_dtype dtype, enum tb_comm_reduce op, struct tb_err *err);
 int tb_comm_broadcast(void *data, size_t bytes, int root, struct tb_err *err);

@@ -42,6 +42,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         return tb_err_prefix(err, "platform '%s'", r->platform->name);
     }
     if (world->size > 1) {
+        tb_comm_set_timeout(s->settings.run.collective_timeout);
         /* The platform's NCCL settings, where the user set none, before a backend starts NCCL. */
         char env_note[2048];
         size_t nset = 0;
