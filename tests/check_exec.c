@@ -531,6 +531,83 @@ START_TEST(room_is_made_until_a_fragmented_allocation_fits)
 }
 END_TEST
 
+/* The swap space is capped: past the engine's limit a swap-out fails naming the limit and
+ * what to change, instead of taking host memory until the OOM killer comes; what the
+ * copies held is counted and given back. */
+START_TEST(swap_space_is_capped)
+{
+    enum { C = 16, H = 32, W = 32 };
+    struct tb_graph *g = tb_graph_new(false);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, C, H, W));
+    struct tb_node *prev = img;
+    static const char *const names[] = { "a", "b", "c", "d" };
+    for (int k = 0; k < 4; k++)
+        tb_graph_output(g, names[k], prev = tb_relu(g, prev));
+    struct tb_node *two[2] = { img, img };
+    tb_graph_output(g, "y", tb_concat(g, 2, two));
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    /* Room for one 64 KiB copy; the forward pass moves out three (the test above). */
+    e.swap_space_limit = 100u << 10;
+    snprintf(e.swap_space_why, sizeof e.swap_space_why, "the test's limit");
+    ck_assert_int_eq(tb_exec_forward(x, 0, &err), TB_ERR_NOMEM);
+    ck_assert_contains(err.msg, "would take the swap space past 0.1 MiB");
+    ck_assert_contains(err.msg, "holds 0.1 MiB of pinned host memory for swapped-out tensors, and the test's limit");
+    ck_assert_contains(err.msg, "[backend] device_memory");
+    ck_assert_uint_eq(e.swap_space_used, 64u << 10);
+    tb_exec_free(x);
+    ck_assert_uint_eq(e.swap_space_used, 0);
+    tb_graph_free(g);
+}
+END_TEST
+
+/* The estimate made before an executor exists: what creating it takes, exactly; a step's
+ * activations at their peak, exactly for a chain (two of its tensors live at once), and
+ * below what a training step measures (which adds op scratch: on the scalar path an
+ * im2col buffer several times an activation). */
+START_TEST(estimate_bounds_the_measured_step)
+{
+    enum { C = 16, H = 32, W = 32 };
+    struct tb_graph *chain = tb_graph_new(false);
+    struct tb_node *prev = tb_input(chain, "image", TB_F32, shape(1, C, H, W));
+    for (int k = 0; k < 3; k++)
+        prev = tb_relu(chain, prev);
+    tb_graph_output(chain, "y", prev);
+    struct tb_exec_estimate est;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_estimate(&e, &chain, 1, &est, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(est.step, 2u * C * H * W * sizeof(float));
+    ck_assert_uint_eq(est.made, (uint64_t)C * H * W * sizeof(float)); /* the input */
+    ck_assert_uint_eq(est.saved, 0);
+    tb_graph_free(chain);
+
+    struct tb_graph *g = small_net(true, 2, 4);
+    ck_assert_msg(tb_exec_estimate(&e, &g, 1, &est, &err) == TB_OK, "%s", err.msg);
+    struct tb_mem_stats st0, st1, st2;
+    b.ops.backend->mem_stats(b.ctx, 0, &st0);
+    struct tb_exec *x;
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_sgd_prepare(&e, &err) == TB_OK, "%s", err.msg);
+    b.ops.backend->mem_stats(b.ctx, 0, &st1);
+    b.ops.backend->mem_reset_peak(b.ctx, 0);
+    feed(x, 2, 3, 12, 10, 4, 6);
+    step(x, 0, 0.05f, true);
+    b.ops.backend->mem_stats(b.ctx, 0, &st2);
+    const uint64_t made = st1.in_use - st0.in_use, measured = st2.peak - st1.in_use;
+    /* Blocks round up to 512 bytes: the estimate counts exact sizes. */
+    ck_assert_uint_le(est.made, made);
+    ck_assert_uint_ge(est.made + 512 * 64, made);
+    ck_assert_uint_gt(est.step, 0);
+    ck_assert_uint_le(est.step, measured);
+    ck_assert_uint_gt(est.saved, 0);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
 START_TEST(broken_graph_refused)
 {
     struct tb_graph *g = tb_graph_new(true);
@@ -647,6 +724,7 @@ int main(void)
     tcase_add_test(tc, runs_are_bit_identical);
     tcase_add_test(tc, inference_graph_shares_parameters);
     tcase_add_test(tc, parameters_enumerable_by_name);
+    tcase_add_test(tc, estimate_bounds_the_measured_step);
     suite_add_tcase(s, tc);
     tc = tcase_create("oom");
     tcase_add_checked_fixture(tc, open_tiny_engine, close_engine);
@@ -656,6 +734,7 @@ int main(void)
     tc = tcase_create("fragmentation");
     tcase_add_checked_fixture(tc, open_fragmenting_engine, close_engine);
     tcase_add_test(tc, room_is_made_until_a_fragmented_allocation_fits);
+    tcase_add_test(tc, swap_space_is_capped);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

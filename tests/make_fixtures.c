@@ -3,6 +3,7 @@
  *
  *   make_fixtures [--size WxH] cityscapes DIR
  *   make_fixtures [--clean] taco DIR
+ *   make_fixtures --size WxH grey-png FILE     one grey RGB picture, up to 65535x65535
  *
  * Exit status: 0 written, 1 a write failed, 2 usage, 77 this build cannot write that
  * format (no libspng for Cityscapes, no TurboJPEG for TACO). */
@@ -18,6 +19,7 @@ static int usage(void)
 {
     fputs("usage: make_fixtures [--size WxH] cityscapes DIR\n"
           "       make_fixtures [--clean] taco DIR\n"
+          "       make_fixtures --size WxH grey-png FILE\n"
           "Writes a small dataset tree in the real format into DIR (created if needed).\n"
           "--size: the Cityscapes frames' size (default 128x64); --clean: a TACO tree without\n"
           "its corrupt and missing images.\n",
@@ -35,7 +37,7 @@ int main(int argc, char **argv)
             clean = true;
         else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
             char end;
-            if (sscanf(argv[++i], "%ux%u%c", &w, &h, &end) != 2 || w == 0 || h == 0 || w > 8192 || h > 8192) {
+            if (sscanf(argv[++i], "%ux%u%c", &w, &h, &end) != 2 || w == 0 || h == 0 || w > 65535 || h > 65535) {
                 fprintf(stderr, "make_fixtures: --size %s: expected WxH, e.g. 128x64\n", argv[i]);
                 return 2;
             }
@@ -46,8 +48,26 @@ int main(int argc, char **argv)
     if (argc - i != 2)
         return usage();
     const char *kind = argv[i], *dir = argv[i + 1];
+    if (strcmp(kind, "grey-png") == 0) {
+        /* A picture too big to predict on (host_memory.c's check), cheap to write. */
+        if (clean || !sized)
+            return usage();
+        if (!fixture_have_cityscapes()) {
+            fputs("make_fixtures: built without libspng: cannot write PNG files\n", stderr);
+            return 77;
+        }
+        uint8_t *rgb = malloc((size_t)w * h * 3);
+        if (!rgb) {
+            fputs("make_fixtures: out of memory\n", stderr);
+            return 1;
+        }
+        memset(rgb, 128, (size_t)w * h * 3);
+        int rc = fixture_png(dir, rgb, w, h, true);
+        free(rgb);
+        return rc ? 1 : 0;
+    }
     if (strcmp(kind, "cityscapes") == 0) {
-        if (clean)
+        if (clean || w > 8192 || h > 8192)
             return usage();
         if (!fixture_have_cityscapes()) {
             fputs("make_fixtures: built without libspng: cannot write Cityscapes PNG files\n", stderr);

@@ -12,6 +12,7 @@
 
 #include "core/data/batch.h"
 #include "core/train/checkpoint.h"
+#include "core/train/host_memory.h"
 #include "core/engine/graph.h"
 #include "core/data/png_write.h"
 #include "core/train/inputs.h"
@@ -112,7 +113,25 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     const struct tb_model_input mi = { 1, 3, (int)in.height, (int)in.width, k, IGNORE_LABEL };
     rc = tb_run_open(&run, s, err);
     if (!rc)
-        rc = tb_run_graph(&run, false, &mi, &g, &x, err);
+        rc = tb_run_build(&run, false, &mi, &g, err);
+    if (!rc)
+        rc = tb_inputs_spec(&inputs, g, run.model, run.model_ctx, 1, (int)in.height, (int)in.width, err);
+    if (!rc) {
+        /* The whole image goes through the network at once: say so before a too large one
+         * takes the host's memory. Host buffers: the batch, the logits and edge map, the
+         * three pictures. */
+        const uint64_t hw = (uint64_t)in.width * in.height;
+        const uint64_t buffers =
+            tb_batch_bytes(1, (int)in.height, (int)in.width, &inputs) + hw * ((uint64_t)k + 1) * sizeof(float) + hw * 9;
+        char what[512];
+        snprintf(what, sizeof what, "predicting %s (%ux%u)", req->input, in.width, in.height);
+        rc = tb_host_memory_check(&run.engine, &g, 1, buffers, false, what,
+                                  "predict runs the whole image through the network at once: scale the image down "
+                                  "or cut it into tiles",
+                                  NULL, err);
+    }
+    if (!rc)
+        rc = tb_run_exec(&run, g, &mi, &x, err);
     if (rc)
         goto out;
     model_text = tb_run_model_text(s, k);
@@ -122,8 +141,6 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
     }
     struct tb_ckpt_info info = { .model = model_text };
     rc = tb_checkpoint_load(req->checkpoint, &run.engine, false, &info, NULL, err);
-    if (!rc)
-        rc = tb_inputs_spec(&inputs, g, run.model, run.model_ctx, 1, (int)in.height, (int)in.width, err);
     if (!rc)
         rc = tb_batch_init(&b, 1, (int)in.height, (int)in.width, &inputs, NULL, err);
     if (!rc)

@@ -35,6 +35,15 @@ static int nfeeds(const struct tb_batch *b)
     return b->spec ? b->spec->nfeeds : 0;
 }
 
+uint64_t tb_batch_bytes(int n, int h, int w, const struct tb_batch_spec *spec)
+{
+    const uint64_t pix = (uint64_t)n * (uint64_t)h * (uint64_t)w;
+    uint64_t bytes = pix * 3 * sizeof(float) + pix;
+    for (int i = 0; spec && i < spec->nfeeds; i++)
+        bytes += pix * (uint64_t)spec->feeds[i].channels * tb_dtype_size(spec->feeds[i].dtype);
+    return bytes;
+}
+
 int tb_batch_init(struct tb_batch *b, int n, int h, int w, const struct tb_batch_spec *spec,
                   const struct tb_host_allocator *host, struct tb_err *err)
 {

@@ -54,6 +54,8 @@ void tb_batch_work_free(struct tb_batch_work *w);
 /* The normalisation of the reference (ImageNet statistics of RGB in [0, 1]). */
 extern const float tb_image_mean[3], tb_image_std[3];
 
+/* The host memory tb_batch_init takes for such a batch. */
+uint64_t tb_batch_bytes(int n, int h, int w, const struct tb_batch_spec *spec);
 /* Allocates the buffers of an n x h x w batch with the inputs of spec (NULL: image and
  * labels only), from host (NULL: malloc); 0, or TB_ERR_NOMEM with err filled. */
 int tb_batch_init(struct tb_batch *b, int n, int h, int w, const struct tb_batch_spec *spec,

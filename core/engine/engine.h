@@ -49,6 +49,12 @@ struct tb_engine {
     size_t bucket_bytes;     /* gradients per all-reduce bucket (gradsync.c) */
     double allreduce_busy_s; /* seconds the all-reduces ran, accumulated; readers reset it */
     double allreduce_wait_s; /* of which the training thread waited for, after backward */
+    /* Swap space: the pinned host memory every executor's swapped-out copies hold together
+     * (used), and the most they may (limit; 0 = no limit), which the host-memory check
+     * sets from what the host has (core/train/host_memory.h) with the text naming where
+     * that figure comes from. Past it a swap-out fails with an error, not the OOM killer. */
+    uint64_t swap_space_used, swap_space_limit;
+    char swap_space_why[256];
 };
 
 /* An engine over a created backend instance (which it does not own). The backend must
@@ -92,6 +98,21 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err);
 int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err *err);
 
 const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
+/* The most bytes a step of x holds at once in activations and their gradients, from the
+ * schedule's tensor lifetimes: what it needs beyond what lives across steps (inputs,
+ * parameters, their gradients and buffers, allocated when x is made). Op scratch is not
+ * counted: a lower bound. */
+uint64_t tb_exec_step_bytes(const struct tb_exec *x);
+/* What executors for graphs gs[0..ng-1] (NULL entries skipped) would take of the
+ * engine's device memory, before any is made: to check that a run fits first. */
+struct tb_exec_estimate {
+    uint64_t made;  /* made with the executors: inputs, and the parameters, buffers,
+                     * gradients and momentum the engine does not hold yet */
+    uint64_t step;  /* the most one step holds at once (tb_exec_step_bytes) */
+    uint64_t saved; /* a checkpoint's tensors: every parameter and buffer, and momentum, in f32 */
+};
+int tb_exec_estimate(struct tb_engine *e, struct tb_graph *const *gs, size_t ng, struct tb_exec_estimate *out,
+                     struct tb_err *err);
 /* Seconds each schedule step took in the last run (forward and backward). */
 const double *tb_exec_step_seconds(const struct tb_exec *x);
 /* The op schedule step `step` runs (*backward: its backward pass), and in how (may be NULL)

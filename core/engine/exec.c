@@ -34,6 +34,93 @@ const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x)
     return x->s;
 }
 
+/* The most bytes of activations and their gradients live at once in a step of s. */
+static uint64_t step_peak(const struct tb_schedule *s)
+{
+    /* delta[k]: bytes that become live at step k, less those freed after step k-1. */
+    int64_t *delta = calloc(s->nsteps + 2, sizeof *delta);
+    if (!delta)
+        return 0;
+    for (size_t i = 0; i < s->ntensors; i++) {
+        const struct tb_sched_tensor *t = &s->tensors[i];
+        if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->first_use < 0)
+            continue;
+        size_t first = (size_t)t->first_use, last = t->last_use < 0 ? s->nsteps : (size_t)t->last_use;
+        if (last > s->nsteps)
+            last = s->nsteps;
+        delta[first] += (int64_t)t->bytes;
+        delta[last + 1] -= (int64_t)t->bytes;
+    }
+    int64_t live = 0, peak = 0;
+    for (size_t k = 0; k <= s->nsteps; k++) {
+        live += delta[k];
+        if (live > peak)
+            peak = live;
+    }
+    free(delta);
+    return (uint64_t)peak;
+}
+
+uint64_t tb_exec_step_bytes(const struct tb_exec *x)
+{
+    return step_peak(x->s);
+}
+
+int tb_exec_estimate(struct tb_engine *e, struct tb_graph *const *gs, size_t ng, struct tb_exec_estimate *out,
+                     struct tb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char **seen = NULL; /* parameter names already counted (the graphs' own strings) */
+    size_t nseen = 0, cap = 0;
+    int rc = TB_OK;
+    for (size_t k = 0; k < ng && !rc; k++) {
+        if (!gs[k])
+            continue;
+        struct tb_schedule *s = tb_schedule_build(gs[k], bytes_of, e);
+        if (!s) {
+            rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory scheduling the graph");
+            break;
+        }
+        const uint64_t peak = step_peak(s);
+        out->step = peak > out->step ? peak : out->step;
+        for (size_t i = 0; i < s->ntensors && !rc; i++) {
+            const struct tb_sched_tensor *t = &s->tensors[i];
+            if (t->kind == TB_SCHED_INPUT)
+                out->made += t->bytes;
+            if (t->kind != TB_SCHED_PARAM && t->kind != TB_SCHED_BUFFER)
+                continue;
+            bool counted = false;
+            for (size_t j = 0; j < nseen && !counted; j++)
+                counted = strcmp(seen[j], t->name) == 0;
+            if (counted)
+                continue;
+            if (nseen == cap) {
+                const char **more = realloc(seen, (cap = cap ? 2 * cap : 64) * sizeof *seen);
+                if (!more) {
+                    rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                seen = more;
+            }
+            seen[nseen++] = t->name;
+            /* A training graph's parameter has a gradient and, with it, a momentum buffer. */
+            const bool trained = s->grad_of[i] != UINT32_MAX;
+            const uint64_t f32 = (uint64_t)tb_shape_elems(t->desc.shape) * sizeof(float);
+            out->saved += trained ? 2 * f32 : f32;
+            const struct tb_param *p = tb_engine_find_param(e, t->name);
+            if (!p)
+                out->made += t->bytes;
+            if (trained && (!p || !p->grad.data))
+                out->made += t->bytes;
+            if (trained && (!p || !p->momentum.data))
+                out->made += t->bytes;
+        }
+        tb_schedule_free(s);
+    }
+    free(seen);
+    return rc;
+}
+
 const struct tb_op *tb_exec_step_op(const struct tb_exec *x, size_t step, bool *backward, char *how, size_t how_size)
 {
     const struct tb_sched_step *st = &x->s->steps[step];
@@ -320,6 +407,9 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
         }
     }
     rc = tb_swapmem_init(&x->mem, e->ops, e->ctx, e->device, x->s, x->t, x->pins, &e->swap, err);
+    x->mem.space_used = &e->swap_space_used;
+    x->mem.space_limit = &e->swap_space_limit;
+    x->mem.space_why = e->swap_space_why;
     if (rc)
         goto fail;
     x->mem.release_scratch = e->release_scratch;

@@ -191,10 +191,19 @@ int tb_swapmem_move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_er
     }
     const size_t bytes = tb_swapmem_bytes(m, i);
     if (!m->host[i]) {
+        if (m->space_used && *m->space_limit && *m->space_used + bytes > *m->space_limit)
+            return tb_err_set(err, TB_ERR_NOMEM,
+                              "swapping out %s (%.1f MiB) would take the swap space past %.1f MiB: the run holds "
+                              "%.1f MiB of pinned host memory for swapped-out tensors, and %s; lower [train] batch "
+                              "or [dataset] crop, or give the device more memory ([backend] device_memory)",
+                              m->s->tensors[i].name, (double)bytes / 1048576.0, (double)*m->space_limit / 1048576.0,
+                              (double)*m->space_used / 1048576.0, m->space_why);
         if (!(m->host[i] = m->be->host_alloc(m->be_ctx, bytes)))
             return tb_err_set(err, TB_ERR_NOMEM, "out of pinned host memory swapping out %s (%.1f MiB)",
                               m->s->tensors[i].name, (double)bytes / 1048576.0);
         m->stats.host_bytes += bytes;
+        if (m->space_used)
+            *m->space_used += bytes;
     }
     int rc = need_event(m, i, err);
     if (!rc)
@@ -336,8 +345,11 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     if (m->policy.ops && m->policy.ops->forget)
         m->policy.ops->forget(m->policy.ctx, m);
     for (size_t i = 0; m->s && i < m->s->ntensors; i++) {
-        if (m->host && m->host[i])
+        if (m->host && m->host[i]) {
             m->be->host_free(m->be_ctx, m->host[i]);
+            if (m->space_used)
+                *m->space_used -= tb_swapmem_bytes(m, i);
+        }
         if (m->ev && m->ev[i])
             m->be->event_destroy(m->be_ctx, m->ev[i]);
     }

@@ -38,6 +38,12 @@ struct tb_swap_mem {
     struct tb_trace_copy *trace;
     size_t ntrace, trace_cap;
     struct tb_swap_stats stats;
+    /* The swap space, shared by the engine's executors (its swap_space_*): the host bytes
+     * all copies hold, the most they may (0: no limit), and where that figure comes from.
+     * NULL: not counted. */
+    uint64_t *space_used;
+    const uint64_t *space_limit;
+    const char *space_why;
     /* Blocks the executor holds for the running op outside any tensor (a backward op's
      * gradient temporaries, not yet written): the last resort frees and re-allocates
      * them around the block it makes room for, so they must not split it. Each entry is

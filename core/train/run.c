@@ -98,10 +98,9 @@ void tb_run_close(struct tb_run *r)
     memset(r, 0, sizeof *r);
 }
 
-int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *in, struct tb_graph **g,
-                 struct tb_exec **x, struct tb_err *err)
+int tb_run_build(struct tb_run *r, bool training, const struct tb_model_input *in, struct tb_graph **g,
+                 struct tb_err *err)
 {
-    *x = NULL;
     *g = tb_graph_new(training);
     if (!*g)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
@@ -109,8 +108,20 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
     int rc = r->model->ops.model->build(r->model_ctx, *g, in, err);
     if (rc == TB_OK && tb_graph_error(*g))
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s", tb_graph_error(*g));
-    if (rc == TB_OK)
-        rc = tb_exec_create(&r->engine, *g, x, err);
+    if (rc) {
+        tb_err_prefix(err, "model '%s', %s graph for %d images of %dx%d", r->model->name,
+                      training ? "training" : "inference", in->batch, in->width, in->height);
+        tb_graph_free(*g);
+        *g = NULL;
+    }
+    return rc;
+}
+
+int tb_run_exec(struct tb_run *r, struct tb_graph *g, const struct tb_model_input *in, struct tb_exec **x,
+                struct tb_err *err)
+{
+    const bool training = g->training;
+    int rc = tb_exec_create(&r->engine, g, x, err);
     /* Training steps an optimizer: its state is made now, beside the gradients. */
     if (rc == TB_OK && training)
         rc = tb_sgd_prepare(&r->engine, err);
@@ -119,6 +130,16 @@ int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *i
                       training ? "training" : "inference", in->batch, in->width, in->height);
         tb_exec_free(*x);
         *x = NULL;
+    }
+    return rc;
+}
+
+int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *in, struct tb_graph **g,
+                 struct tb_exec **x, struct tb_err *err)
+{
+    *x = NULL;
+    int rc = tb_run_build(r, training, in, g, err);
+    if (!rc && (rc = tb_run_exec(r, *g, in, x, err)) != TB_OK) {
         tb_graph_free(*g);
         *g = NULL;
     }

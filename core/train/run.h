@@ -36,6 +36,13 @@ void tb_run_close(struct tb_run *r);
  * then g. */
 int tb_run_graph(struct tb_run *r, bool training, const struct tb_model_input *in, struct tb_graph **g,
                  struct tb_exec **x, struct tb_err *err);
+/* The two halves of tb_run_graph, for a caller that checks what the executor will need
+ * (core/train/host_memory.h) before making it: the graph alone (the caller's; freed on
+ * failure), then its executor (the caller's; g must outlive it). */
+int tb_run_build(struct tb_run *r, bool training, const struct tb_model_input *in, struct tb_graph **g,
+                 struct tb_err *err);
+int tb_run_exec(struct tb_run *r, struct tb_graph *g, const struct tb_model_input *in, struct tb_exec **x,
+                struct tb_err *err);
 
 /* The text that identifies the network a checkpoint belongs to: the model plugin, each
  * [model] key with its value, and the number of classes. The caller frees it. */

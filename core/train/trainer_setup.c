@@ -18,6 +18,7 @@
 
 #include "core/data/batch.h"
 #include "core/train/checkpoint.h"
+#include "core/train/host_memory.h"
 #include "core/engine/graph_internal.h"
 #include "core/util/log_control.h"
 
@@ -44,14 +45,10 @@ static int open_split(struct tb_trainer *t, const char *name, struct tb_split *s
     return TB_OK;
 }
 
-/* The loader of split sp for graph g, whose inputs besides the image and labels the model
- * makes from each sample. */
-static int open_loader(struct tb_trainer *t, struct tb_split *sp, const struct tb_graph *g, bool train, int batch,
-                       struct tb_err *err)
+/* The loader of split sp, whose inputs besides the image and labels (sp->inputs, from its
+ * graph) the model makes from each sample. */
+static int open_loader(struct tb_trainer *t, struct tb_split *sp, bool train, int batch, struct tb_err *err)
 {
-    int rc = tb_inputs_spec(&sp->inputs, g, t->run.model, t->run.model_ctx, batch, sp->height, sp->width, err);
-    if (rc)
-        return rc;
     char what[256];
     snprintf(what, sizeof what, "dataset '%s', %s split", t->s->slot[TB_SEC_DATASET].plugin->p->name, sp->name);
     const struct tb_backend_ops *be = t->run.engine.ops;
@@ -200,21 +197,56 @@ static void find_terms(struct tb_trainer *t)
     }
 }
 
+/* Before anything big is allocated: what training will take from host memory (device
+ * memory where that is host memory, swap space, the loaders' batches, validation's
+ * logits, a checkpoint) fits in what the host has. */
+static int check_host_memory(struct tb_trainer *t, bool validate, struct tb_err *err)
+{
+    const uint64_t slots = (uint64_t)t->data.prefetch + 1; /* the loader's ring (dataloader.c) */
+    uint64_t buffers = slots * tb_batch_bytes(t->rank_batch, t->train.height, t->train.width, &t->train.inputs);
+    if (validate)
+        buffers += slots * tb_batch_bytes(t->rank_val_batch, t->val.height, t->val.width, &t->val.inputs) +
+                   (uint64_t)t->rank_val_batch * (uint64_t)t->nclasses * (uint64_t)t->val.height *
+                       (uint64_t)t->val.width * sizeof *t->val_logits;
+    char fix[512];
+    const struct tb_section *train = t->s->slot[TB_SEC_TRAIN].section, *data = t->s->slot[TB_SEC_DATASET].section;
+    snprintf(fix, sizeof fix, "lower [train] batch = %d (%s) or the training crop, %dx%d now ([dataset] crop = %u, %s)",
+             t->cfg.batch, tb_section_origin(train, "batch"), t->train.width, t->train.height, t->data.crop,
+             tb_section_origin(data, "crop"));
+    struct tb_graph *const gs[2] = { t->tg, t->vg };
+    return tb_host_memory_check(&t->run.engine, gs, 2, buffers, true, "training", fix, NULL, err);
+}
+
 /* The graphs and loaders of training and (when it runs) validation, and their buffers. */
 static int setup_graphs(struct tb_trainer *t, bool validate, struct tb_err *err)
 {
     const struct tb_model_input tin = {
         t->rank_batch, 3, t->train.height, t->train.width, t->nclasses, TB_IGNORE_LABEL
     };
-    int rc = tb_run_graph(&t->run, true, &tin, &t->tg, &t->tx, err);
+    const struct tb_model_input vin = {
+        t->rank_val_batch, 3, t->val.height, t->val.width, t->nclasses, TB_IGNORE_LABEL
+    };
+    /* The graphs first, their executors (which allocate) once the host is known to hold
+     * the run. */
+    int rc = tb_run_build(&t->run, true, &tin, &t->tg, err);
     if (!rc)
-        rc = open_loader(t, &t->train, t->tg, true, t->rank_batch, err);
+        rc = tb_inputs_spec(&t->train.inputs, t->tg, t->run.model, t->run.model_ctx, t->rank_batch, t->train.height,
+                            t->train.width, err);
+    if (!rc && validate)
+        rc = tb_run_build(&t->run, false, &vin, &t->vg, err);
+    if (!rc && validate)
+        rc = tb_inputs_spec(&t->val.inputs, t->vg, t->run.model, t->run.model_ctx, t->rank_val_batch, t->val.height,
+                            t->val.width, err);
+    if (!rc)
+        rc = check_host_memory(t, validate, err);
+    if (!rc)
+        rc = tb_run_exec(&t->run, t->tg, &tin, &t->tx, err);
+    if (!rc && validate)
+        rc = tb_run_exec(&t->run, t->vg, &vin, &t->vx, err);
+    if (!rc)
+        rc = open_loader(t, &t->train, true, t->rank_batch, err);
     if (!rc && validate) {
-        const struct tb_model_input vin = { t->rank_val_batch, 3,           t->val.height,
-                                            t->val.width,      t->nclasses, TB_IGNORE_LABEL };
-        rc = tb_run_graph(&t->run, false, &vin, &t->vg, &t->vx, err);
-        if (!rc)
-            rc = open_loader(t, &t->val, t->vg, false, t->rank_val_batch, err);
+        rc = open_loader(t, &t->val, false, t->rank_val_batch, err);
         if (!rc && tb_confusion_init(&t->confusion, t->nclasses) != 0)
             rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         size_t n = (size_t)t->rank_val_batch * (size_t)t->nclasses * (size_t)t->val.height * (size_t)t->val.width;

@@ -59,7 +59,8 @@ uint64_t tb_swap_in_use(const struct tb_swap_mem *m);
 
 /* Starts moving tensor i to the host. With wait, returns once its device memory is free.
  * A tensor that is not movable is left alone (TB_OK). Fails only when host memory runs
- * out (TB_ERR_NOMEM, err filled). */
+ * out, or the run's swap space would pass the cap the core set from what the host had
+ * available at start (TB_ERR_NOMEM, err filled: return it). */
 int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err);
 /* The eviction loop every make_room hook needs: moves out order[0], order[1], ... (the
  * policy's choice, most expendable first; tensors not movable are skipped) until at

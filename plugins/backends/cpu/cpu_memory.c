@@ -125,6 +125,11 @@ static uintptr_t grow(struct tb_cpu_memory *m, size_t bytes)
     if (!need || need > SIZE_MAX - page)
         return 0;
     const size_t seg = need <= SEGMENT ? SEGMENT : (need + page - 1) / page * page;
+    /* Touching more than the host has left would wake the OOM killer rather than fail:
+     * refuse first, and the core says the host's memory ran out. */
+    const uint64_t avail = available_memory();
+    if (avail && seg > avail)
+        return 0;
     void *p = reserve(seg);
     if (!p)
         return 0;
