@@ -113,8 +113,15 @@ int tb_host_memory_check(struct tb_engine *e, struct tb_graph *const *gs, size_t
     const uint64_t total = grow + swap + buffers + ckpt;
     if (need)
         *need = total;
-    char source[128];
-    const uint64_t avail = tb_host_available(source, sizeof source);
+    char source[192];
+    uint64_t avail = tb_host_available(source, sizeof source);
+    /* Ranks on one host share its memory: each may count on its share. */
+    const int sharers = e->comm && e->comm->local_size > 1 ? e->comm->local_size : 1;
+    if (sharers > 1 && avail != UINT64_MAX) {
+        avail /= (uint64_t)sharers;
+        size_t used = strlen(source);
+        snprintf(source + used, sizeof source - used, ", shared by the %d ranks on this host", sharers);
+    }
     if (total > avail) {
         char parts[1024] = "", part[320];
         if (grow) {
@@ -142,7 +149,7 @@ int tb_host_memory_check(struct tb_engine *e, struct tb_graph *const *gs, size_t
         }
         return tb_err_set(err, TB_ERR_NOMEM,
                           "%s needs at least %.2f GiB more host memory than it holds (%s), but only %.2f GiB is "
-                          "available (%s); %s",
+                          "available to it (%s); %s",
                           what, (double)total / GIB, parts, (double)avail / GIB, source, fix);
     }
     if (swapping && avail != UINT64_MAX) {
