@@ -274,6 +274,10 @@ static int apply_implied_defaults(struct tb_setup *s, struct tb_err *err)
     const struct tb_plugin *plat = ps->plugin->p;
     int rc = tb_platform_apply_swap(plat, ps->platform_ctx, s->slot[TB_SEC_SWAP].section, s->swap_note,
                                     sizeof s->swap_note, err);
+    /* A swap default the user wrote is theirs to fix: say where it was written. */
+    if (rc && tb_section_has(ps->section, "swap_defaults") &&
+        strcmp(tb_section_origin(ps->section, "swap_defaults"), "default") != 0)
+        tb_err_prefix(err, "%s", tb_section_origin(ps->section, "swap_defaults"));
     tb_plugin_destroy(plat, ps->platform_ctx);
     ps->platform_ctx = NULL;
     return rc;
