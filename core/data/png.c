@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "core/data/png_write.h"
+#include "core/util/atomic_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,22 +13,15 @@
 #ifdef HAVE_SPNG
 #include <spng.h>
 
-/* Writes w x h 8-bit pixels of `channels` channels (1 grey, 3 RGB). */
+/* Writes w x h 8-bit pixels of `channels` channels (1 grey, 3 RGB), whole or not at all. */
 static int write_png(const char *path, const uint8_t *pixels, uint32_t w, uint32_t h, int channels, struct tb_err *err)
 {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
+    struct tb_atomic_file a;
+    int rc = tb_atomic_open(&a, path, err);
+    if (rc)
         return rc;
-    }
     spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
-    int e = ctx ? spng_set_png_file(ctx, f) : SPNG_EMEM;
+    int e = ctx ? spng_set_png_file(ctx, a.f) : SPNG_EMEM;
     const uint8_t type = channels == 1 ? SPNG_COLOR_TYPE_GRAYSCALE : SPNG_COLOR_TYPE_TRUECOLOR;
     struct spng_ihdr ihdr = { w, h, 8, type, 0, 0, 0 };
     if (!e)
@@ -35,18 +29,9 @@ static int write_png(const char *path, const uint8_t *pixels, uint32_t w, uint32
     if (!e)
         e = spng_encode_image(ctx, pixels, (size_t)w * h * (size_t)channels, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
     spng_ctx_free(ctx);
-    int closed = fclose(f);
-    int rc = TB_OK;
     if (e)
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot encode PNG: %s", path, spng_strerror(e));
-    else if (closed != 0)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: write failed: %s", tmp, strerror(errno));
-    else if (rename(tmp, path) != 0)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (rc)
-        unlink(tmp);
-    free(tmp);
-    return rc;
+    return tb_atomic_close(&a, rc, err);
 }
 
 int tb_png_write_rgb(const char *path, const uint8_t *rgb, uint32_t w, uint32_t h, struct tb_err *err)

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "core/engine/exec_internal.h"
+#include "core/util/atomic_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -75,19 +76,17 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_COMPUTE);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
+    struct tb_atomic_file out;
+    int rc = tb_atomic_open(&out, path, err);
+    if (rc) {
         tb_swapmem_trace_clear(m);
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", tmp, strerror(errno));
+        return rc;
     }
+    FILE *f = out.f;
     double *span = malloc(2 * (x->s->nsteps ? x->s->nsteps : 1) * sizeof *span);
     if (!span) {
-        fclose(f);
-        remove(tmp);
         tb_swapmem_trace_clear(m);
-        return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the trace", path);
+        return tb_atomic_close(&out, tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the trace", path), err);
     }
     double t0 = 0;
     for (size_t k = 0; k < x->s->nsteps; k++) {
@@ -121,9 +120,5 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
     }
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"trainbig\"}}]}\n", f);
     tb_swapmem_trace_clear(m);
-    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write the trace: %s", path, strerror(errno));
-    }
-    return TB_OK;
+    return tb_atomic_close(&out, TB_OK, err);
 }

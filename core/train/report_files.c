@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "core/train/report_internal.h"
+#include "core/util/atomic_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -67,19 +68,13 @@ static int drop_rows_after(const char *path, bool csv, uint64_t keep, struct tb_
         free(kept.s);
         return rc;
     }
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *out = fopen(tmp, "w");
-    if (!out || (kept.len && fwrite(kept.s, 1, kept.len, out) != kept.len) || fflush(out) != 0 ||
-        fsync(fileno(out)) != 0)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rewrite it: %s", tmp, strerror(errno));
-    if (out && fclose(out) != 0 && !rc)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rewrite it: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (rc)
-        unlink(tmp);
-    else
+    struct tb_atomic_file a;
+    rc = tb_atomic_open(&a, path, err);
+    if (!rc && kept.len && fwrite(kept.s, 1, kept.len, a.f) != kept.len)
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rewrite it: %s", path, strerror(errno));
+    if (a.f)
+        rc = tb_atomic_close(&a, rc, err);
+    if (!rc)
         tb_log(TB_LOG_INFO,
                "%s: dropped %zu row(s) of epochs %" PRIu64 "..%" PRIu64
                ", which the checkpoint does not hold: the resumed run reports them again",

@@ -1,19 +1,18 @@
 /* core/train/safetensors_write.c: writing safetensors files (the format: safetensors.c):
- * the header built in memory, the file written next to the target, flushed and renamed
- * over it, so a checkpoint is either whole or not there. */
+ * the header built in memory, the file written whole or not at all (core/util/atomic_file.h),
+ * so a checkpoint is either whole or not there. */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/train/safetensors_internal.h"
+#include "core/util/atomic_file.h"
 #include "core/util/text_internal.h"
 
 #ifdef WORDS_BIGENDIAN
@@ -84,75 +83,34 @@ static int write_header(struct tb_text *h, const char *path, const struct tb_st_
     return TB_OK;
 }
 
-/* The header's length, the header and the tensors' data into the new file tmp (next to
- * path), flushed to disk. */
-static int write_body(const char *path, const char *tmp, const struct tb_text *h, const struct tb_st_tensor *t,
-                      size_t n, struct tb_err *err)
+/* The header's length, the header and the tensors' data into f (the new file for path). */
+static int write_body(const char *path, FILE *f, const struct tb_text *h, const struct tb_st_tensor *t, size_t n,
+                      struct tb_err *err)
 {
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create a temporary file next to it: %s", path,
-                          strerror(errno));
-    int rc = TB_OK;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     if (fwrite(len8, 1, 8, f) != 8 || fwrite(h->s, 1, h->len, f) != h->len)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write: %s", tmp, strerror(errno));
-    for (size_t i = 0; !rc && i < n; i++) {
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    for (size_t i = 0; i < n; i++) {
         const size_t count = tb_shape_elems(t[i].shape);
         /* f32 little-endian, the host order (big-endian hosts fail to compile, above). */
         if (fwrite(t[i].data, sizeof(float), count, f) != count)
-            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write: %s", tmp, strerror(errno));
+            return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
     }
-    if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot flush to disk: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && !rc)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot close: %s", tmp, strerror(errno));
-    return rc;
-}
-
-/* Makes the rename of path durable: syncs its directory. */
-static int sync_dir(const char *path, struct tb_err *err)
-{
-    char *dir = strdup(path);
-    if (!dir)
-        return TB_OK; /* the file is written; only its directory entry's durability is unknown */
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    int rc = TB_OK;
-    int fd = open(d, O_RDONLY);
-    if (fd >= 0) {
-        if (fsync(fd) != 0)
-            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot sync its directory: %s", path, strerror(errno));
-        close(fd);
-    }
-    free(dir);
-    return rc;
+    return TB_OK;
 }
 
 int tb_safetensors_write(const char *path, const struct tb_st_tensor *t, size_t n, const char *const *meta,
                          size_t nmeta, struct tb_err *err)
 {
     struct tb_text h = { 0 };
+    struct tb_atomic_file a;
     int rc = write_header(&h, path, t, n, meta, nmeta, err);
-    /* The temporary file sits next to the target, so that rename() replaces it atomically. */
-    const size_t plen = strlen(path) + 32;
-    char *tmp = rc ? NULL : malloc(plen);
-    if (!rc && !tmp)
-        rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
-    if (!rc) {
-        snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-        rc = write_body(path, tmp, &h, t, n, err);
-        if (!rc && rename(tmp, path) != 0)
-            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot rename the temporary file over it: %s", path,
-                            strerror(errno));
-        if (rc)
-            unlink(tmp);
-        else
-            rc = sync_dir(path, err);
-    }
-    free(tmp);
+    if (!rc)
+        rc = tb_atomic_open(&a, path, err);
+    if (!rc)
+        rc = tb_atomic_close(&a, write_body(path, a.f, &h, t, n, err), err);
     free(h.s);
     return rc;
 }
