@@ -123,6 +123,16 @@ int tb_platform_apply_env(const struct tb_plugin *p, void *ctx, char *report, si
     return TB_OK;
 }
 
+/* Whether `name` is one of the items of the ", "-separated list. */
+static bool listed(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
 /* A swap default for a key the chosen policy does not have: it must be a key of some
  * installed swap plugin (then it is that policy's setting, checked against its key) or
  * it is a mistake that would otherwise be ignored. 0, or -1 with why filled. */
@@ -146,7 +156,7 @@ static int check_other_policies(const char *key, const char *value, char *why, s
         }
         const struct tb_key *keys = l.items[i]->p->keys;
         for (size_t j = 0; rc > 0 && keys && keys[j].name && o + 1 < sizeof names; j++)
-            if (!strstr(names, keys[j].name)) /* once, as a hint */
+            if (!listed(names, keys[j].name)) /* once, as a hint */
                 o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? ", " : "", keys[j].name);
     }
     tb_plugin_list_free(&l);
