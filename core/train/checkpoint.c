@@ -141,8 +141,14 @@ static int write_checkpoint(const char *path, const struct tb_ckpt_info *info, c
         sum,
     };
     const size_t nmeta = sizeof meta / sizeof meta[0] / 2;
-    for (size_t i = 0; i + 1 < nmeta; i++) /* all but the checksum, which is last */
+    /* The loader sums summed_meta: every key written here but the checksum, in order. */
+    _Static_assert(sizeof meta / sizeof meta[0] / 2 == NSUMMED + 1, "summed_meta must list every metadata key");
+    for (size_t i = 0; i + 1 < nmeta; i++) { /* all but the checksum, which is last */
+        if (strcmp(meta[2 * i], summed_meta[i]) != 0)
+            return tb_err_set(err, TB_ERR_RUNTIME, "internal error: checkpoint metadata '%s' is not summed_meta[%zu]",
+                              meta[2 * i], i);
         checksum += meta_sum(meta[2 * i], meta[2 * i + 1]);
+    }
     snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
     return tb_safetensors_write(path, t, k, meta, nmeta, err);
 }
