@@ -480,18 +480,28 @@ static void open_fragmenting_engine(void)
  * more, enough bytes, but not beside the other free block; the policy, counting bytes,
  * then moves nothing: the core asks it for more than is free until the allocation
  * succeeds, and every value survives the moves. */
-START_TEST(room_is_made_until_a_fragmented_allocation_fits)
+enum { FRAG_C = 16, FRAG_H = 32, FRAG_W = 32 };
+
+/* A chain of four 64 KiB outputs, a = relu(image), b = relu(a), ..., then y, the image
+ * concatenated with itself (128 KiB). */
+static struct tb_graph *fragmenting_graph(void)
 {
-    enum { C = 16, H = 32, W = 32, N = C * H * W };
     struct tb_graph *g = tb_graph_new(false);
-    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, C, H, W));
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, FRAG_C, FRAG_H, FRAG_W));
     static const char *const names[] = { "a", "b", "c", "d" };
     struct tb_node *prev = img;
-    for (int k = 0; k < 4; k++) /* a chain: a = relu(image), b = relu(a), ... */
+    for (int k = 0; k < 4; k++)
         tb_graph_output(g, names[k], prev = tb_relu(g, prev));
     struct tb_node *two[2] = { img, img };
     tb_graph_output(g, "y", tb_concat(g, 2, two));
     ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
+    return g;
+}
+
+START_TEST(room_is_made_until_a_fragmented_allocation_fits)
+{
+    enum { N = FRAG_C * FRAG_H * FRAG_W };
+    struct tb_graph *g = fragmenting_graph();
     struct tb_exec *x;
     struct tb_err err;
     tb_err_clear(&err);
@@ -536,15 +546,7 @@ END_TEST
  * copies held is counted and given back. */
 START_TEST(swap_space_is_capped)
 {
-    enum { C = 16, H = 32, W = 32 };
-    struct tb_graph *g = tb_graph_new(false);
-    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, C, H, W));
-    struct tb_node *prev = img;
-    static const char *const names[] = { "a", "b", "c", "d" };
-    for (int k = 0; k < 4; k++)
-        tb_graph_output(g, names[k], prev = tb_relu(g, prev));
-    struct tb_node *two[2] = { img, img };
-    tb_graph_output(g, "y", tb_concat(g, 2, two));
+    struct tb_graph *g = fragmenting_graph();
     struct tb_exec *x;
     struct tb_err err;
     tb_err_clear(&err);

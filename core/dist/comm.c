@@ -237,24 +237,29 @@ static int report_missing(MPI_Request *req, enum tb_comm_channel ch, const char 
                           struct tb_err *err)
 {
     const int n = world.size, me = world.rank;
-    /* The questions and their send requests live until the job ends when a rank is
-     * missing: the job is then aborted, and a stopped rank may never take its question. */
-    unsigned long long *question = malloc(sizeof *question);
-    unsigned long long *elsewhere = calloc((size_t)n, sizeof *elsewhere);
-    unsigned char *answered = calloc((size_t)n, 1), *missing = calloc((size_t)n, 1), *astray = calloc((size_t)n, 1);
-    MPI_Request *sends = calloc((size_t)n, sizeof *sends);
-    if (!question || !elsewhere || !answered || !missing || !astray || !sends) {
-        free(question);
-        free(elsewhere);
-        free(answered);
-        free(missing);
-        free(astray);
-        free(sends);
+    /* One block: the question, its send requests, and per rank its answer and what it
+     * says. It lives until the job ends when a rank is missing: the job is then aborted,
+     * and a stopped rank may never take its question. */
+    struct roll {
+        unsigned long long question;
+        MPI_Request *sends;
+        unsigned long long *elsewhere; /* the collective each rank that answered waits in */
+        unsigned char *answered, *missing, *astray;
+    } *roll = malloc(sizeof *roll + (size_t)n * (sizeof(MPI_Request) + sizeof(unsigned long long) + 3));
+    if (!roll)
         return tb_err_set(err, TB_ERR_RUNTIME,
                           "rank %d of %d: %s #%llu on the %s channel waited %.1f s ([run] collective_timeout = %g); "
                           "out of memory while asking the other ranks why",
                           me, n, what, issued[ch], channel_name[ch], waited, timeout_s);
-    }
+    roll->sends = (MPI_Request *)(roll + 1);
+    roll->elsewhere = (unsigned long long *)(roll->sends + n);
+    roll->answered = (unsigned char *)(roll->elsewhere + n);
+    roll->missing = roll->answered + n;
+    roll->astray = roll->missing + n;
+    memset(roll->answered, 0, 3 * (size_t)n);
+    unsigned long long *question = &roll->question, *elsewhere = roll->elsewhere;
+    unsigned char *answered = roll->answered, *missing = roll->missing, *astray = roll->astray;
+    MPI_Request *sends = roll->sends;
     *question = issued[ch];
     for (int r = 0; r < n; r++) {
         sends[r] = MPI_REQUEST_NULL;
@@ -290,12 +295,7 @@ static int report_missing(MPI_Request *req, enum tb_comm_channel ch, const char 
     if (done) {
         /* Everyone arrived after all: every rank took its question. */
         MPI_Waitall(n, sends, MPI_STATUSES_IGNORE);
-        free(question);
-        free(elsewhere);
-        free(answered);
-        free(missing);
-        free(astray);
-        free(sends);
+        free(roll);
         tb_log(TB_LOG_WARN, "rank %d of %d: %s #%llu on the %s channel took %.1f s, past [run] collective_timeout = %g",
                me, n, what, issued[ch], channel_name[ch], now_s() - asked + waited, timeout_s);
         return TB_OK;
@@ -325,10 +325,6 @@ static int report_missing(MPI_Request *req, enum tb_comm_channel ch, const char 
     }
     if (!nmissing && !nastray)
         snprintf(who, sizeof who, "every rank is waiting in it: MPI is not moving the data (check the network)");
-    free(elsewhere);
-    free(answered);
-    free(missing);
-    free(astray);
     return tb_err_set(err, TB_ERR_RUNTIME,
                       "rank %d of %d: %s #%llu on the %s channel did not complete within %g s: %s; raise [run] "
                       "collective_timeout if a rank can legitimately take that long",
