@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <trainbig/image.h>
 #include <turbojpeg.h>
+#include <zlib.h>
 
 #include "testutil.h"
 
@@ -287,6 +288,32 @@ static void flip_idat_crc(const char *from, const char *to)
     write_bytes(to, d, n);
 }
 
+/* A copy of `from` claiming w x h pixels: a PNG's IHDR (its CRC made right), a JPEG's
+ * baseline frame header. The pixel data stays as it was. */
+static void set_size(const char *from, const char *to, bool png, uint16_t w, uint16_t h)
+{
+    FILE *f = fopen(from, "rb");
+    ck_assert_ptr_nonnull(f);
+    static unsigned char d[1 << 20];
+    size_t n = fread(d, 1, sizeof d, f);
+    fclose(f);
+    if (png) {
+        unsigned char *p = memmem(d, n, "IHDR", 4);
+        ck_assert_ptr_nonnull(p);
+        const unsigned char size[8] = { 0, 0, w >> 8, w & 0xff, 0, 0, h >> 8, h & 0xff };
+        memcpy(p + 4, size, 8);
+        uint32_t crc = (uint32_t)crc32(0L, p, 4 + 13);
+        const unsigned char c[4] = { crc >> 24, (crc >> 16) & 0xff, (crc >> 8) & 0xff, crc & 0xff };
+        memcpy(p + 4 + 13, c, 4);
+    } else {
+        unsigned char *p = memmem(d, n, "\xff\xc0", 2);
+        ck_assert_ptr_nonnull(p);
+        const unsigned char size[4] = { h >> 8, h & 0xff, w >> 8, w & 0xff };
+        memcpy(p + 5, size, 4);
+    }
+    write_bytes(to, d, n);
+}
+
 START_TEST(bad_files_refused)
 {
     char *jpg = test_path("ok.jpg"), *png = test_path("ok.png");
@@ -329,6 +356,15 @@ START_TEST(bad_files_refused)
     flip_idat_crc(png, badcrc);
     refused(badcrc, "corrupt PNG: chunk IDAT at byte");
     free(badcrc);
+    /* A few KB claiming 32768x32768 pixels had 4 GiB allocated for it before decoding (an
+     * out-of-memory for fuzz_jpeg); the pixels are bounded, the file named with its size. */
+    char *bigj = test_path("big.jpg"), *bigp = test_path("big.png");
+    set_size(jpg, bigj, false, 32768, 32768);
+    refused(bigj, "a JPEG of 32768x32768 pixels is larger than trainbig reads (at most 67108864 pixels");
+    set_size(png, bigp, true, 16384, 8193);
+    refused(bigp, "a PNG of 16384x8193 pixels is larger than trainbig reads");
+    free(bigj);
+    free(bigp);
     /* Not regular files: refused by what they are, without blocking or reading forever. */
     char *fifo = test_path("fifo.png"), *zero = test_path("zero.png"), *dir = test_path("dir.png");
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);

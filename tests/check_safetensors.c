@@ -229,9 +229,33 @@ START_TEST(broken_headers)
     refused("text after the closing brace");
     write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[0,4]}}", 8);
     refused("the tensors cover 4 bytes but the file holds 8");
+    /* A shape whose byte count wraps around 2^64 to 0 passed as empty (fuzz_checkpoint's check
+     * that every tensor's bytes lie in the file catches it). */
+    write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[65536,65536,65536,65536],\"data_offsets\":[0,0]}}", 0);
+    refused("tensor 'a': 0 bytes for shape (65536,65536,65536,65536) of F32");
+    write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[65536,65536,65536,16384],\"data_offsets\":[0,0]}}", 0);
+    refused("tensor 'a': 0 bytes for shape (65536,65536,65536,16384) of F32");
     unsigned char huge[16] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}' };
     spit(huge, sizeof huge);
     refused("not a safetensors file, or truncated");
+}
+END_TEST
+
+/* A file of no tensors at all is a valid, empty file (found by fuzz_checkpoint: its check
+ * sorted a NULL array, which UBSan reports). */
+START_TEST(no_tensors)
+{
+    write_raw("{}", 0);
+    struct tb_safetensors *st;
+    struct tb_err err;
+    ck_assert_msg(tb_safetensors_read(path, &st, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(tb_safetensors_count(st), 0);
+    ck_assert_ptr_null(tb_safetensors_at(st, 0, NULL, NULL));
+    tb_safetensors_free(st);
+    ck_assert_msg(tb_safetensors_write(path, NULL, 0, NULL, 0, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_safetensors_read(path, &st, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(tb_safetensors_count(st), 0);
+    tb_safetensors_free(st);
 }
 END_TEST
 
@@ -261,6 +285,7 @@ static Suite *safetensors_suite(void)
     tcase_add_test(tc, atomic_write);
     tcase_add_test(tc, truncated_anywhere);
     tcase_add_test(tc, broken_headers);
+    tcase_add_test(tc, no_tensors);
     tcase_add_test(tc, not_a_regular_file);
     suite_add_tcase(s, tc);
     return s;

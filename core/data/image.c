@@ -19,8 +19,24 @@
 #include <turbojpeg.h>
 #endif
 
-/* Larger than any image we expect (Cityscapes is 2048x1024); guards against bombs. */
+/* Larger than any image we expect (Cityscapes is 2048x1024, TACO's photos 6000x4000);
+ * guards against bombs. The side alone let a 3 KB file claim 32768x32768 pixels and have
+ * 4 GiB allocated for it before a byte was decoded: the pixels are bounded too (8192x8192:
+ * 192 MiB of RGB and 64 MiB of labels). */
 enum { MAX_SIDE = 1 << 15 };
+static const uint64_t max_pixels = (uint64_t)1 << 26;
+
+/* A w x h image is within the limits, or an error naming the file, its size and the limits. */
+static int check_pixels(const char *path, const char *kind, uint64_t w, uint64_t h, struct tb_err *err)
+{
+    if (w * h <= max_pixels)
+        return TB_OK;
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "%s: a %s of %llux%llu pixels is larger than trainbig reads (at most %llu pixels, such as "
+                      "8192x8192, and %d a side): scale it down",
+                      path, kind, (unsigned long long)w, (unsigned long long)h, (unsigned long long)max_pixels,
+                      MAX_SIDE);
+}
 static const size_t max_file_bytes = (size_t)1 << 30;
 
 static int read_file(const char *path, unsigned char **data, size_t *size, struct tb_err *err)
@@ -262,6 +278,8 @@ static int decode_png(const char *path, const unsigned char *d, size_t n, struct
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: not a readable PNG: %s", path, spng_strerror(e));
         goto out;
     }
+    if ((rc = check_pixels(path, "PNG", ihdr.width, ihdr.height, err)))
+        goto out;
     if (label) {
         if (ihdr.bit_depth != 8 ||
             (ihdr.color_type != SPNG_COLOR_TYPE_GRAYSCALE && ihdr.color_type != SPNG_COLOR_TYPE_INDEXED)) {
@@ -326,6 +344,8 @@ static int decode_jpeg(const char *path, const unsigned char *d, size_t n, struc
     } else if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE) {
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: a JPEG of %dx%d pixels is not allowed (1..%d a side)", path, w, h,
                         MAX_SIDE);
+    } else if ((rc = check_pixels(path, "JPEG", (uint64_t)w, (uint64_t)h, err)) != TB_OK) {
+        /* err says it */
     } else if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
         /* TurboJPEG converts no CMYK to RGB, and guessing Adobe's inversion would train on
          * wrong colours: say what it is and how to fix it. */

@@ -380,6 +380,22 @@ static bool parse_header(struct parser *ps, struct tb_safetensors *st)
     return ok;
 }
 
+/* Bytes of an F32 tensor of shape s; UINT64_MAX where that does not fit 64 bits (each side
+ * may be up to INT32_MAX: (65536,65536,65536,65536) would wrap around to 0 bytes). */
+static uint64_t f32_bytes(struct tb_shape s)
+{
+    const uint64_t d[4] = { (uint64_t)s.n, (uint64_t)s.c, (uint64_t)s.h, (uint64_t)s.w };
+    if (!d[0] || !d[1] || !d[2] || !d[3])
+        return 0;
+    uint64_t bytes = sizeof(float);
+    for (int i = 0; i < 4; i++) {
+        if (bytes > UINT64_MAX / d[i])
+            return UINT64_MAX;
+        bytes *= d[i];
+    }
+    return bytes;
+}
+
 /* Every byte of the data (data_len after the header) belongs to exactly one tensor, and
  * each tensor's size matches its shape. */
 static int check_layout(const struct tb_safetensors *st, const char *path, uint64_t data_len, struct tb_err *err)
@@ -387,14 +403,15 @@ static int check_layout(const struct tb_safetensors *st, const char *path, uint6
     struct st_entry *sorted = st->n ? malloc(st->n * sizeof *sorted) : NULL;
     if (st->n && !sorted)
         return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", path);
-    if (st->n)
+    if (st->n) { /* a file of no tensors: no array, and qsort takes no NULL even for 0 */
         memcpy(sorted, st->t, st->n * sizeof *sorted);
-    qsort(sorted, st->n, sizeof *sorted, cmp_begin);
+        qsort(sorted, st->n, sizeof *sorted, cmp_begin);
+    }
     int rc = TB_OK;
     uint64_t at = 0;
     for (size_t i = 0; i < st->n && !rc; i++) {
         const struct st_entry *e = &sorted[i];
-        const uint64_t want = (uint64_t)tb_shape_elems(e->shape) * sizeof(float);
+        const uint64_t want = f32_bytes(e->shape);
         if (e->end < e->begin || e->end - e->begin != want)
             rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor '%s': %llu bytes for shape (%d,%d,%d,%d) of F32", path,
                             e->name, (unsigned long long)(e->end - e->begin), e->shape.n, e->shape.c, e->shape.h,
