@@ -98,17 +98,13 @@ int tb_exec_backward(struct tb_exec *x, struct tb_err *err);
 int tb_exec_read(struct tb_exec *x, const char *name, void *host, struct tb_err *err);
 
 const struct tb_schedule *tb_exec_schedule(const struct tb_exec *x);
-/* The most bytes a step of x holds at once in activations and their gradients, from the
- * schedule's tensor lifetimes: what it needs beyond what lives across steps (inputs,
- * parameters, their gradients and buffers, allocated when x is made). Op scratch is not
- * counted: a lower bound. */
-uint64_t tb_exec_step_bytes(const struct tb_exec *x);
 /* What executors for graphs gs[0..ng-1] (NULL entries skipped) would take of the
  * engine's device memory, before any is made: to check that a run fits first. */
 struct tb_exec_estimate {
     uint64_t made;  /* made with the executors: inputs, and the parameters, buffers,
                      * gradients and momentum the engine does not hold yet */
-    uint64_t step;  /* the most one step holds at once (tb_exec_step_bytes) */
+    uint64_t step;  /* the most activations and their gradients one step holds at once, from the
+                     * schedule's lifetimes; op scratch not counted: a lower bound */
     uint64_t saved; /* a checkpoint's tensors: every parameter and buffer, and momentum, in f32 */
 };
 int tb_exec_estimate(struct tb_engine *e, struct tb_graph *const *gs, size_t ng, struct tb_exec_estimate *out,

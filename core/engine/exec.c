@@ -61,11 +61,6 @@ static uint64_t step_peak(const struct tb_schedule *s)
     return (uint64_t)peak;
 }
 
-uint64_t tb_exec_step_bytes(const struct tb_exec *x)
-{
-    return step_peak(x->s);
-}
-
 int tb_exec_estimate(struct tb_engine *e, struct tb_graph *const *gs, size_t ng, struct tb_exec_estimate *out,
                      struct tb_err *err)
 {
