@@ -108,6 +108,40 @@ START_TEST(power9_nvlink_defaults)
 }
 END_TEST
 
+/* The study's machines are presets of the two classes: each has its class's values, its
+ * own name and description, and is chosen by name here (its score is 0 off the machine). */
+START_TEST(presets_are_their_class)
+{
+    static const char *const presets[] = { "ac922", "dgx-station", "p3.8xlarge" };
+    static const char *const classes[] = { "power9-nvlink", "x86-pcie", "x86-pcie" };
+    for (size_t i = 0; i < 3; i++) {
+        struct tb_instance pi, ci;
+        open_ok(&pi, presets[i], "");
+        open_ok(&ci, classes[i], "");
+        ck_assert_str_eq(pi.h->p->name, presets[i]);
+        ck_assert_contains(pi.h->p->description, "the study's");
+        struct tb_link p = link_of(&pi), c = link_of(&ci);
+        ck_assert_near(p.h2d_bytes_per_s, c.h2d_bytes_per_s);
+        ck_assert_near(p.d2h_bytes_per_s, c.d2h_bytes_per_s);
+        ck_assert_near(p.duplex_bytes_per_s, c.duplex_bytes_per_s);
+        ck_assert_near(p.latency_s, c.latency_s);
+        ck_assert_near(p.accel_flops, c.accel_flops);
+        ck_assert_str_eq(pi.ops.platform->env_defaults(pi.ctx)[0], ci.ops.platform->env_defaults(ci.ctx)[0]);
+        ck_assert_str_eq(pi.ops.platform->swap_defaults(pi.ctx)[0], ci.ops.platform->swap_defaults(ci.ctx)[0]);
+        char why[256];
+        ck_assert_int_eq(pi.ops.platform->score(why, sizeof why), 0); /* no V100 machine runs the tests */
+        ck_assert_contains(why, "name it to emulate it");
+        tb_instance_close(&pi);
+        tb_instance_close(&ci);
+    }
+    /* A preset's values are keys like its class's. */
+    struct tb_instance pi;
+    open_ok(&pi, "p3.8xlarge", "h2d_gbps = 11\n");
+    ck_assert_near(link_of(&pi).h2d_bytes_per_s, 11e9);
+    tb_instance_close(&pi);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ overrides */
 
 START_TEST(every_value_overridden)
@@ -684,6 +718,12 @@ START_TEST(probe_ac922)
                           "V100-SXM2-16GB), 2 on NVLink to the CPU");
     ck_assert_int_eq(plat_score_x86_pcie(&m, why, sizeof why), 0);
     ck_assert_str_eq(why, "not an x86 CPU (POWER9, altivec supported, PowerNV 8335-GTG)");
+    /* The AC922 preset claims it above its class; the x86 presets do not. */
+    ck_assert_int_eq(plat_score_ac922(&m, why, sizeof why), 35);
+    ck_assert_contains(why, "2 on NVLink to the CPU; recognised as the IBM AC922 (8335-GT*)");
+    ck_assert_int_eq(plat_score_dgx_station(&m, why, sizeof why), 0);
+    ck_assert_contains(why, "a preset for the NVIDIA DGX Station");
+    ck_assert_int_eq(plat_score_p3_8xlarge(&m, why, sizeof why), 0);
     ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), 0);
     ck_assert_contains(why, "GPU 0004:04:00.0 is on node 0");
     ck_assert_contains(why, "set numa_node");
@@ -712,9 +752,35 @@ START_TEST(probe_dgx_station)
                           "on PCIe");
     ck_assert_int_eq(plat_score_power9(&m, why, sizeof why), 0);
     ck_assert_str_eq(why, "not a POWER9 CPU (Intel(R) Xeon(R) CPU E5-2698 v4 @ 2.20GHz)");
+    ck_assert_int_eq(plat_score_dgx_station(&m, why, sizeof why), 20);
+    ck_assert_int_eq(plat_score_p3_8xlarge(&m, why, sizeof why), 0);
+    ck_assert_contains(why, "this machine (Intel(R) Xeon(R) CPU E5-2698 v4 @ 2.20GHz) is not one: name it");
+    ck_assert_int_eq(plat_score_ac922(&m, why, sizeof why), 0);
     ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), 0);
     ck_assert_str_eq(why, "GPU 0000:07:00.0 is on node 0");
     free(root);
+}
+END_TEST
+
+START_TEST(probe_p3_8xlarge)
+{
+    char *root = fake_root("p3");
+    put(root, "proc/cpuinfo",
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz\n");
+    put_gpu(root, "0000:00:1b.0", "-1\n", false);
+    struct plat_machine m;
+    plat_probe(root, &m);
+    char why[256];
+    ck_assert_int_eq(plat_score_p3_8xlarge(&m, why, sizeof why), 20);
+    ck_assert_contains(why, "on PCIe; recognised as the AWS p3.8xlarge");
+    ck_assert_int_eq(plat_score_dgx_station(&m, why, sizeof why), 0);
+    /* The same CPU without a GPU is not the instance. */
+    char *bare = fake_root("p3bare");
+    put(bare, "proc/cpuinfo", "vendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz\n");
+    plat_probe(bare, &m);
+    ck_assert_int_eq(plat_score_p3_8xlarge(&m, why, sizeof why), 0);
+    free(root);
+    free(bare);
 }
 END_TEST
 
@@ -728,6 +794,8 @@ START_TEST(probe_without_gpus)
     char why[256];
     ck_assert_int_eq(plat_score_x86_pcie(&m, why, sizeof why), 10);
     ck_assert_str_eq(why, "x86 CPU (AMD EPYC 7B13), no NVIDIA GPU found: GPUs would attach over PCIe");
+    ck_assert_int_eq(plat_score_dgx_station(&m, why, sizeof why), 0); /* neither preset's CPU */
+    ck_assert_int_eq(plat_score_p3_8xlarge(&m, why, sizeof why), 0);
     ck_assert_int_eq(plat_auto_numa_node(&m, why, sizeof why), -1);
     ck_assert_str_eq(why, "no NVIDIA GPU found: node unknown (-1)");
 
@@ -787,6 +855,7 @@ static Suite *platform_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, x86_pcie_defaults);
     tcase_add_test(tc, power9_nvlink_defaults);
+    tcase_add_test(tc, presets_are_their_class);
     tcase_add_test(tc, every_value_overridden);
     tcase_add_test(tc, edges_allowed);
     tcase_add_test(tc, duplex_faster_than_alone);
@@ -805,6 +874,7 @@ static Suite *platform_suite(void)
     TCase *probe = tcase_create("probe");
     tcase_add_test(probe, probe_ac922);
     tcase_add_test(probe, probe_dgx_station);
+    tcase_add_test(probe, probe_p3_8xlarge);
     tcase_add_test(probe, probe_without_gpus);
     tcase_add_test(probe, probe_driver_only);
     suite_add_tcase(s, probe);

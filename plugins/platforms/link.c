@@ -430,6 +430,44 @@ int plat_score_x86_pcie(const struct plat_machine *m, char *why, size_t why_size
     return 10;
 }
 
+/* A preset's score: its class's plus 5 where `is_it` recognises the machine, else 0. */
+static int score_preset(const struct plat_machine *m, bool is_it, const char *machine_name,
+                        int (*class_score)(const struct plat_machine *, char *, size_t), char *why, size_t why_size)
+{
+    char cpu[200];
+    plat_cpu_text(m, cpu, sizeof cpu);
+    if (!is_it) {
+        snprintf(why, why_size, "a preset for the %s; this machine (%s) is not one: name it to emulate it",
+                 machine_name, cpu);
+        return 0;
+    }
+    const int s = class_score(m, why, why_size);
+    if (s <= 0)
+        return 0;
+    const size_t n = strlen(why);
+    if (n < why_size)
+        snprintf(why + n, why_size - n, "; recognised as the %s", machine_name);
+    return s + 5;
+}
+
+int plat_score_ac922(const struct plat_machine *m, char *why, size_t why_size)
+{
+    return score_preset(m, m->cpu == PLAT_CPU_POWER9 && strstr(m->machine, "8335-GT"), "IBM AC922 (8335-GT*)",
+                        plat_score_power9, why, why_size);
+}
+
+int plat_score_dgx_station(const struct plat_machine *m, char *why, size_t why_size)
+{
+    return score_preset(m, m->cpu == PLAT_CPU_X86 && m->gpus && strstr(m->cpu_model, "E5-2698 v4"),
+                        "NVIDIA DGX Station (Xeon E5-2698 v4 and GPUs)", plat_score_x86_pcie, why, why_size);
+}
+
+int plat_score_p3_8xlarge(const struct plat_machine *m, char *why, size_t why_size)
+{
+    return score_preset(m, m->cpu == PLAT_CPU_X86 && m->gpus && strstr(m->cpu_model, "E5-2686 v4"),
+                        "AWS p3.8xlarge (Xeon E5-2686 v4 and GPUs)", plat_score_x86_pcie, why, why_size);
+}
+
 int plat_auto_numa_node(const struct plat_machine *m, char *why, size_t why_size)
 {
     if (!m->gpus)

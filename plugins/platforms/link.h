@@ -57,9 +57,15 @@ void plat_probe(const char *root, struct plat_machine *m);
 /* "AMD EPYC 7B13" or "POWER9, altivec supported, PowerNV 8335-GTG", or "model unknown". */
 void plat_cpu_text(const struct plat_machine *m, char *buf, size_t size);
 
-/* The two shipped score()s, on a probed machine (score() probes this one). */
+/* The link classes' score()s, on a probed machine (score() probes this one). */
 int plat_score_power9(const struct plat_machine *m, char *why, size_t why_size);
 int plat_score_x86_pcie(const struct plat_machine *m, char *why, size_t why_size);
+
+/* The presets' score()s: their class's score plus 5 on the machine itself (recognised by
+ * its CPU model, or an AC922's machine type 8335-GT*), 0 elsewhere: chosen only by name. */
+int plat_score_ac922(const struct plat_machine *m, char *why, size_t why_size);
+int plat_score_dgx_station(const struct plat_machine *m, char *why, size_t why_size);
+int plat_score_p3_8xlarge(const struct plat_machine *m, char *why, size_t why_size);
 
 /* numa_node = -1: the node of the first GPU, -1 without one; why says which. */
 int plat_auto_numa_node(const struct plat_machine *m, char *why, size_t why_size);

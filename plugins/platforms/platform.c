@@ -11,8 +11,23 @@
 
 #define TB_PLATFORM_POWER9_NVLINK 1
 #define TB_PLATFORM_X86_PCIE 2
+#define TB_PLATFORM_AC922 3
+#define TB_PLATFORM_DGX_STATION 4
+#define TB_PLATFORM_P3_8XLARGE 5
 
-#if TB_PLATFORM == TB_PLATFORM_POWER9_NVLINK
+/* The study's three machines are presets: the link classes' rows above with the machine's
+ * name, description and a score that is above its class's only on that machine (its
+ * CPU model, or an AC922's machine type), so `plugin = auto` prefers the preset where it
+ * runs and names it in reports; elsewhere a preset is chosen by name, to emulate it. */
+#if TB_PLATFORM == TB_PLATFORM_AC922
+#define TB_PLATFORM_CLASS TB_PLATFORM_POWER9_NVLINK
+#elif TB_PLATFORM == TB_PLATFORM_DGX_STATION || TB_PLATFORM == TB_PLATFORM_P3_8XLARGE
+#define TB_PLATFORM_CLASS TB_PLATFORM_X86_PCIE
+#else
+#define TB_PLATFORM_CLASS TB_PLATFORM
+#endif
+
+#if TB_PLATFORM_CLASS == TB_PLATFORM_POWER9_NVLINK
 
 /* platform/power9-nvlink: an IBM AC922, POWER9 CPUs with NVLink 2.0 to the GPUs.
  *
@@ -56,7 +71,7 @@
 #define PLAT_NCCL_ENV "NCCL_P2P_LEVEL=NVL"
 #define PLAT_SWAP_DEFAULTS "min_size=256K"
 
-#elif TB_PLATFORM == TB_PLATFORM_X86_PCIE
+#elif TB_PLATFORM_CLASS == TB_PLATFORM_X86_PCIE
 
 /* platform/x86-pcie: an x86 server with GPUs on PCIe 3.0 x16, like the DGX Station of the
  * study: about 12 GB/s per direction to a GPU on the CPU's own NUMA node (far less across
@@ -100,6 +115,54 @@
 
 #else
 #error "TB_PLATFORM must name a platform of platform.c (the build defines it)"
+#endif
+
+#if TB_PLATFORM == TB_PLATFORM_AC922
+
+/* platform/ac922: the study's IBM Power System AC922 (8335-GTG/GTH/GTX/GTW): two POWER9
+ * sockets, four V100 SXM2 (16 or 32 GB), each GPU on three NVLink 2.0 links to its
+ * POWER9 (IBM Redpaper REDP-5472). Its link is power9-nvlink's: the 68 GB/s each way were
+ * measured on this machine in the study. The IBM LMS overheads the study reports here:
+ * 43% at 600x600 and 30% at 700x700 (G-SCNN, batch 8). */
+#undef PLAT_NAME
+#undef PLAT_DESCRIPTION
+#undef PLAT_SCORE
+#define PLAT_NAME "ac922"
+#define PLAT_DESCRIPTION "the study's IBM AC922: 2 POWER9, 4 V100 SXM2 each on NVLink 2.0 x3 to the CPU (preset)"
+#define PLAT_SCORE plat_score_ac922
+
+#elif TB_PLATFORM == TB_PLATFORM_DGX_STATION
+
+/* platform/dgx-station: the study's NVIDIA DGX Station: one Xeon E5-2698 v4 (20 cores),
+ * four V100 joined to each other by NVLink and to the host by PCIe 3.0 (NVIDIA DGX
+ * Station datasheet). Its link is x86-pcie's: the 12 GB/s each way were measured on this
+ * machine in the study. IBM LMS overheads there: 106% at 600x600, 73% at 700x700. */
+#undef PLAT_NAME
+#undef PLAT_DESCRIPTION
+#undef PLAT_SCORE
+#define PLAT_NAME "dgx-station"
+#define PLAT_DESCRIPTION "the study's NVIDIA DGX Station: Xeon E5-2698 v4, 4 V100 on PCIe 3.0 to the CPU (preset)"
+#define PLAT_SCORE plat_score_dgx_station
+
+#elif TB_PLATFORM == TB_PLATFORM_P3_8XLARGE
+
+/* platform/p3.8xlarge: the study's AWS EC2 p3.8xlarge: 32 vCPUs of a Xeon E5-2686 v4,
+ * four V100 SXM2 16 GB joined to each other by NVLink, to the host by PCIe 3.0 (AWS EC2
+ * P3 instance documentation). No host-to-GPU rate measured on it is at hand: these are
+ * x86-pcie's (the DGX Station's measured 12 GB/s, the same PCIe 3.0 x16 class; nominal
+ * 15.75). It is a virtual machine, and the study measured larger IBM LMS overheads on it
+ * than on the DGX Station at 700x700 (105% at 600x600 and 91% at 700x700, against
+ * 106% and 73%): run `trainbig probe` on
+ * the instance and set h2d_gbps, d2h_gbps and duplex_gbps to what it prints. */
+#undef PLAT_NAME
+#undef PLAT_DESCRIPTION
+#undef PLAT_SCORE
+#undef PLAT_GBPS_NOTE
+#define PLAT_GBPS_NOTE "assumed: the DGX Station's ~12"
+#define PLAT_NAME "p3.8xlarge"
+#define PLAT_DESCRIPTION "the study's AWS p3.8xlarge: Xeon E5-2686 v4, 4 V100 SXM2 on PCIe 3.0 to the CPU (preset)"
+#define PLAT_SCORE plat_score_p3_8xlarge
+
 #endif
 
 static int platform_score(char *why, size_t why_size)
