@@ -1,0 +1,337 @@
+/* tools/lms.c: what large model support costs, per platform and swap policy; printed by
+ * bench/lms, reported by `trainbig study`.
+ *
+ * The quickstart G-SCNN trains on batches of synthetic images at two sizes. Each size runs
+ * with device memory unlimited (its footprint: the peak), then with device memory capped
+ * below that footprint, on the CPU backend with the link of each platform emulated, under
+ * each policy. Per run: the step time, its overhead against the uncapped step split into
+ * stall (waiting for copies: a tensor needed or freed before its copy finished, and the
+ * step's end waiting for its last copies out) and the rest (residual = overhead - stall),
+ * itself split into the ops' own kernels running slower than uncapped ("ops": on the CPU,
+ * the copies' memcpy taking cores and memory bandwidth from compute, which a GPU's copy
+ * engines do not) and everything between the ops ("other": allocation, making room, the
+ * swap bookkeeping), all in % of the uncapped step, the bytes moved each way per step,
+ * and peak device memory. Everything runs through the same configuration path as
+ * `trainbig train` (steptime.c).
+ *
+ * The emulated link: copies slowed by f = this CPU's achieved convolution rate over the
+ * platform's accelerator's (accel_tflops x accel_efficiency), so the compute-to-transfer
+ * balance of an AC922 or a DGX Station is kept. Achieved, not peak: a step here runs its
+ * convolutions at a fraction of this CPU's FMA peak, cuDNN nearer the V100's. The CPU's
+ * rate is the step's own: conv FLOPs per step over the uncapped step time of the same
+ * round (backend.compute_gflops), so the emulated link follows the machine's speed as it
+ * drifts. The backend's own estimate (a 3x3 64->64 convolution, what emulate_link measures
+ * when compute_gflops is 0) is kept beside it: wide convolutions run far nearer this
+ * CPU's peak than the quickstart network's narrow ones, and the step's rate is the one
+ * its compute time follows.
+ *
+ * What a swap costs depends on the network as much as on the link: the bytes a step
+ * swaps grow with its activations, the time that hides them with its FLOPs. The
+ * quickstart network is narrow, so it computes far less per byte than the reference
+ * G-SCNN, whose full-size steps this CPU cannot run. Both are measured here (conv FLOPs
+ * per step over device bytes per image pixel, from the footprints at two sizes), and
+ * every case runs twice: on the link as emulated (f), and on the link sped up by the
+ * ratio k of the two (`[backend] link_scale`), which gives the quickstart network the
+ * reference's compute-to-transfer balance: the analogue of the study's runs. The factors
+ * multiply: copies run at f x k of the platform's rates. (With the step's rate in f, k
+ * carries the quickstart's achieved rate over to the reference on the V100: the V100's
+ * accel_efficiency is the reference's large convolutions'.)
+ *
+ * A control per size and platform: capped, prefetch, with emulate_link off, so the same
+ * copies run on the same copy threads with the same events but take no emulated time
+ * (only their memcpy). Its overhead is the mechanism's own cost. emulate_link off, not
+ * link_scale at its largest (1000), which would still leave f x 1000 (a few times the
+ * platform's rate here) and the latency: not free. The policy plans with the platform's
+ * own rates then, against which any copy hides behind this CPU's compute.
+ *
+ * Two-thread timings drift: each size repeats its uncapped run and all capped runs
+ * `rounds` times; a run's overhead and stall are against its own round's uncapped step,
+ * and the results are medians over the rounds, the overhead with its spread (min-max).
+ *
+ * On the cuda backend the same cases run on the GPU's real link: nothing is emulated or
+ * rescaled (that backend has no emulate_link or link_scale), so each case runs once per
+ * round, on one platform (the caller's: the real link's), and the cap is [backend]
+ * device_memory below each size's measured footprint as on the CPU. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/lms_internal.h"
+
+const char *const tb_lms_policies[TB_LMS_NPOL] = { "lru", "prefetch" };
+
+enum { MAX_SETS = 20 };
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double s[TB_LMS_MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static void spread(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* The assignments of one run: the network (reference: the gscnn defaults), the size and
+ * batch, the backend (with its threads on the cpu), the user's, then what add() appends
+ * for the case. The user's strings are borrowed; the others live in buf. */
+struct runset {
+    char buf[MAX_SETS][128]; /* add()'s strings */
+    int nbuf;
+    const char **sets; /* owned: MAX_SETS + nuser */
+    int n;
+};
+
+static void add(struct runset *r, const char *fmt, const char *s, double v)
+{
+    if (r->nbuf == MAX_SETS) /* the fixed sets below stay under it: an internal bug */
+        abort();
+    char *b = r->buf[r->nbuf++];
+    if (s)
+        snprintf(b, sizeof r->buf[0], fmt, s);
+    else
+        snprintf(b, sizeof r->buf[0], fmt, v);
+    r->sets[r->n++] = b;
+}
+
+static int base_sets(struct runset *r, bool reference, const struct tb_lms_options *o, int size, int batch)
+{
+    r->sets = malloc((size_t)(MAX_SETS + o->nuser) * sizeof *r->sets);
+    if (!r->sets)
+        return -1;
+    r->n = r->nbuf = 0;
+    add(r, "model.plugin=gscnn", NULL, 0);
+    if (!reference) {
+        add(r, "model.width=0.125", NULL, 0);
+        add(r, "model.shape_width=0.5", NULL, 0);
+        add(r, "model.blocks=1,1,1,1,1,1", NULL, 0);
+    }
+    add(r, "dataset.plugin=synthetic", NULL, 0);
+    add(r, "dataset.width=%.0f", NULL, size);
+    add(r, "dataset.height=%.0f", NULL, size);
+    add(r, "train.batch=%.0f", NULL, batch);
+    add(r, "backend.plugin=%s", o->backend, 0);
+    if (strcmp(o->backend, "cpu") == 0)
+        add(r, "backend.threads=%.0f", NULL, o->threads); /* the cuda backend has no such key */
+    for (int i = 0; i < o->nuser; i++)
+        r->sets[r->n++] = o->user[i];
+    return 0;
+}
+
+/* Conv FLOPs per image pixel and device bytes per image pixel (the footprint's growth
+ * between two sizes) of a network; -1 on failure (err says why; empty when the
+ * footprint did not grow). */
+static int intensity(bool reference, const struct tb_lms_options *o, const int size[2], int batch, int steps,
+                     struct tb_step_timing t[2], double *flops_px, double *bytes_px, struct tb_err *err)
+{
+    for (int z = 0; z < 2; z++) {
+        struct runset r;
+        if (base_sets(&r, reference, o, size[z], batch))
+            return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        tb_err_clear(err);
+        const int rc = tb_time_steps(NULL, r.sets, r.n, steps, &t[z], err);
+        free(r.sets);
+        if (rc)
+            return -1;
+    }
+    const double px0 = (double)batch * size[0] * size[0], px1 = (double)batch * size[1] * size[1];
+    *flops_px = t[1].conv_flops / px1;
+    *bytes_px = ((double)t[1].peak - (double)t[0].peak) / (px1 - px0);
+    return *bytes_px > 0 ? 0 : -1;
+}
+
+double tb_lms_factor(const struct tb_lms_result *r, int z, int p)
+{
+    return r->sizes[z].rate / (r->given[p].accel_flops * r->given[p].accel_efficiency);
+}
+
+double tb_lms_published(const char *platform, int z)
+{
+    /* "Training Big on Images": G-SCNN, batch 8, IBM LMS, at 600x600 and 700x700. */
+    static const struct {
+        const char *name;
+        double at[2];
+    } pub[] = {
+        { "ac922", { 43, 30 } },     { "power9-nvlink", { 43, 30 } }, { "dgx-station", { 106, 73 } },
+        { "x86-pcie", { 106, 73 } }, { "p3.8xlarge", { 105, 91 } },
+    };
+    for (size_t i = 0; i < sizeof pub / sizeof pub[0]; i++)
+        if (strcmp(pub[i].name, platform) == 0 && z >= 0 && z < 2)
+            return pub[i].at[z];
+    return -1;
+}
+
+/* The per-round figures of every case of one size, filled by measure_size. */
+struct rounds {
+    double base_s[TB_LMS_MAX_ROUNDS], rate[TB_LMS_MAX_ROUNDS];
+    double step[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
+    double over[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
+    double stall[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
+    double slower[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
+};
+
+static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r, int z, struct rounds *m,
+                        struct tb_err *err)
+{
+    const bool cuda = strcmp(o->backend, "cuda") == 0;
+    const int nmode = cuda ? 1 : TB_LMS_NMODE;
+    struct tb_lms_size *sz = &r->sizes[z];
+    sz->cap = (uint64_t)((double)sz->base.peak * o->cap_fraction);
+    for (int round = 0; round < o->rounds; round++) {
+        struct runset rs;
+        if (base_sets(&rs, false, o, o->sizes[z], o->batch))
+            return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        struct tb_step_timing base = sz->base;
+        tb_err_clear(err);
+        const int rc = round > 0 ? tb_time_steps(NULL, rs.sets, rs.n, o->steps, &base, err) : 0;
+        free(rs.sets);
+        if (rc)
+            return tb_err_prefix(err, "%dx%d uncapped", o->sizes[z], o->sizes[z]);
+        m->base_s[round] = base.step_s;
+        m->rate[round] = base.conv_flops / base.step_s; /* the step's achieved conv rate, this round */
+        for (int mode = 0; mode < nmode; mode++)
+            for (int p = 0; p < o->nplat; p++)
+                for (int q = 0; q < TB_LMS_NPOL; q++) {
+                    struct tb_lms_case *c = &sz->cases[mode][p][q];
+                    if (c->failed || (mode == TB_LMS_CONTROL && strcmp(tb_lms_policies[q], "prefetch") != 0))
+                        continue;
+                    struct runset cs;
+                    if (base_sets(&cs, false, o, o->sizes[z], o->batch))
+                        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+                    add(&cs, "backend.device_memory=%.0f", NULL, (double)sz->cap);
+                    if (!cuda && mode != TB_LMS_CONTROL) {
+                        add(&cs, "backend.emulate_link=yes", NULL, 0);
+                        add(&cs, "backend.link_scale=%.6g", NULL, mode ? r->k : 1.0);
+                        if (!r->user_rate)
+                            add(&cs, "backend.compute_gflops=%.6g", NULL, m->rate[round] / 1e9);
+                    }
+                    add(&cs, "platform.plugin=%s", o->platforms[p], 0);
+                    add(&cs, "swap.plugin=%s", tb_lms_policies[q], 0);
+                    struct tb_step_timing res;
+                    struct tb_err cerr;
+                    tb_err_clear(&cerr);
+                    /* cpu: the last platform at the reference's balance; cuda: the one case of prefetch */
+                    const bool traced = o->trace && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && p == o->nplat - 1 &&
+                                        q == 1 && round == o->rounds - 1;
+                    const int crc = traced ? tb_time_steps_traced(NULL, cs.sets, cs.n, o->steps, o->trace, &res, &cerr)
+                                           : tb_time_steps(NULL, cs.sets, cs.n, o->steps, &res, &cerr);
+                    free(cs.sets);
+                    if (crc) {
+                        c->failed = true;
+                        snprintf(c->why, sizeof c->why, "%.150s", cerr.msg);
+                        continue;
+                    }
+                    c->run = true;
+                    m->step[mode][p][q][round] = res.step_s;
+                    m->over[mode][p][q][round] = 100.0 * (res.step_s / base.step_s - 1);
+                    m->stall[mode][p][q][round] = 100.0 * res.stall_s / base.step_s;
+                    m->slower[mode][p][q][round] = 100.0 * (res.ops_s - base.ops_s) / base.step_s;
+                    c->last = res;
+                }
+    }
+    sz->base_step_s = median(m->base_s, o->rounds);
+    sz->rate = median(m->rate, o->rounds);
+    for (int mode = 0; mode < nmode; mode++)
+        for (int p = 0; p < o->nplat; p++)
+            for (int q = 0; q < TB_LMS_NPOL; q++) {
+                struct tb_lms_case *c = &sz->cases[mode][p][q];
+                if (!c->run || c->failed) {
+                    c->run = false;
+                    continue;
+                }
+                c->step_s = median(m->step[mode][p][q], o->rounds);
+                c->overhead = median(m->over[mode][p][q], o->rounds);
+                spread(m->over[mode][p][q], o->rounds, &c->lo, &c->hi);
+                c->stall = median(m->stall[mode][p][q], o->rounds);
+                c->ops = median(m->slower[mode][p][q], o->rounds);
+            }
+    return TB_OK;
+}
+
+int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err)
+{
+    memset(r, 0, sizeof *r);
+    const bool cuda = strcmp(o->backend, "cuda") == 0;
+    if (o->steps < 1 || o->rounds < 1 || o->rounds > TB_LMS_MAX_ROUNDS || o->batch < 1 || o->cap_fraction <= 0 ||
+        o->cap_fraction >= 1 || o->sizes[0] < 16 || o->sizes[1] <= o->sizes[0] || o->nplat < 1 ||
+        o->nplat > TB_LMS_MAX_PLAT || (cuda && o->nplat != 1) || (!cuda && strcmp(o->backend, "cpu") != 0))
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "large model support's cost: bad options (steps %d, rounds %d of at most %d, "
+                          "batch %d, cap %g, sizes %d,%d, %d platforms, backend %s)",
+                          o->steps, o->rounds, TB_LMS_MAX_ROUNDS, o->batch, o->cap_fraction, o->sizes[0], o->sizes[1],
+                          o->nplat, o->backend);
+    for (int i = 0; i < o->nuser; i++)
+        r->user_rate |= strncmp(o->user[i], "backend.compute_gflops=", 23) == 0;
+    for (int z = 0; z < 2; z++)
+        r->sizes[z].size = o->sizes[z];
+
+    /* Compute per byte: the reference network at two small sizes, batch 2 (its weights
+     * are most of its footprint there; the growth between the sizes is its activations). */
+    struct tb_step_timing ref_t[2];
+    const int ref_sizes[2] = { cuda ? 256 : 48, cuda ? 384 : 64 };
+    if (intensity(true, o, ref_sizes, 2, 1, ref_t, &r->ref_fpx, &r->ref_bpx, err)) {
+        if (!err->msg[0])
+            tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)",
+                       ref_t[0].peak / 1048576.0, ref_sizes[0], ref_t[1].peak / 1048576.0, ref_sizes[1]);
+        return tb_err_prefix(err, "the reference G-SCNN");
+    }
+    struct tb_step_timing base0[2];
+    if (intensity(false, o, o->sizes, o->batch, o->steps, base0, &r->net_fpx, &r->net_bpx, err)) {
+        if (!err->msg[0])
+            tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)",
+                       base0[0].peak / 1048576.0, o->sizes[0], base0[1].peak / 1048576.0, o->sizes[1]);
+        return tb_err_prefix(err, "the quickstart G-SCNN");
+    }
+    r->k = (r->ref_fpx / r->ref_bpx) / (r->net_fpx / r->net_bpx);
+    for (int z = 0; z < 2; z++)
+        r->sizes[z].base = base0[z];
+
+    /* The emulation's rates: the backend's own estimate of this CPU (a 3x3 64->64
+     * convolution beside its FMA peak) and each platform's accelerator, achieved. */
+    for (int p = 0; p < o->nplat && !cuda; p++) {
+        struct runset c;
+        if (base_sets(&c, false, o, o->sizes[0], o->batch))
+            return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        add(&c, "backend.emulate_link=yes", NULL, 0);
+        add(&c, "platform.plugin=%s", o->platforms[p], 0);
+        if (p > 0 && !r->user_rate) /* measured once */
+            add(&c, "backend.compute_gflops=%.6g", NULL, r->emu[0].accel_flops * r->emu[0].accel_efficiency / 1e9);
+        tb_err_clear(err);
+        const int rc = tb_step_link(NULL, c.sets, c.n, &r->emu[p], &r->given[p], err);
+        free(c.sets);
+        if (rc)
+            return tb_err_prefix(err, "the emulated link of %s", o->platforms[p]);
+    }
+    r->fma_peak = !cuda && r->emu[0].accel_efficiency < 1 ? r->emu[0].accel_flops : 0;
+    if (o->progress)
+        o->progress(o->progress_arg, o, r, -1);
+
+    struct rounds *m = malloc(sizeof *m); /* large: not on the stack */
+    if (!m)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    for (int z = 0; z < 2; z++) {
+        if (measure_size(o, r, z, m, err)) {
+            free(m);
+            return -1;
+        }
+        if (o->progress)
+            o->progress(o->progress_arg, o, r, z);
+    }
+    free(m);
+    return TB_OK;
+}

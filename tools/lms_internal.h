@@ -1,0 +1,89 @@
+/* tools/lms_internal.h: what large model support costs, per platform and swap policy
+ * (lms.c): the measurement bench/lms prints and `trainbig study` reports. The method is
+ * described at the top of lms.c. */
+#ifndef TB_TOOLS_LMS_INTERNAL_H
+#define TB_TOOLS_LMS_INTERNAL_H
+
+#include <stdbool.h>
+#include <trainbig/error.h>
+#include <trainbig/platform.h>
+
+#include "tools/steptime_internal.h"
+
+enum {
+    TB_LMS_MAX_PLAT = 4,
+    TB_LMS_NPOL = 2,  /* lru, prefetch */
+    TB_LMS_NMODE = 3, /* the link as emulated, at the reference's balance, the control */
+    TB_LMS_AS_IS = 0,
+    TB_LMS_REF = 1,
+    TB_LMS_CONTROL = 2,
+    TB_LMS_MAX_ROUNDS = 15,
+};
+
+extern const char *const tb_lms_policies[TB_LMS_NPOL];
+
+struct tb_lms_result;
+
+struct tb_lms_options {
+    const char *backend;                    /* "cpu" (links emulated) or "cuda" (the real link) */
+    const char *platforms[TB_LMS_MAX_PLAT]; /* cpu: each emulated; cuda: one, the real link's */
+    int nplat;
+    int sizes[2];                      /* square images, the smaller first */
+    int batch, steps, rounds, threads; /* threads: the cpu backend's, 0 = all cores */
+    double cap_fraction;               /* device memory capped at this share of a size's footprint */
+    const char *trace;                 /* a Chrome trace of the larger size's last round under
+                                        * prefetch on the last platform (cpu: at the reference's
+                                        * balance); NULL = none */
+    const char *const *user;           /* assignments added to every run */
+    int nuser;
+    /* Called when the preamble is measured (size -1) and after each size (0, 1), with the
+     * result so far: bench/lms prints as it goes. NULL = not called. */
+    void (*progress)(void *arg, const struct tb_lms_options *o, const struct tb_lms_result *r, int size);
+    void *progress_arg;
+};
+
+/* One case: a size, a mode, a platform and a policy, over the rounds. */
+struct tb_lms_case {
+    bool run;    /* measured (the control runs prefetch only) */
+    bool failed; /* a run failed: why */
+    char why[160];
+    double step_s;              /* medians over the rounds */
+    double overhead, lo, hi;    /* % of the round's uncapped step: median, min, max */
+    double stall, ops;          /* % of the uncapped step: waiting for copies; the ops' own slowdown */
+    struct tb_step_timing last; /* the last round's run: bytes each way, peak */
+};
+
+struct tb_lms_size {
+    int size;
+    struct tb_step_timing base; /* the first uncapped run: footprint (peak) */
+    double base_step_s;         /* median over the rounds */
+    double rate;                /* the uncapped step's conv FLOP/s, median over the rounds */
+    uint64_t cap;
+    struct tb_lms_case cases[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL];
+};
+
+struct tb_lms_result {
+    double ref_bpx, ref_fpx;               /* the reference G-SCNN: device bytes and conv FLOPs per image pixel */
+    double net_bpx, net_fpx;               /* the quickstart's */
+    double k;                              /* the reference's FLOP per byte over the quickstart's */
+    bool user_rate;                        /* backend.compute_gflops given by the user: every run's CPU rate */
+    double fma_peak;                       /* this CPU's FMA peak as the cpu backend measured it; 0 = unknown */
+    struct tb_link emu[TB_LMS_MAX_PLAT];   /* the links the runs see (cpu: rewritten by emulate_link) */
+    struct tb_link given[TB_LMS_MAX_PLAT]; /* the platforms' own */
+    struct tb_lms_size sizes[2];
+};
+
+/* Runs the measurement. A failing case is recorded in its tb_lms_case; a failure of what
+ * every case needs (the uncapped runs, the intensities, the links) returns an error. */
+int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err);
+
+/* The step's conv rate over platform p's accelerator (achieved): the emulation's factor f
+ * for size z. */
+double tb_lms_factor(const struct tb_lms_result *r, int z, int p);
+
+/* The study's overhead of IBM LMS (on demand, as lru) on the machine `platform` names
+ * (its preset or link class), at its 600x600 (z = 0) or 700x700 (z = 1); -1 = none
+ * published for it. */
+double tb_lms_published(const char *platform, int z);
+
+#endif
