@@ -65,8 +65,10 @@ static int load_config(const char *path, struct tb_config **cfg, struct tb_err *
     return TB_OK;
 }
 
-static int time_steps(const char *path, bool drop_swap, const char *trace, const char *const *sets, int nsets,
-                      int steps, struct tb_step_timing *out, struct tb_err *err)
+/* trace: a Chrome trace of the last timed step written there; spans: its spans kept there
+ * instead (names cleared: they are the executor's). Either may be NULL. */
+static int time_steps(const char *path, bool drop_swap, const char *trace, struct tb_trace_span **spans, size_t *nspans,
+                      const char *const *sets, int nsets, int steps, struct tb_step_timing *out, struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
     int rc = load_config(path, &cfg, err);
@@ -149,7 +151,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
             before = *tb_exec_swap_stats(x);
             r.engine.ops->mem_reset_peak(r.engine.ctx, r.engine.device);
         }
-        const bool traced = trace && k == warmup + steps - 1;
+        const bool traced = (trace || spans) && k == warmup + steps - 1;
         if (traced)
             tb_exec_trace_begin(x);
         double t0 = tb_now();
@@ -169,8 +171,13 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
             for (size_t i = 0; i < tb_schedule_steps(tb_exec_schedule(x)); i++)
                 ops += sec[i];
         }
-        if (!rc && traced)
+        if (!rc && traced && trace)
             rc = tb_exec_trace_write(x, trace, err);
+        else if (!rc && traced) {
+            rc = tb_exec_trace_spans(x, spans, nspans, err);
+            for (size_t i = 0; !rc && i < *nspans; i++)
+                (*spans)[i].name = NULL;
+        }
     }
     if (!rc) {
         const struct tb_swap_stats *a = tb_exec_swap_stats(x);
@@ -201,19 +208,19 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, const
 int tb_time_steps(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                   struct tb_err *err)
 {
-    return time_steps(path, false, NULL, sets, nsets, steps, out, err);
+    return time_steps(path, false, NULL, NULL, NULL, sets, nsets, steps, out, err);
 }
 
 int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                        struct tb_err *err)
 {
-    return time_steps(path, true, NULL, sets, nsets, steps, out, err);
+    return time_steps(path, true, NULL, NULL, NULL, sets, nsets, steps, out, err);
 }
 
 int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, int steps, const char *trace,
                          struct tb_step_timing *out, struct tb_err *err)
 {
-    return time_steps(path, false, trace, sets, nsets, steps, out, err);
+    return time_steps(path, false, trace, NULL, NULL, sets, nsets, steps, out, err);
 }
 
 int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
@@ -240,4 +247,12 @@ int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb
     tb_setup_free(s);
     tb_config_free(cfg);
     return rc;
+}
+
+int tb_time_steps_spans(const char *path, const char *const *sets, int nsets, int steps, struct tb_trace_span **spans,
+                        size_t *nspans, struct tb_step_timing *out, struct tb_err *err)
+{
+    *spans = NULL;
+    *nspans = 0;
+    return time_steps(path, false, NULL, spans, nspans, sets, nsets, steps, out, err);
 }

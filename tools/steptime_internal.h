@@ -3,9 +3,12 @@
 #ifndef TB_TOOLS_STEPTIME_INTERNAL_H
 #define TB_TOOLS_STEPTIME_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <trainbig/error.h>
 #include <trainbig/platform.h>
+
+struct tb_trace_span;
 
 struct tb_step_timing {
     double step_s;              /* median step time */
@@ -30,6 +33,10 @@ int tb_time_steps(const char *path, const char *const *sets, int nsets, int step
 /* The same, writing a Chrome trace of the last timed step to `trace` (tb_exec_trace_write). */
 int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, int steps, const char *trace,
                          struct tb_step_timing *out, struct tb_err *err);
+/* The same, keeping the last timed step's trace as spans (tb_exec_trace_spans, names
+ * NULL): *spans is the caller's to free. */
+int tb_time_steps_spans(const char *path, const char *const *sets, int nsets, int steps, struct tb_trace_span **spans,
+                        size_t *nspans, struct tb_step_timing *out, struct tb_err *err);
 int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                        struct tb_err *err);
 

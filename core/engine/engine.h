@@ -122,6 +122,16 @@ void tb_exec_trace_begin(struct tb_exec *x);
  * copies first. The file is written whole or not at all. A backend without event_time
  * (ABI 1.4) cannot time its copies: TB_ERR_RUNTIME saying so. */
 int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err);
+/* What was traced since tb_exec_trace_begin, as spans (waits for the copies first): the
+ * ops on track 0 in schedule order, then the copies, host to device on track 1, device to
+ * host on track 2. *spans is the caller's to free; the names are the executor's. */
+struct tb_trace_span {
+    int track;         /* 0 compute (an op), 1 host to device, 2 device to host (a swap copy) */
+    double start, dur; /* seconds, from the traced step's first op */
+    uint64_t bytes;    /* a copy's; 0 for an op */
+    const char *name;  /* the op's step or the tensor's; valid while the executor lives */
+};
+int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t *n, struct tb_err *err);
 /* The memory manager's counters: swaps, bytes each way, stall (cumulative). */
 const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x);
 /* ------------------------------------------------------------------ optimizer */

@@ -65,60 +65,83 @@ static void json_name(FILE *f, const char *s)
     fputc('"', f);
 }
 
-int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
+int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t *n, struct tb_err *err)
 {
     struct tb_swap_mem *m = &x->mem;
     m->tracing = false;
+    *spans = NULL;
+    *n = 0;
     if (!x->e->event_time) {
         tb_swapmem_trace_clear(m);
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: this backend cannot time its copies (event_time, ABI 1.4)", path);
+        return tb_err_set(err, TB_ERR_RUNTIME, "this backend cannot time its copies (event_time, ABI 1.4)");
     }
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_COMPUTE);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
-    struct tb_atomic_file out;
-    int rc = tb_atomic_open(&out, path, err);
-    if (rc) {
+    struct tb_trace_span *sp = malloc((x->s->nsteps + m->ntrace + 1) * sizeof *sp);
+    if (!sp) {
         tb_swapmem_trace_clear(m);
-        return rc;
-    }
-    FILE *f = out.f;
-    double *span = malloc(2 * (x->s->nsteps ? x->s->nsteps : 1) * sizeof *span);
-    if (!span) {
-        tb_swapmem_trace_clear(m);
-        return tb_atomic_close(&out, tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for the trace", path), err);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory for the trace");
     }
     double t0 = 0;
     for (size_t k = 0; k < x->s->nsteps; k++) {
-        op_span(x, k, &span[2 * k], &span[2 * k + 1]);
-        if (span[2 * k] > 0 && (t0 == 0 || span[2 * k] < t0))
-            t0 = span[2 * k];
+        sp[k] = (struct tb_trace_span){ .track = 0, .name = x->s->steps[k].name };
+        op_span(x, k, &sp[k].start, &sp[k].dur);
+        if (sp[k].start > 0 && (t0 == 0 || sp[k].start < t0))
+            t0 = sp[k].start;
     }
+    for (size_t k = 0; k < x->s->nsteps; k++)
+        sp[k].start -= t0;
+    for (size_t c = 0; c < m->ntrace; c++) {
+        const struct tb_trace_copy *tc = &m->trace[c];
+        const double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
+        sp[x->s->nsteps + c] = (struct tb_trace_span){
+            .track = tc->to_device ? 1 : 2,
+            .start = a - t0,
+            .dur = b - a,
+            .bytes = x->s->tensors[tc->tensor].bytes,
+            .name = x->s->tensors[tc->tensor].name,
+        };
+    }
+    *n = x->s->nsteps + m->ntrace;
+    *spans = sp;
+    tb_swapmem_trace_clear(m);
+    return TB_OK;
+}
+
+int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
+{
+    struct tb_trace_span *sp;
+    size_t n;
+    int rc = tb_exec_trace_spans(x, &sp, &n, err);
+    if (rc)
+        return tb_err_prefix(err, "%s", path);
+    struct tb_atomic_file out;
+    rc = tb_atomic_open(&out, path, err);
+    if (rc) {
+        free(sp);
+        return rc;
+    }
+    FILE *f = out.f;
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
     static const char *const tracks[] = { "compute", "copy host to device", "copy device to host" };
     for (int i = 0; i < 3; i++)
         fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n", i + 1,
                 tracks[i]);
-    for (size_t k = 0; k < x->s->nsteps; k++) {
+    for (size_t i = 0; i < n; i++) {
         fputs("{\"name\":", f);
-        json_name(f, x->s->steps[k].name);
-        fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
-                (span[2 * k] - t0) * 1e6, span[2 * k + 1] * 1e6);
-    }
-    free(span);
-    for (size_t c = 0; c < m->ntrace; c++) {
-        const struct tb_trace_copy *tc = &m->trace[c];
-        double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
-        fputs("{\"name\":", f);
-        json_name(f, x->s->tensors[tc->tensor].name);
-        fprintf(
-            f,
-            ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%" PRIu64
-            "}},\n",
-            tc->to_device ? "swap in" : "swap out", tc->to_device ? 2 : 3, (a - t0) * 1e6, (b - a) * 1e6,
-            x->s->tensors[tc->tensor].bytes);
+        json_name(f, sp[i].name);
+        if (sp[i].track == 0)
+            fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
+                    sp[i].start * 1e6, sp[i].dur * 1e6);
+        else
+            fprintf(f,
+                    ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":"
+                    "%" PRIu64 "}},\n",
+                    sp[i].track == 1 ? "swap in" : "swap out", sp[i].track + 1, sp[i].start * 1e6, sp[i].dur * 1e6,
+                    sp[i].bytes);
     }
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"trainbig\"}}]}\n", f);
-    tb_swapmem_trace_clear(m);
+    free(sp);
     return tb_atomic_close(&out, TB_OK, err);
 }
