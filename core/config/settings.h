@@ -22,12 +22,13 @@ struct tb_run_settings {
 struct tb_train_settings {
     int batch, val_batch, val_every, checkpoint_every, keep, replica_check, lr_policy;
     double lr, lr_power, momentum, weight_decay;
+    double target_miou; /* 0 = none */
     bool val_at_start;
     uint64_t allreduce_bucket;
 };
 
 struct tb_report_settings {
-    const char *csv, *jsonl, *trace; /* "" for not set */
+    const char *csv, *jsonl, *trace, *mllog; /* "" for not set */
     int progress;
 };
 

@@ -1,7 +1,8 @@
 /* report_files.c: the CSV and JSONL report files (core/train/report_internal.h): opened
  * for appending, cut back to the checkpoint's epochs when a run resumes, and every write
  * checked, so that a report that cannot be written stops the run by name instead of
- * training on with empty files. */
+ * training on with empty files. Opening and flushing a [report] file with those messages
+ * is shared with the MLPerf log (mllog.c). */
 #include "config.h"
 
 #include "core/train/report_internal.h"
@@ -100,9 +101,14 @@ static int open_one(const char *v, const char *rundir, const char *key, const ch
         return tb_err_prefix(err, "[report] %s", key);
     struct stat st;
     *fresh = stat(*path, &st) != 0 || st.st_size == 0;
-    *out = fopen(*path, "a");
+    return tb_report_file_open(*path, key, "a", out, err);
+}
+
+int tb_report_file_open(const char *path, const char *key, const char *mode, FILE **out, struct tb_err *err)
+{
+    *out = fopen(path, mode);
     if (!*out)
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open the %s report ([report] %s): %s", *path, key, key,
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open the %s report ([report] %s): %s", path, key, key,
                           strerror(errno));
     return TB_OK;
 }
@@ -129,8 +135,7 @@ int tb_report_open(struct tb_report *rep, const struct tb_report_settings *repor
     return rc ? rc : tb_report_flush(rep, err);
 }
 
-/* f's buffered rows on their way to the file, or an error naming it. */
-static int flush_one(FILE *f, const char *path, const char *key, struct tb_err *err)
+int tb_report_file_flush(FILE *f, const char *path, const char *key, struct tb_err *err)
 {
     if (!f)
         return TB_OK;
@@ -143,8 +148,8 @@ static int flush_one(FILE *f, const char *path, const char *key, struct tb_err *
 
 int tb_report_flush(const struct tb_report *rep, struct tb_err *err)
 {
-    int rc = flush_one(rep->csv, rep->csv_path, "csv", err);
-    return rc ? rc : flush_one(rep->jsonl, rep->jsonl_path, "jsonl", err);
+    int rc = tb_report_file_flush(rep->csv, rep->csv_path, "csv", err);
+    return rc ? rc : tb_report_file_flush(rep->jsonl, rep->jsonl_path, "jsonl", err);
 }
 
 void tb_report_close(struct tb_report *rep)

@@ -92,6 +92,14 @@ int tb_report_open(struct tb_report *rep, const struct tb_report_settings *repor
                    struct tb_err *err);
 void tb_report_close(struct tb_report *rep);
 
+/* Opens path, the file of [report] `key`, with fopen mode `mode`; an error names the file
+ * and the key. *out is the caller's to close. */
+int tb_report_file_open(const char *path, const char *key, const char *mode, FILE **out, struct tb_err *err);
+
+/* f's buffered writes on their way to path, the file of [report] `key`; an error names
+ * both (a full disk, /dev/full). f may be NULL (nothing to do). */
+int tb_report_file_flush(FILE *f, const char *path, const char *key, struct tb_err *err);
+
 /* Writes the buffered rows through; an error names the file that cannot take them (a
  * full disk, /dev/full). */
 int tb_report_flush(const struct tb_report *rep, struct tb_err *err);

@@ -26,25 +26,6 @@ static void putf(struct tb_text *t, const char *fmt, unsigned long long a, unsig
     tb_text_put(t, buf, (size_t)n);
 }
 
-/* A JSON string, escaped. */
-static void put_string(struct tb_text *t, const char *s)
-{
-    tb_text_put(t, "\"", 1);
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = { '\\', (char)c };
-            tb_text_put(t, e, 2);
-        } else if (c < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", c);
-            tb_text_put(t, e, 6);
-        } else
-            tb_text_put(t, (const char *)&c, 1);
-    }
-    tb_text_put(t, "\"", 1);
-}
-
 /* "path: what: the system's reason". */
 /* The JSON header of tensors t with metadata, padded to 8 bytes, into h. */
 static int write_header(struct tb_text *h, const char *path, const struct tb_st_tensor *t, size_t n,
@@ -56,9 +37,9 @@ static int write_header(struct tb_text *h, const char *path, const struct tb_st_
         for (size_t i = 0; i < nmeta; i++) {
             if (i)
                 tb_text_puts(h, ",");
-            put_string(h, meta[2 * i]);
+            tb_text_put_json_string(h, meta[2 * i]);
             tb_text_puts(h, ":");
-            put_string(h, meta[2 * i + 1]);
+            tb_text_put_json_string(h, meta[2 * i + 1]);
         }
         tb_text_puts(h, "}");
     }
@@ -68,7 +49,7 @@ static int write_header(struct tb_text *h, const char *path, const struct tb_st_
             return tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor name '%s' cannot be stored", path, t[i].name);
         const uint64_t bytes = (uint64_t)tb_shape_elems(t[i].shape) * sizeof(float);
         tb_text_puts(h, nmeta || i ? "," : "");
-        put_string(h, t[i].name);
+        tb_text_put_json_string(h, t[i].name);
         putf(h, ":{\"dtype\":\"F32\",\"shape\":[%llu,%llu,", (unsigned long long)t[i].shape.n,
              (unsigned long long)t[i].shape.c);
         putf(h, "%llu,%llu],", (unsigned long long)t[i].shape.h, (unsigned long long)t[i].shape.w);

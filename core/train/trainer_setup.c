@@ -124,6 +124,12 @@ static int read_settings(struct tb_trainer *t, struct tb_err *err)
                           "%s: [train] val_batch = %d cannot be shared equally by %d ranks: make it a multiple of %d",
                           tb_section_origin(tr, c->val_batch == c->batch ? "batch" : "val_batch"), c->val_batch, ranks,
                           ranks);
+    /* The target is judged on validation: without any it could never be reached. */
+    if (c->target_miou > 0 && c->val_every == 0)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "%s: [train] target_miou = %g is judged on validation, but [train] val_every = 0 (%s) "
+                          "never validates: set val_every > 0, or target_miou = 0 for none",
+                          tb_section_origin(tr, "target_miou"), c->target_miou, tb_section_origin(tr, "val_every"));
     t->rank_batch = c->batch / ranks;
     t->rank_val_batch = c->val_batch / ranks;
     t->sync_bn = ranks > 1 && t->s->settings.sync_bn;
@@ -324,6 +330,7 @@ void tb_trainer_teardown(struct tb_trainer *t)
 {
     tb_progress_clear(&t->progress);
     tb_report_close(&t->report);
+    tb_mllog_close(&t->mllog);
     free(t->model_text);
     free(t->training_text);
     free(t->config_text);

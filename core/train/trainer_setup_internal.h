@@ -2,7 +2,8 @@
  * shared by the loop (trainer.c), validation (validation.c) and what builds and tears
  * it down and hands out the splits' batches (trainer_setup.c): the settings read once
  * from the configuration, the run directory, the dataset splits and their loaders, the
- * training and validation graphs, the loss terms, reports and progress display.
+ * training and validation graphs, the loss terms, reports, the MLPerf log and the
+ * progress display.
  *
  * Memory: tb_trainer_setup() fills a zeroed struct tb_trainer; everything it opens or
  * allocates (splits, loaders, graphs, executors, the run, buffers, texts, report files)
@@ -24,6 +25,7 @@
 #include "core/dist/world.h"
 #include "core/train/inputs.h"
 #include "core/train/metrics_internal.h"
+#include "core/train/mllog_internal.h"
 #include "core/train/progress_internal.h"
 #include "core/train/report_internal.h"
 #include "core/train/run.h"
@@ -79,6 +81,16 @@ struct tb_trainer {
     uint64_t kept_work; /* checkpoints and report rows written: what a failed run leaves */
     char *model_text, *training_text, *config_text;
     struct tb_report report;
+    struct tb_mllog mllog; /* [report] mllog: rank 0's, when set */
+    uint64_t ml_block;     /* the MLPerf log's open block: its first epoch (from 1); 0 = none */
+    double run_start;      /* tb_now() at the log's run_start: the target's time is since then */
+
+    /* [train] target_miou: this run's best validation after training (epoch from 1; the
+     * val_at_start baseline does not count), and the epoch that reached the target (0 =
+     * none yet). */
+    double best_miou;
+    uint64_t best_epoch, target_epoch;
+    bool stopped; /* on request, with a checkpoint to resume from */
 
     struct tb_progress progress;
     double wait_seconds;            /* this epoch: steps waiting for their batch */

@@ -3,6 +3,7 @@
 
 #include "core/util/text_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,4 +31,23 @@ void tb_text_put(struct tb_text *t, const char *s, size_t n)
 void tb_text_puts(struct tb_text *t, const char *s)
 {
     tb_text_put(t, s, strlen(s));
+}
+
+void tb_text_put_json_string(struct tb_text *t, const char *s)
+{
+    tb_text_put(t, "\"", 1);
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            const char e[2] = { '\\', (char)c };
+            tb_text_put(t, e, 2);
+        } else if (c < 0x20) {
+            char e[8];
+            snprintf(e, sizeof e, "\\u%04x", c);
+            tb_text_put(t, e, 6);
+        } else {
+            tb_text_put(t, (const char *)&c, 1);
+        }
+    }
+    tb_text_put(t, "\"", 1);
 }

@@ -17,5 +17,8 @@ struct tb_text {
 void tb_text_put(struct tb_text *t, const char *s, size_t n);
 /* Appends the string s. */
 void tb_text_puts(struct tb_text *t, const char *s);
+/* Appends s as a JSON string: quoted, with '"', '\\' and control characters escaped
+ * (bytes from 0x80 are kept: UTF-8 passes through). */
+void tb_text_put_json_string(struct tb_text *t, const char *s);
 
 #endif
