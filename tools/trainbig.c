@@ -18,6 +18,7 @@
 #include "core/config/setup.h"
 #include "tools/data_report_internal.h"
 #include "tools/fit_internal.h"
+#include "tools/plot_internal.h"
 #include "tools/probe_internal.h"
 #include "tools/predict_internal.h"
 #include "core/train/trainer.h"
@@ -38,6 +39,8 @@ static const char usage_main[] =
     "                                              or picture N training samples in DIR\n"
     "  fit CONFIG --vary batch|crop [--set ...]    the largest batch or crop each swap policy fits\n"
     "  probe CONFIG [--set ...]                    host-device copy rates beside the platform's\n"
+    "  plot RUN_DIR [--out DIR]                    a run's loss, accuracy, throughput, swapping and\n"
+    "                                              per-class IoU as PNG and SVG figures\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -98,6 +101,20 @@ static const char usage_probe[] =
     "copies: pinned host memory each way and both ways at once, pageable each way) and\n"
     "prints it beside the link the configured platform describes. With [backend]\n"
     "emulate_link = yes the CPU backend's copies follow the emulated link.\n";
+
+static const char usage_plot[] =
+    "usage: trainbig plot RUN_DIR [--out DIR]\n"
+    "\n"
+    "Reads RUN_DIR/epochs.jsonl, the per-epoch report of a run of trainbig train (the last\n"
+    "run in it, with its resumptions), and writes into DIR (default RUN_DIR/plots, created)\n"
+    "each figure as NAME.png and NAME.svg:\n"
+    "  loss        the training loss per epoch, total and each term (log scale)\n"
+    "  accuracy    validation mIoU and pixel accuracy, for the validated epochs\n"
+    "  throughput  training images per second per epoch\n"
+    "  swap        MiB swapped out and in per epoch, and the seconds stalled on copies\n"
+    "  class_iou   the IoU of each class at the last validation\n"
+    "Prints the paths written. A line of epochs.jsonl that cannot be read is named\n"
+    "(FILE:LINE) and nothing is written. Needs a build with PLplot and jansson.\n";
 
 static const char usage_config[] =
     "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -408,6 +425,45 @@ static int cmd_data(int argc, char **argv)
     return rc ? tb_exit_code(rc) : bad || missing[0] ? 1 : 0;
 }
 
+static int cmd_plot(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "out", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *out = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            out = optarg;
+            break;
+        case 'h':
+            fputs(usage_plot, stdout);
+            return 0;
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1], "plot ");
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1], "plot ");
+        }
+    }
+    if (optind >= argc)
+        return usage_error("%s", "plot needs RUN_DIR, a run directory of trainbig train", "plot ");
+    if (optind + 1 < argc)
+        return usage_error("unexpected argument '%s'", argv[optind + 1], "plot ");
+    if (out && !*out)
+        return usage_error("%s", "--out needs a directory", "plot ");
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_plot(argv[optind], out, stdout, &err);
+    if (rc)
+        print_error(&err);
+    return tb_exit_code(rc);
+}
+
 static int cmd_config(int argc, char **argv)
 {
     struct run_cmd c;
@@ -530,6 +586,7 @@ static const struct command {
     { "data", cmd_data, usage_data },
     { "fit", cmd_fit, usage_fit },
     { "probe", cmd_probe, usage_probe },
+    { "plot", cmd_plot, usage_plot }, /* figures: a build with PLplot and jansson */
     { "config", cmd_config, usage_config },
     { "plugins", cmd_plugins, usage_plugins },
     { "version", cmd_version, usage_version },
@@ -570,8 +627,9 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "data", "fit", "probe", "config", "plugins", "version", "help" };
-        const char *near = tb_nearest(cmd, names, 7);
+        const char *names[] = { "train", "predict", "data",    "fit",     "probe",
+                                "plot",  "config",  "plugins", "version", "help" };
+        const char *near = tb_nearest(cmd, names, sizeof names / sizeof names[0]);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);
         else
