@@ -463,6 +463,7 @@ static int cmd_study(int argc, char **argv)
     }
     rq.config = argv[optind];
     rq.sets = sets;
+    setenv("TRAINBIG_LOG", "warn", 0); /* hundreds of runs: their setup lines would drown the progress */
     rq.nsets = nsets;
     struct tb_err err;
     tb_err_clear(&err);
