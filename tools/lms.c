@@ -280,6 +280,25 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
     return TB_OK;
 }
 
+int tb_lms_balance(const struct tb_lms_options *o, double *k, struct tb_err *err)
+{
+    struct tb_step_timing t[2];
+    double ref_fpx, ref_bpx, net_fpx, net_bpx;
+    const int ref_sizes[2] = { 48, 64 };
+    if (intensity(true, o, ref_sizes, 2, 1, t, &ref_fpx, &ref_bpx, err)) {
+        if (!err->msg[0])
+            tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth between %d and %d", ref_sizes[0], ref_sizes[1]);
+        return tb_err_prefix(err, "the reference G-SCNN");
+    }
+    if (intensity(false, o, o->sizes, o->batch, 1, t, &net_fpx, &net_bpx, err)) {
+        if (!err->msg[0])
+            tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth between %d and %d", o->sizes[0], o->sizes[1]);
+        return tb_err_prefix(err, "the configuration's network");
+    }
+    *k = (ref_fpx / ref_bpx) / (net_fpx / net_bpx);
+    return TB_OK;
+}
+
 int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err)
 {
     memset(r, 0, sizeof *r);

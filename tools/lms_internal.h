@@ -87,6 +87,10 @@ void tb_lms_result_free(struct tb_lms_result *r);
  * every case needs (the uncapped runs, the intensities, the links) returns an error. */
 int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err);
 
+/* k alone: the reference G-SCNN's conv FLOPs per device byte over the network's (o's
+ * config, sizes and batch; one step each), on the cpu backend. */
+int tb_lms_balance(const struct tb_lms_options *o, double *k, struct tb_err *err);
+
 /* The step's conv rate over platform p's accelerator (achieved): the emulation's factor f
  * for size z. */
 double tb_lms_factor(const struct tb_lms_result *r, int z, int p);

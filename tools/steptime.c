@@ -220,6 +220,11 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);
         out->peak = ms.peak;
         out->conv_flops = tb_graph_conv_flops(g);
+        out->params = 0;
+        for (size_t i = 0; i < tb_engine_param_count(&r.engine); i++) {
+            const struct tb_param *p = tb_engine_param_at(&r.engine, i);
+            out->params += p->trainable ? tb_shape_elems(p->value.desc.shape) : 0;
+        }
     }
     free(times);
     tb_data_loader_close(l);

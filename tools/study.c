@@ -34,13 +34,16 @@
 
 const char *const tb_study_platforms[TB_STUDY_NPLAT] = { "ac922", "dgx-station", "p3.8xlarge" };
 
+#ifdef HAVE_PLPLOT
+
 /* small: every benchmark on 2 CPU cores in about 15 minutes, sizes at which the
  * quickstart's network swaps; reference: the study's own sizes, for a GPU. */
-static const struct tb_study_sizes scales[2] = {
+static const struct tb_study_sizes scales[3] = {
     {
         .name = "small",
         .time_steps = 3,
         .time_cap = 0.6,
+        .target_miou = 0.3,
         .batches = { 2, 4, 8, 16 }, /* batch norm trains on 2 images or more */
         .nbatch = 4,
         .crops = { 64, 96, 128, 160 },
@@ -60,6 +63,7 @@ static const struct tb_study_sizes scales[2] = {
         .name = "reference",
         .time_steps = 5,
         .time_cap = 0.6,
+        .target_miou = 0.6,
         .batches = { 2, 4, 8, 16 },
         .nbatch = 4,
         .crops = { 500, 600, 700, 800 },
@@ -75,10 +79,32 @@ static const struct tb_study_sizes scales[2] = {
         .scaling_steps = 20,
         .minutes = 120,
     },
+    {
+        /* test: every benchmark in about a minute, to try the command and for the tests;
+         * its numbers mean nothing */
+        .name = "test",
+        .time_steps = 1,
+        .time_cap = 0.85, /* tiny networks: the weights are most of the footprint */
+        .target_miou = 0.05,
+        .batches = { 2, 4 },
+        .nbatch = 2,
+        .crops = { 32, 64 },
+        .ncrop = 2,
+        .grid_memory = 24ull << 20,
+        .lms_sizes = { 64, 96 },
+        .lms_batch = 2,
+        .lms_steps = 1,
+        .lms_rounds = 1,
+        .lms_cap = 0.85,
+        .ranks = { 1, 2 },
+        .nranks = 2,
+        .scaling_steps = 2,
+        .minutes = 1.5,
+    },
 };
 
 /* Each benchmark's expected share of the whole, for the time left (small scale, measured). */
-static const double shares[TB_STUDY_COUNT + 1] = { 0, 0.30, 0.15, 0.30, 0.05, 0.20 };
+static const double shares[TB_STUDY_COUNT + 1] = { 0, 0.25, 0.25, 0.33, 0.02, 0.15 };
 
 static const char *const titles[TB_STUDY_COUNT + 1] = {
     "", "training time per platform", "use of LMS", "LMS overhead", "timeline of a step", "scaling 1 -> N",
@@ -92,23 +118,14 @@ void tb_study_progress(struct tb_study *s, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     const double elapsed = tb_now() - s->t0;
-    /* Left: the expected minutes of what remains, rescaled by how the finished part went. */
-    double expected = s->sz->minutes * 60;
-    double left_share = 0;
-    for (int b = 1; b <= TB_STUDY_COUNT; b++)
-        if ((!s->rq->only || (s->rq->only & (1u << b))) && b >= s->bench)
-            left_share += shares[b];
-    double total_share = 0;
+    /* Left: what remains of the expected total, at the pace so far once there is one. */
+    double total = 0;
     for (int b = 1; b <= TB_STUDY_COUNT; b++)
         if (!s->rq->only || (s->rq->only & (1u << b)))
-            total_share += shares[b];
-    if (s->share_done > 0 && elapsed > 0)
-        expected = elapsed / s->share_done * total_share;
-    else
-        expected *= total_share;
-    double left = expected * left_share / (total_share > 0 ? total_share : 1);
-    if (s->share_done > 0)
-        left = elapsed / s->share_done * left_share;
+            total += shares[b];
+    const double done = s->share_done + shares[s->bench] * (s->frac < 1 ? s->frac : 1);
+    const double left =
+        done > 0.05 * total && elapsed > 10 ? elapsed / done * (total - done) : s->sz->minutes * 60 * (total - done);
     fprintf(stderr, "%sstudy [%d/%d] %s: %s (%d:%02d elapsed, about %.0f min left)%s", s->tty ? "\r\033[K" : "",
             s->ibench, s->nbench, titles[s->bench], what, (int)elapsed / 60, (int)elapsed % 60, left / 60 + 0.5,
             s->tty ? "" : "\n");
@@ -174,6 +191,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
         const struct tb_setup_slot *be = &setup->slot[TB_SEC_BACKEND];
         s->backend = strcmp(be->plugin->p->name, "cuda") == 0 ? "cuda" : "cpu";
         snprintf(s->policy, sizeof s->policy, "%s", setup->slot[TB_SEC_SWAP].plugin->p->name);
+        s->target_miou = setup->settings.train.target_miou;
         for (const struct tb_key *k = be->plugin->p->keys; k && k->name; k++)
             if (strcmp(k->name, "device_memory") == 0)
                 s->device_memory = tb_section_size(be->section, "device_memory");
@@ -242,6 +260,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
             const double accel = given.accel_flops * given.accel_efficiency;
             if (p == 0) {
                 cpu_gflops = cpu_rate / 1e9;
+                s->cpu_gflops = cpu_gflops;
                 if (emu.accel_efficiency < 1)
                     fprintf(md,
                             "| this CPU | FMA peak %.0f GFLOP/s, measured by the cpu backend; a 3x3 64->64 "
@@ -272,7 +291,7 @@ int tb_study(const struct tb_study_request *rq, struct tb_err *err)
 {
     struct tb_study s = {
         .rq = rq,
-        .sz = &scales[rq->scale == TB_STUDY_REFERENCE],
+        .sz = &scales[rq->scale],
         .t0 = tb_now(),
         .tty = isatty(2),
     };
@@ -295,21 +314,35 @@ int tb_study(const struct tb_study_request *rq, struct tb_err *err)
     };
     for (int b = 1; b <= TB_STUDY_COUNT; b++)
         s.nbench += !rq->only || (rq->only & (1u << b));
-    /* A benchmark that fails is reported as failed and the others still run: what was
-     * measured is kept; the study then ends with the first failure's error. */
+    /* Each benchmark writes its section into memory, and report.md puts them in number
+     * order. They run in another: 3 measures what 4 draws and 1 uses (the reference's
+     * balance), the grid next, 5 last. A benchmark that fails is reported as failed and
+     * the others still run: what was measured is kept; the study then ends with the
+     * first failure's error. */
+    static const int order[TB_STUDY_COUNT] = { 3, 4, 2, 1, 5 };
+    char *section[TB_STUDY_COUNT + 1] = { NULL };
+    size_t section_size[TB_STUDY_COUNT + 1] = { 0 };
+    FILE *report = s.md;
     const bool header_failed = rc != 0;
-    for (int b = 1; b <= TB_STUDY_COUNT && !header_failed; b++) {
+    for (int i = 0; i < TB_STUDY_COUNT && !header_failed; i++) {
+        const int b = order[i];
         if (rq->only && !(rq->only & (1u << b)))
             continue;
+        if (!(s.md = open_memstream(&section[b], &section_size[b]))) {
+            if (!rc)
+                rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+            break;
+        }
         s.bench = b;
         s.ibench++;
+        s.frac = 0;
         tb_study_progress(&s, "starting");
         const double t = tb_now();
         struct tb_err berr;
         tb_err_clear(&berr);
         const int brc = run[b](&s, &berr);
         if (brc) {
-            fprintf(s.md, "\n**Benchmark %d failed:** %s\n\n", b, berr.msg);
+            fprintf(s.md, "\n**Benchmark %d (%s) failed:** %s\n\n", b, titles[b], berr.msg);
             fprintf(stderr, "%strainbig: study, benchmark %d (%s) failed: %s\n", s.tty ? "\r\033[K" : "", b, titles[b],
                     berr.msg);
             if (!rc) {
@@ -319,7 +352,14 @@ int tb_study(const struct tb_study_request *rq, struct tb_err *err)
             }
         } else
             fprintf(s.md, "\n_(%.0f s)_\n\n", tb_now() - t);
+        fclose(s.md);
         s.share_done += shares[b];
+    }
+    s.md = report;
+    for (int b = 1; b <= TB_STUDY_COUNT; b++) {
+        if (section[b])
+            fwrite(section[b], 1, section_size[b], s.md);
+        free(section[b]);
     }
     if (s.tty)
         fputs("\r\033[K", stderr);
@@ -345,3 +385,16 @@ int tb_study(const struct tb_study_request *rq, struct tb_err *err)
     tb_lms_result_free(s.lms);
     return rc;
 }
+
+#else /* built without PLplot */
+
+int tb_study(const struct tb_study_request *rq, struct tb_err *err)
+{
+    (void)rq;
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "this trainbig was built without PLplot, which draws the study's figures: "
+                      "install libplplot-dev and plplot-driver-cairo, then configure and build "
+                      "again");
+}
+
+#endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/figure_internal.h"
 #include "tools/fit_internal.h"
 #include "tools/steptime_internal.h"
 
@@ -29,6 +30,77 @@ struct cell {
     enum cell_state st[NPOL];
     double step_s[NPOL];
 };
+
+/* The grid as a figure: a cell per batch x crop, coloured fits / swaps / does not fit,
+ * labelled with its step time. */
+static int draw(struct tb_study *s, struct cell grid[MAXB][MAXC], uint64_t memory, struct tb_err *err)
+{
+    const struct tb_study_sizes *sz = s->sz;
+    const int nb = sz->nbatch, nc = sz->ncrop;
+    char colname[MAXC][16], rowname[MAXB][16], label[MAXB * MAXC][48];
+    const char *cols[MAXC], *rows[MAXB], *text[MAXB * MAXC];
+    int cells[MAXB * MAXC];
+    for (int ci = 0; ci < nc; ci++) {
+        snprintf(colname[ci], sizeof colname[ci], "%d", sz->crops[ci]);
+        cols[ci] = colname[ci];
+    }
+    /* Rows top to bottom: the largest batch on top, as a chart's y axis. */
+    for (int r = 0; r < nb; r++) {
+        const int bi = nb - 1 - r;
+        snprintf(rowname[r], sizeof rowname[r], "%d", sz->batches[bi]);
+        rows[r] = rowname[r];
+        for (int ci = 0; ci < nc; ci++) {
+            const struct cell *c = &grid[bi][ci];
+            const int k = r * nc + ci;
+            text[k] = label[k];
+            if (c->st[0] == FITS || c->st[0] == NOT_RUN_FITS) {
+                cells[k] = 0;
+                if (c->st[0] == FITS)
+                    snprintf(label[k], sizeof label[k], "%.0f ms", c->step_s[0] * 1e3);
+                else
+                    snprintf(label[k], sizeof label[k], "fits*");
+            } else if (c->st[1] == FITS || c->st[2] == FITS) {
+                cells[k] = 1;
+                if (c->st[1] == FITS && c->st[2] == FITS)
+                    snprintf(label[k], sizeof label[k], "lru %.0f / pf %.0f ms", c->step_s[1] * 1e3,
+                             c->step_s[2] * 1e3);
+                else
+                    snprintf(label[k], sizeof label[k], "%s %.0f ms", c->st[1] == FITS ? "lru" : "prefetch",
+                             c->step_s[c->st[1] == FITS ? 1 : 2] * 1e3);
+            } else {
+                cells[k] = 2;
+                snprintf(label[k], sizeof label[k], "no");
+            }
+        }
+    }
+    static const char *const names[] = { "fits without swapping", "trains only with swapping", "does not fit" };
+    static const unsigned rgb[] = { 0x4caf50, 0xffa726, 0xe53935 };
+    char title[160];
+    snprintf(title, sizeof title, "Use of LMS: training steps in %.0f MiB of device memory", memory / 1048576.0);
+    const struct tb_fig_grid f = {
+        .title = title,
+        .xlabel = "crop (pixels, square)",
+        .ylabel = "batch (images per step)",
+        .columns = cols,
+        .ncolumns = (size_t)nc,
+        .rows = rows,
+        .nrows = (size_t)nb,
+        .cells = cells,
+        .text = text,
+        .ncells = (size_t)(nb * nc),
+        .category_names = names,
+        .ncategories = 3,
+        .category_rgb = rgb,
+    };
+    char *base = tb_study_path(s, "use-of-lms");
+    if (!base)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    const int rc = tb_fig_grid(base, &f, err);
+    if (!rc)
+        fprintf(s->md, "\n![use of LMS](use-of-lms.png) ([SVG](use-of-lms.svg))\n");
+    free(base);
+    return rc;
+}
 
 int tb_study_grid(struct tb_study *s, struct tb_err *err)
 {
@@ -62,6 +134,7 @@ int tb_study_grid(struct tb_study *s, struct tb_err *err)
                     c->st[q] = NOT_RUN_FITS;
                     continue;
                 }
+                s->frac = (double)done / total;
                 tb_study_progress(s, "batch %d x crop %d under %s (cell %d of %d)", sz->batches[bi], sz->crops[ci],
                                   policies[q], done + 1, total);
                 char b[64], w[64], h[64], m[64], cnt[64];
@@ -144,5 +217,5 @@ int tb_study_grid(struct tb_study *s, struct tb_err *err)
     }
     fprintf(md, "\nThe study (G-SCNN on a 16 GB V100): batch 16 at 800x800 does not fit without LMS; batch 8 at "
                 "700x700 fits. A cell at the edge of this grid that swaps is the same finding at this scale.\n");
-    return TB_OK;
+    return draw(s, grid, memory, err);
 }

@@ -19,7 +19,7 @@ enum {
     TB_STUDY_COUNT = 5,
 };
 
-enum tb_study_scale { TB_STUDY_SMALL, TB_STUDY_REFERENCE };
+enum tb_study_scale { TB_STUDY_SMALL, TB_STUDY_REFERENCE, TB_STUDY_TEST };
 
 struct tb_study_request {
     const char *config; /* the INI file */
@@ -40,8 +40,9 @@ int tb_study(const struct tb_study_request *rq, struct tb_err *err);
 struct tb_study_sizes {
     const char *name;
     /* 1 */
-    int time_steps;  /* timed steps per platform */
-    double time_cap; /* device memory as a share of the step's footprint */
+    int time_steps;     /* timed steps per platform */
+    double target_miou; /* the target where the configuration sets none */
+    double time_cap;    /* device memory as a share of the step's footprint */
     /* 2 */
     int batches[6], nbatch;
     int crops[6], ncrop;
@@ -67,11 +68,13 @@ struct tb_study {
     const char *backend;    /* "cpu" (links emulated) or "cuda" */
     char policy[64];        /* the configuration's [swap] plugin */
     uint64_t device_memory; /* its [backend] device_memory; 0 = not set (unbounded on the cpu) */
+    double target_miou;     /* its [train] target_miou; 0 = none set */
+    double cpu_gflops;      /* this CPU's convolution rate, measured by the cpu backend (the header) */
     FILE *md;               /* report.md, being written */
     char *dir;              /* rq->out */
     double t0;              /* when the study began */
     double share_done;      /* of the expected total, by the benchmarks finished */
-    double share_now;       /* the running benchmark's */
+    double frac;            /* of the running benchmark, done: it sets this as it goes */
     int bench, nbench, ibench;
     bool tty;
     struct tb_lms_result *lms; /* benchmarks 3 and 4's one measurement (study_lms.c), once made */

@@ -13,12 +13,14 @@
 #include <string.h>
 
 #include "core/engine/engine.h"
+#include "tools/figure_internal.h"
 #include "tools/lms_internal.h"
 
 static void lms_progress(void *arg, const struct tb_lms_options *o, const struct tb_lms_result *r, int size)
 {
     (void)r;
     struct tb_study *s = arg;
+    s->frac = size < 0 ? 0.1 : size == 0 ? 0.4 : 1; /* the larger size takes longer */
     if (size < 0)
         tb_study_progress(s, "the networks' intensities measured; %dx%d next", o->sizes[0], o->sizes[0]);
     else if (size == 0)
@@ -120,7 +122,47 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
                 z ? "; " : "", r->sizes[z].size, r->sizes[z].size, r->sizes[z].base_step_s * 1e3,
                 r->sizes[z].base.peak / 1048576.0, r->sizes[z].cap / 1048576.0, r->sizes[z].rate / 1e9);
     fprintf(md, ".\n");
-    return TB_OK;
+
+    /* The figure: per platform and size, lru and prefetch at the reference's balance, IBM
+     * LMS's published overhead marked on lru's bar (both swap on demand or near it). */
+    enum { NCAT = 2 * TB_STUDY_NPLAT };
+    char catname[NCAT][48];
+    const char *cats[NCAT];
+    double lru[NCAT], pf[NCAT], pub[NCAT];
+    for (int p = 0; p < TB_STUDY_NPLAT; p++)
+        for (int z = 0; z < 2; z++) {
+            const int k = 2 * p + z;
+            snprintf(catname[k], sizeof catname[k], "%s %dx%d", o.platforms[p], r->sizes[z].size, r->sizes[z].size);
+            cats[k] = catname[k];
+            const struct tb_lms_case *l = &r->sizes[z].cases[TB_LMS_REF][p][0];
+            const struct tb_lms_case *f = &r->sizes[z].cases[TB_LMS_REF][p][1];
+            lru[k] = l->run ? l->overhead : NAN;
+            pf[k] = f->run ? f->overhead : NAN;
+            pub[k] = tb_lms_published(o.platforms[p], z);
+        }
+    const struct tb_fig_bar_series series[] = {
+        { "lru (on demand)", lru, pub, NCAT },
+        { "prefetch", pf, NULL, NCAT },
+    };
+    const struct tb_fig_bars fig = {
+        .title = "LMS overhead: capped step against the uncapped step (reference balance)",
+        .xlabel = "platform, image size (the study's 600x600 and 700x700)",
+        .ylabel = "overhead (% of the uncapped step)",
+        .categories = cats,
+        .ncategories = NCAT,
+        .series = series,
+        .nseries = 2,
+        .value_decimals = 0,
+        .note = "published: IBM LMS in the study (G-SCNN, batch 8, V100)",
+    };
+    char *base = tb_study_path(s, "lms-overhead");
+    if (!base)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    rc = tb_fig_bars(base, &fig, err);
+    free(base);
+    if (!rc)
+        fprintf(md, "\n![LMS overhead](lms-overhead.png) ([SVG](lms-overhead.svg))\n");
+    return rc;
 }
 
 /* ------------------------------------------------------------------ the timeline */
@@ -165,13 +207,64 @@ static void measure_gaps(struct tb_trace_span *sp, size_t n, struct gaps *g)
     g->step_s = first >= 0 ? end - first : 0;
 }
 
+/* The figure: three tracks per step (compute with its idle gaps hatched, and each copy
+ * direction), the uncapped step's compute track first, on one time axis. */
+static int draw_timeline(struct tb_study *s, const struct tb_lms_result *r, struct tb_err *err)
+{
+    enum { NTRACK = 1 + 3 * TB_STUDY_NPLAT };
+    struct tb_fig_track tracks[NTRACK];
+    struct tb_fig_span *spans[NTRACK] = { NULL };
+    char names[NTRACK][64];
+    int rc = TB_OK;
+    for (int t = 0; t < NTRACK && !rc; t++) {
+        const int step = t == 0 ? 0 : 1 + (t - 1) / 3, track = t == 0 ? 0 : (t - 1) % 3;
+        const struct tb_trace_span *sp = r->spans[step]; /* sorted by start (measure_gaps) */
+        const size_t n = r->nspans[step];
+        static const char *const what[] = { "compute", "to device", "to host" };
+        snprintf(names[t], sizeof names[t], "%s %s", step ? tb_study_platforms[step - 1] : "uncapped", what[track]);
+        /* At most every span and a gap before each. */
+        if (!(spans[t] = malloc((2 * n + 1) * sizeof *spans[t]))) {
+            rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+            break;
+        }
+        size_t k = 0;
+        double end = -1;
+        for (size_t i = 0; i < n; i++) {
+            if (sp[i].track != track)
+                continue;
+            const double a = sp[i].start * 1e3, b = (sp[i].start + sp[i].dur) * 1e3;
+            if (track == 0 && end >= 0 && sp[i].start * 1e3 - end >= GAP_MIN_S * 1e3)
+                spans[t][k++] = (struct tb_fig_span){ end, a, TB_FIG_SPAN_GAP };
+            spans[t][k++] = (struct tb_fig_span){ a, b > a ? b : a, track ? TB_FIG_SPAN_COPY : TB_FIG_SPAN_OP };
+            end = end > b ? end : b;
+        }
+        tracks[t] = (struct tb_fig_track){ names[t], spans[t], k };
+    }
+    if (!rc) {
+        const struct tb_fig_timeline f = {
+            .title = "One training step per platform: compute and copies (prefetch, capped, reference balance)",
+            .tracks = tracks,
+            .ntracks = NTRACK,
+            .kind_names = { "op", "copy (swap)", "compute idle" },
+        };
+        char *base = tb_study_path(s, "timeline");
+        rc = base ? tb_fig_timeline(base, &f, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        free(base);
+        if (!rc)
+            fprintf(s->md, "\n![timeline](timeline.png) ([SVG](timeline.svg))\n");
+    }
+    for (int t = 0; t < NTRACK; t++)
+        free(spans[t]);
+    return rc;
+}
+
 int tb_study_timeline(struct tb_study *s, struct tb_err *err)
 {
     int rc = measure(s, err);
     if (rc)
         return rc;
     const struct tb_lms_options *o = &lms_opts;
-    const struct tb_lms_result *r = s->lms;
+    struct tb_lms_result *r = s->lms; /* its spans are sorted here */
     struct gaps g[1 + TB_STUDY_NPLAT];
     for (int i = 0; i <= TB_STUDY_NPLAT; i++) {
         if (!r->spans[i])
@@ -198,5 +291,5 @@ int tb_study_timeline(struct tb_study *s, struct tb_err *err)
                 g[p].longest_s * 1e3, g[p].copy_s[0] * 1e3, g[p].copy_s[1] * 1e3);
     fprintf(md, "\nThe study's nvprof timelines showed the GPU idle while IBM LMS swapped on demand, longest on the "
                 "PCIe machines. Here the idle gaps are what prefetching could not hide.\n");
-    return TB_OK;
+    return draw_timeline(s, r, err);
 }

@@ -42,7 +42,7 @@ static const char usage_main[] =
     "  probe CONFIG [--set ...]                    host-device copy rates beside the platform's\n"
     "  plot RUN_DIR [--out DIR]                    a run's loss, accuracy, throughput, swapping and\n"
     "                                              per-class IoU as PNG and SVG figures\n"
-    "  study CONFIG [--out DIR] [--scale small|reference] [--only N,...] [--set ...]\n"
+    "  study CONFIG [--out DIR] [--scale small|reference|test] [--only N,...] [--set ...]\n"
     "                                              the study's benchmarks: DIR/report.md and figures\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
@@ -98,7 +98,7 @@ static const char usage_fit[] = "usage: trainbig fit CONFIG --vary batch|crop [-
                                 "overhead, the share of the step stalled on copies, and batch x pixels against none.\n";
 
 static const char usage_study[] =
-    "usage: trainbig study CONFIG [--out DIR] [--scale small|reference] [--only N,...]\n"
+    "usage: trainbig study CONFIG [--out DIR] [--scale small|reference|test] [--only N,...]\n"
     "                      [--set SECTION.KEY=VALUE]...\n"
     "\n"
     "Runs the \"Training Big on Images\" study's benchmarks on CONFIG and writes DIR/report.md\n"
@@ -108,7 +108,8 @@ static const char usage_study[] =
     "and size, 4 one step's timeline per platform with its idle gaps, 5 scaling over ranks.\n"
     "The platforms are the study's machines (ac922, dgx-station, p3.8xlarge), emulated on the\n"
     "cpu backend. --scale small (default) finishes in about 15 minutes on 2 cores; reference\n"
-    "is the study's own sizes, for a GPU. --only 2,3 runs those benchmarks alone. A progress\n"
+    "is the study's own sizes, for a GPU; test runs tiny sizes in about a minute (to try the\n"
+    "command; its numbers mean nothing). --only 2,3 runs those benchmarks alone. A progress\n"
     "line says which benchmark runs and about how long is left. A benchmark that fails is\n"
     "reported as such; the others still run, and the study exits 1.\n";
 
@@ -401,6 +402,9 @@ static int cmd_fit(int argc, char **argv)
     return tb_exit_code(rc);
 }
 
+/* How this program was run (main's argv[0]): the study's scaling benchmark runs it again. */
+static const char *program_path = "trainbig";
+
 static int cmd_study(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -408,14 +412,14 @@ static int cmd_study(int argc, char **argv)
         { "scale", required_argument, NULL, 'S' }, { "only", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 },
     };
-    struct tb_study_request rq = { .out = "study", .scale = TB_STUDY_SMALL, .self = argv[0] };
+    struct tb_study_request rq = { .out = "study", .scale = TB_STUDY_SMALL, .self = program_path };
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     if (!sets)
         return 1;
     optind = 1;
     opterr = 0;
     int c, nsets = 0, code = -1;
-    while (code < 0 && (c = getopt_long(argc, argv, ":hs:", opts, NULL)) != -1) {
+    while (code < 0 && (c = getopt_long(argc, argv, ":hs:o:", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             sets[nsets++] = optarg;
@@ -428,8 +432,10 @@ static int cmd_study(int argc, char **argv)
                 rq.scale = TB_STUDY_SMALL;
             else if (strcmp(optarg, "reference") == 0)
                 rq.scale = TB_STUDY_REFERENCE;
+            else if (strcmp(optarg, "test") == 0)
+                rq.scale = TB_STUDY_TEST;
             else
-                code = usage_error("--scale %s: allowed are small and reference", optarg, "study ");
+                code = usage_error("--scale %s: allowed are small, reference and test", optarg, "study ");
             break;
         case 'O':
             for (const char *p = optarg; code < 0 && *p;) {
@@ -672,17 +678,12 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },
-    { "predict", cmd_predict, usage_predict },
-    { "data", cmd_data, usage_data },
-    { "fit", cmd_fit, usage_fit },
-    { "probe", cmd_probe, usage_probe },
-    { "study", cmd_study, usage_study }, /* figures: a build with PLplot */
+    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
+    { "data", cmd_data, usage_data },          { "fit", cmd_fit, usage_fit },
+    { "probe", cmd_probe, usage_probe },       { "study", cmd_study, usage_study }, /* figures: a build with PLplot */
     { "plot", cmd_plot, usage_plot }, /* figures: a build with PLplot and jansson */
-    { "config", cmd_config, usage_config },
-    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version },
-    { "help", NULL, usage_help },
+    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -695,6 +696,8 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    if (argc > 0 && argv[0][0])
+        program_path = argv[0];
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
@@ -719,8 +722,8 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "data",    "fit",     "probe",
-                                "plot",  "study", "config",  "plugins", "version", "help" };
+        const char *names[] = { "train", "predict", "data",    "fit",     "probe", "plot",
+                                "study", "config",  "plugins", "version", "help" };
         const char *near = tb_nearest(cmd, names, sizeof names / sizeof names[0]);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);
