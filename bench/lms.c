@@ -269,7 +269,7 @@ int main(int argc, char **argv)
     tb_err_clear(&err);
     if (!r || tb_lms_measure(&o, r, &err)) {
         fprintf(stderr, "bench/lms: %s\n", r ? err.msg : "out of memory");
-        free(r);
+        tb_lms_result_free(r);
         tb_plugin_close(held);
         return 1;
     }
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
             }
             printf("  %-14s %5d %10s %10s %10s %8s\n", plat_name, o.sizes[z], lms, cell[0], cell[1], tgt);
         }
-        free(r);
+        tb_lms_result_free(r);
         tb_plugin_close(held);
         return 0;
     }
@@ -320,6 +320,6 @@ int main(int argc, char **argv)
                    tb_lms_published(platforms[p], z), cell[0], cell[1], cell[2], "<= ", target[p],
                    v[2] > -99 && v[2] <= target[p] ? " met" : " not met", cell[3]);
         }
-    free(r);
+    tb_lms_result_free(r);
     return 0;
 }

@@ -295,12 +295,26 @@ static void marker(const struct page *p, int i, double x, double y, double r)
     plfill(n, px, py);
 }
 
-/* The title centred over the plot area, above the top panel (viewport set). */
+/* The title above the top panel (viewport set), centred over the page rather than the
+ * plot area (a legend may take the right), and smaller where it would not fit the page. */
 static void title(const char *t)
 {
-    plschr(0, SIZE_TITLE);
+    PLFLT vx0, vx1, vy0, vy1, px0, px1, py0, py1;
+    plgvpd(&vx0, &vx1, &vy0, &vy1);
+    plgspa(&px0, &px1, &py0, &py1);
+    double size = SIZE_TITLE;
+    plschr(0, size);
+    /* PLplot has no public string width: estimate it from the character height (mm)
+     * and a proportional font's average advance, about 0.6 of it. */
+    PLFLT def_ht, ht;
+    plgchr(&def_ht, &ht);
+    const double len = (double)strlen(t) * ht * 0.6, page = px1 - px0;
+    if (len > 0.96 * page && len > 0) {
+        size *= 0.96 * page / len;
+        plschr(0, size);
+    }
     color(C_FG);
-    mtex("t", 1.2, 0.5, 0.5, t);
+    mtex("t", 1.2, vx1 > vx0 ? (0.5 - vx0) / (vx1 - vx0) : 0.5, 0.5, t);
     plschr(0, 1.0);
 }
 

@@ -27,33 +27,44 @@ struct probe_ctx {
     const char *key; /* "train.batch" or "dataset.crop" */
 };
 
-/* One step at `value` under `policy` (NULL: no swapping, unlimited memory). 1 = fits,
- * 0 = out of device memory or more than the data has, -1 = another error (err). */
-static int probe(const struct probe_ctx *c, const char *policy, int value, struct tb_step_timing *t, struct tb_err *err)
+int tb_fit_probe(const char *path, const char *own_policy, const char *const *sets, int nsets, const char *const *extra,
+                 int nextra, const char *policy, int steps, struct tb_step_timing *t, struct tb_err *err)
 {
-    const char *sets[MAX_SETS + 4];
-    char v[64], p[64];
+    if (nsets + nextra > MAX_SETS)
+        return tb_err_set(err, TB_ERR_CONFIG, "at most %d assignments", MAX_SETS);
+    const char *all[MAX_SETS + 4];
+    char p[64];
     int n = 0;
-    for (int i = 0; i < c->nsets && n < MAX_SETS; i++)
-        sets[n++] = c->sets[i];
-    snprintf(v, sizeof v, "%s=%d", c->key, value);
-    sets[n++] = v;
+    for (int i = 0; i < nsets; i++)
+        all[n++] = sets[i];
+    for (int i = 0; i < nextra; i++)
+        all[n++] = extra[i];
     if (policy) {
         snprintf(p, sizeof p, "swap.plugin=%s", policy);
-        sets[n++] = p;
+        all[n++] = p;
     } else {
-        sets[n++] = "swap.plugin=none";
-        sets[n++] = "backend.device_memory=0";
+        all[n++] = "swap.plugin=none";
+        all[n++] = "backend.device_memory=0";
     }
     tb_err_clear(err);
     /* The file's [swap] keys are for its own policy: the others get those they share. */
-    int rc = policy && strcmp(policy, c->policy) == 0 ? tb_time_steps(c->path, sets, n, TIMED_STEPS, t, err)
-                                                      : tb_time_steps_swap(c->path, sets, n, TIMED_STEPS, t, err);
+    int rc = policy && own_policy && strcmp(policy, own_policy) == 0 ? tb_time_steps(path, all, n, steps, t, err)
+                                                                     : tb_time_steps_swap(path, all, n, steps, t, err);
     if (rc == TB_OK)
         return 1;
     if (rc == TB_ERR_NOMEM || (rc == TB_ERR_CONFIG && strstr(err->msg, "the train split has only")))
         return 0;
     return -1;
+}
+
+/* One step at `value` under `policy` (NULL: no swapping, unlimited memory). 1 = fits,
+ * 0 = out of device memory or more than the data has, -1 = another error (err). */
+static int probe(const struct probe_ctx *c, const char *policy, int value, struct tb_step_timing *t, struct tb_err *err)
+{
+    char v[64];
+    snprintf(v, sizeof v, "%s=%d", c->key, value);
+    const char *extra[] = { v };
+    return tb_fit_probe(c->path, c->policy, c->sets, c->nsets, extra, 1, policy, TIMED_STEPS, t, err);
 }
 
 int tb_fit(const char *path, const char *policy, const char *const *sets, int nsets, const char *vary, FILE *out,
@@ -62,8 +73,8 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
     const bool batch = strcmp(vary, "batch") == 0;
     if (!batch && strcmp(vary, "crop") != 0)
         return tb_err_set(err, TB_ERR_CONFIG, "--vary %s: allowed are batch and crop", vary);
-    if (nsets > MAX_SETS)
-        return tb_err_set(err, TB_ERR_CONFIG, "at most %d --set options with fit", MAX_SETS);
+    if (nsets >= MAX_SETS)
+        return tb_err_set(err, TB_ERR_CONFIG, "at most %d --set options with fit", MAX_SETS - 1);
     const struct probe_ctx c = { path, policy, sets, nsets, batch ? "train.batch" : "dataset.crop" };
     static const char *const policies[] = { "none", "lru", "prefetch" };
     const int start = batch ? 2 : 64; /* batch norm trains on 2 images or more */

@@ -15,4 +15,13 @@
 int tb_fit(const char *path, const char *policy, const char *const *sets, int nsets, const char *vary, FILE *out,
            struct tb_err *err);
 
+/* One training step (after the warm-ups: tb_time_steps) of the configuration at `path`
+ * with `sets`, then `extra`, under swap `policy` (NULL: none, with unlimited device
+ * memory); `own_policy` is the file's [swap] plugin, whose keys apply only to it. 1 = it
+ * fits, 0 = out of device memory or a batch larger than the data, -1 = another error
+ * (err). */
+struct tb_step_timing;
+int tb_fit_probe(const char *path, const char *own_policy, const char *const *sets, int nsets, const char *const *extra,
+                 int nextra, const char *policy, int steps, struct tb_step_timing *t, struct tb_err *err);
+
 #endif

@@ -115,13 +115,21 @@ static int base_sets(struct runset *r, bool reference, const struct tb_lms_optio
     if (!r->sets)
         return -1;
     r->n = r->nbuf = 0;
-    add(r, "model.plugin=gscnn", NULL, 0);
-    if (!reference) {
+    if (reference) { /* the reference G-SCNN: the gscnn defaults, set where a file sets others */
+        add(r, "model.plugin=gscnn", NULL, 0);
+        if (o->config) {
+            add(r, "model.width=1", NULL, 0);
+            add(r, "model.shape_width=1", NULL, 0);
+            add(r, "model.blocks=3,3,6,3,1,1", NULL, 0);
+        }
+    } else if (!o->config) {
+        add(r, "model.plugin=gscnn", NULL, 0);
         add(r, "model.width=0.125", NULL, 0);
         add(r, "model.shape_width=0.5", NULL, 0);
         add(r, "model.blocks=1,1,1,1,1,1", NULL, 0);
     }
     add(r, "dataset.plugin=synthetic", NULL, 0);
+    add(r, "dataset.crop=0", NULL, 0);
     add(r, "dataset.width=%.0f", NULL, size);
     add(r, "dataset.height=%.0f", NULL, size);
     add(r, "train.batch=%.0f", NULL, batch);
@@ -144,7 +152,7 @@ static int intensity(bool reference, const struct tb_lms_options *o, const int s
         if (base_sets(&r, reference, o, size[z], batch))
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         tb_err_clear(err);
-        const int rc = tb_time_steps(NULL, r.sets, r.n, steps, &t[z], err);
+        const int rc = tb_time_steps(o->config, r.sets, r.n, steps, &t[z], err);
         free(r.sets);
         if (rc)
             return -1;
@@ -198,7 +206,11 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         struct tb_step_timing base = sz->base;
         tb_err_clear(err);
-        const int rc = round > 0 ? tb_time_steps(NULL, rs.sets, rs.n, o->steps, &base, err) : 0;
+        const bool keep = o->spans && z == 1 && round == o->rounds - 1;
+        const int rc =
+            keep ? tb_time_steps_spans(o->config, rs.sets, rs.n, o->steps, &r->spans[0], &r->nspans[0], &base, err)
+            : round > 0 ? tb_time_steps(o->config, rs.sets, rs.n, o->steps, &base, err)
+                        : 0;
         free(rs.sets);
         if (rc)
             return tb_err_prefix(err, "%dx%d uncapped", o->sizes[z], o->sizes[z]);
@@ -228,8 +240,13 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                     /* cpu: the last platform at the reference's balance; cuda: the one case of prefetch */
                     const bool traced = o->trace && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && p == o->nplat - 1 &&
                                         q == 1 && round == o->rounds - 1;
-                    const int crc = traced ? tb_time_steps_traced(NULL, cs.sets, cs.n, o->steps, o->trace, &res, &cerr)
-                                           : tb_time_steps(NULL, cs.sets, cs.n, o->steps, &res, &cerr);
+                    const bool keep_spans =
+                        o->spans && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && q == 1 && round == o->rounds - 1;
+                    const int crc =
+                        traced       ? tb_time_steps_traced(o->config, cs.sets, cs.n, o->steps, o->trace, &res, &cerr)
+                        : keep_spans ? tb_time_steps_spans(o->config, cs.sets, cs.n, o->steps, &r->spans[1 + p],
+                                                           &r->nspans[1 + p], &res, &cerr)
+                                     : tb_time_steps(o->config, cs.sets, cs.n, o->steps, &res, &cerr);
                     free(cs.sets);
                     if (crc) {
                         c->failed = true;
@@ -260,6 +277,25 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                 c->stall = median(m->stall[mode][p][q], o->rounds);
                 c->ops = median(m->slower[mode][p][q], o->rounds);
             }
+    return TB_OK;
+}
+
+int tb_lms_balance(const struct tb_lms_options *o, double *k, struct tb_err *err)
+{
+    struct tb_step_timing t[2];
+    double ref_fpx, ref_bpx, net_fpx, net_bpx;
+    const int ref_sizes[2] = { 48, 64 };
+    if (intensity(true, o, ref_sizes, 2, 1, t, &ref_fpx, &ref_bpx, err)) {
+        if (!err->msg[0])
+            tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth between %d and %d", ref_sizes[0], ref_sizes[1]);
+        return tb_err_prefix(err, "the reference G-SCNN");
+    }
+    if (intensity(false, o, o->sizes, o->batch, 1, t, &net_fpx, &net_bpx, err)) {
+        if (!err->msg[0])
+            tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth between %d and %d", o->sizes[0], o->sizes[1]);
+        return tb_err_prefix(err, "the configuration's network");
+    }
+    *k = (ref_fpx / ref_bpx) / (net_fpx / net_bpx);
     return TB_OK;
 }
 
@@ -312,7 +348,7 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
         if (p > 0 && !r->user_rate) /* measured once */
             add(&c, "backend.compute_gflops=%.6g", NULL, r->emu[0].accel_flops * r->emu[0].accel_efficiency / 1e9);
         tb_err_clear(err);
-        const int rc = tb_step_link(NULL, c.sets, c.n, &r->emu[p], &r->given[p], err);
+        const int rc = tb_step_link(o->config, c.sets, c.n, &r->emu[p], &r->given[p], err);
         free(c.sets);
         if (rc)
             return tb_err_prefix(err, "the emulated link of %s", o->platforms[p]);
@@ -334,4 +370,13 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
     }
     free(m);
     return TB_OK;
+}
+
+void tb_lms_result_free(struct tb_lms_result *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i <= TB_LMS_MAX_PLAT; i++)
+        free(r->spans[i]);
+    free(r);
 }

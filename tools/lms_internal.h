@@ -25,7 +25,8 @@ extern const char *const tb_lms_policies[TB_LMS_NPOL];
 struct tb_lms_result;
 
 struct tb_lms_options {
-    const char *backend;                    /* "cpu" (links emulated) or "cuda" (the real link) */
+    const char *config;  /* the network of this INI file, trained on synthetic images; NULL = the quickstart's */
+    const char *backend; /* "cpu" (links emulated) or "cuda" (the real link) */
     const char *platforms[TB_LMS_MAX_PLAT]; /* cpu: each emulated; cuda: one, the real link's */
     int nplat;
     int sizes[2];                      /* square images, the smaller first */
@@ -34,6 +35,9 @@ struct tb_lms_options {
     const char *trace;                 /* a Chrome trace of the larger size's last round under
                                         * prefetch on the last platform (cpu: at the reference's
                                         * balance); NULL = none */
+    bool spans;                        /* keep the larger size's last round's step as spans: uncapped,
+                                        * and under prefetch on each platform (cpu: at the reference's
+                                        * balance) */
     const char *const *user;           /* assignments added to every run */
     int nuser;
     /* Called when the preamble is measured (size -1) and after each size (0, 1), with the
@@ -71,11 +75,21 @@ struct tb_lms_result {
     struct tb_link emu[TB_LMS_MAX_PLAT];   /* the links the runs see (cpu: rewritten by emulate_link) */
     struct tb_link given[TB_LMS_MAX_PLAT]; /* the platforms' own */
     struct tb_lms_size sizes[2];
+    /* With options.spans: [0] the uncapped step, [1 + p] platform p's under prefetch
+     * (tb_time_steps_spans; NULL where the run failed). Freed by tb_lms_result_free. */
+    struct tb_trace_span *spans[1 + TB_LMS_MAX_PLAT];
+    size_t nspans[1 + TB_LMS_MAX_PLAT];
 };
+
+void tb_lms_result_free(struct tb_lms_result *r);
 
 /* Runs the measurement. A failing case is recorded in its tb_lms_case; a failure of what
  * every case needs (the uncapped runs, the intensities, the links) returns an error. */
 int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err);
+
+/* k alone: the reference G-SCNN's conv FLOPs per device byte over the network's (o's
+ * config, sizes and batch; one step each), on the cpu backend. */
+int tb_lms_balance(const struct tb_lms_options *o, double *k, struct tb_err *err);
 
 /* The step's conv rate over platform p's accelerator (achieved): the emulation's factor f
  * for size z. */

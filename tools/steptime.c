@@ -36,6 +36,12 @@ static bool declared(const char *key, void *arg)
     return false;
 }
 
+static bool plugin_only(const char *key, void *arg)
+{
+    (void)arg;
+    return strcmp(key, "plugin") == 0;
+}
+
 /* Leaves out the [swap] keys the policy named there does not declare: the file's keys
  * were written for its own policy; those another policy shares (min_size) still apply. */
 static int drop_foreign_swap_keys(struct tb_config *cfg, struct tb_err *err)
@@ -76,8 +82,31 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         return rc;
     if (rc)
         return rc;
+    /* A plugin the assignments put in place of the file's: the file's keys for its own
+     * plugin that the new one does not know are left out (a platform's all: they describe
+     * the file's machine, not the one named). */
+    static const enum tb_section_id switchable[] = { TB_SEC_BACKEND, TB_SEC_PLATFORM, TB_SEC_MODEL, TB_SEC_DATASET,
+                                                     TB_SEC_SWAP };
+    static const char *const names[] = { "backend", "platform", "model", "dataset", "swap" };
+    enum { NSWITCH = sizeof switchable / sizeof switchable[0] };
+    char file_plugin[NSWITCH][256];
+    for (size_t j = 0; j < NSWITCH; j++) {
+        const struct tb_entry *e = tb_config_find(cfg, names[j], "plugin");
+        snprintf(file_plugin[j], sizeof file_plugin[j], "%s", e ? e->value : "");
+    }
     for (int i = 0; i < nsets && !rc; i++)
         rc = tb_config_set(cfg, sets[i], err);
+    for (size_t j = 0; j < NSWITCH && !rc; j++) {
+        const struct tb_entry *e = tb_config_find(cfg, names[j], "plugin");
+        if (!e || !file_plugin[j][0] || strcmp(e->value, file_plugin[j]) == 0 || strcmp(e->value, "auto") == 0)
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%s", e->value);
+        if (switchable[j] == TB_SEC_PLATFORM)
+            tb_config_drop_section(cfg, "platform", plugin_only, NULL);
+        else
+            rc = tb_config_switch_plugin(cfg, switchable[j], name, err);
+    }
     if (!rc && drop_swap)
         rc = drop_foreign_swap_keys(cfg, err);
     struct tb_setup *s = NULL;
@@ -191,6 +220,11 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);
         out->peak = ms.peak;
         out->conv_flops = tb_graph_conv_flops(g);
+        out->params = 0;
+        for (size_t i = 0; i < tb_engine_param_count(&r.engine); i++) {
+            const struct tb_param *p = tb_engine_param_at(&r.engine, i);
+            out->params += p->trainable ? tb_shape_elems(p->value.desc.shape) : 0;
+        }
     }
     free(times);
     tb_data_loader_close(l);

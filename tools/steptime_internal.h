@@ -19,6 +19,7 @@ struct tb_step_timing {
     double out_bytes, in_bytes; /* per step: swapped out and in */
     uint64_t peak;              /* device memory, over the timed steps */
     double conv_flops;          /* per step: the convolutions' (tb_graph_conv_flops) */
+    uint64_t params;            /* trainable parameters (elements) */
     int width, height, batch;   /* what was trained on */
 };
 

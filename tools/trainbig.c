@@ -21,6 +21,7 @@
 #include "tools/plot_internal.h"
 #include "tools/probe_internal.h"
 #include "tools/predict_internal.h"
+#include "tools/study_internal.h"
 #include "core/train/trainer.h"
 
 enum { EXIT_USAGE = 2 };
@@ -41,6 +42,8 @@ static const char usage_main[] =
     "  probe CONFIG [--set ...]                    host-device copy rates beside the platform's\n"
     "  plot RUN_DIR [--out DIR]                    a run's loss, accuracy, throughput, swapping and\n"
     "                                              per-class IoU as PNG and SVG figures\n"
+    "  study CONFIG [--out DIR] [--scale small|reference|test] [--only N,...] [--set ...]\n"
+    "                                              the study's benchmarks: DIR/report.md and figures\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
     "  version                                     print version, ABI and build features\n"
@@ -93,6 +96,22 @@ static const char usage_fit[] = "usage: trainbig fit CONFIG --vary batch|crop [-
                                 "running real steps (doubling, then bisecting), and prints: the policy, the largest\n"
                                 "value, its step time, the same step with unlimited memory and no swapping, the\n"
                                 "overhead, the share of the step stalled on copies, and batch x pixels against none.\n";
+
+static const char usage_study[] =
+    "usage: trainbig study CONFIG [--out DIR] [--scale small|reference|test] [--only N,...]\n"
+    "                      [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "Runs the \"Training Big on Images\" study's benchmarks on CONFIG and writes DIR/report.md\n"
+    "(default DIR: study) with a figure per benchmark (PNG and SVG), each beside the study's\n"
+    "published numbers: 1 training time per platform and time to a target mIoU, 2 the use of\n"
+    "LMS (a batch x crop grid: fits, swaps, does not fit), 3 LMS overhead per platform, policy\n"
+    "and size, 4 one step's timeline per platform with its idle gaps, 5 scaling over ranks.\n"
+    "The platforms are the study's machines (ac922, dgx-station, p3.8xlarge), emulated on the\n"
+    "cpu backend. --scale small (default) finishes in about 15 minutes on 2 cores; reference\n"
+    "is the study's own sizes, for a GPU; test runs tiny sizes in about a minute (to try the\n"
+    "command; its numbers mean nothing). --only 2,3 runs those benchmarks alone. A progress\n"
+    "line says which benchmark runs and about how long is left. A benchmark that fails is\n"
+    "reported as such; the others still run, and the study exits 1.\n";
 
 static const char usage_probe[] =
     "usage: trainbig probe CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -383,6 +402,84 @@ static int cmd_fit(int argc, char **argv)
     return tb_exit_code(rc);
 }
 
+/* How this program was run (main's argv[0]): the study's scaling benchmark runs it again. */
+static const char *program_path = "trainbig";
+
+static int cmd_study(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "set", required_argument, NULL, 's' },   { "out", required_argument, NULL, 'o' },
+        { "scale", required_argument, NULL, 'S' }, { "only", required_argument, NULL, 'O' },
+        { "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 },
+    };
+    struct tb_study_request rq = { .out = "study", .scale = TB_STUDY_SMALL, .self = program_path };
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    if (!sets)
+        return 1;
+    optind = 1;
+    opterr = 0;
+    int c, nsets = 0, code = -1;
+    while (code < 0 && (c = getopt_long(argc, argv, ":hs:o:", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            sets[nsets++] = optarg;
+            break;
+        case 'o':
+            rq.out = optarg;
+            break;
+        case 'S':
+            if (strcmp(optarg, "small") == 0)
+                rq.scale = TB_STUDY_SMALL;
+            else if (strcmp(optarg, "reference") == 0)
+                rq.scale = TB_STUDY_REFERENCE;
+            else if (strcmp(optarg, "test") == 0)
+                rq.scale = TB_STUDY_TEST;
+            else
+                code = usage_error("--scale %s: allowed are small, reference and test", optarg, "study ");
+            break;
+        case 'O':
+            for (const char *p = optarg; code < 0 && *p;) {
+                char *end;
+                const long n = strtol(p, &end, 10);
+                if (end == p || n < 1 || n > TB_STUDY_COUNT || (*end && *end != ','))
+                    code = usage_error("--only %s: a comma-separated list of benchmarks, 1 to 5", optarg, "study ");
+                else
+                    rq.only |= 1u << n;
+                p = *end ? end + 1 : end;
+            }
+            break;
+        case 'h':
+            fputs(usage_study, stdout);
+            code = 0;
+            break;
+        case ':':
+            code = usage_error("option '%s' needs a value", argv[optind - 1], "study ");
+            break;
+        default:
+            code = usage_error("unknown option '%s'", argv[optind - 1], "study ");
+        }
+    }
+    if (code < 0 && optind >= argc)
+        code = usage_error("%s: missing CONFIG (the INI file to use)", "study", "study ");
+    if (code < 0 && argc - optind > 1)
+        code = usage_error("unexpected argument '%s': give one CONFIG", argv[optind + 1], "study ");
+    if (code >= 0) {
+        free(sets);
+        return code;
+    }
+    rq.config = argv[optind];
+    rq.sets = sets;
+    setenv("TRAINBIG_LOG", "warn", 0); /* hundreds of runs: their setup lines would drown the progress */
+    rq.nsets = nsets;
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = tb_study(&rq, &err);
+    if (rc)
+        print_error(&err);
+    free(sets);
+    return tb_exit_code(rc);
+}
+
 static int cmd_probe(int argc, char **argv)
 {
     struct run_cmd c;
@@ -581,16 +678,12 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },
-    { "predict", cmd_predict, usage_predict },
-    { "data", cmd_data, usage_data },
-    { "fit", cmd_fit, usage_fit },
-    { "probe", cmd_probe, usage_probe },
+    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
+    { "data", cmd_data, usage_data },          { "fit", cmd_fit, usage_fit },
+    { "probe", cmd_probe, usage_probe },       { "study", cmd_study, usage_study }, /* figures: a build with PLplot */
     { "plot", cmd_plot, usage_plot }, /* figures: a build with PLplot and jansson */
-    { "config", cmd_config, usage_config },
-    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version },
-    { "help", NULL, usage_help },
+    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
+    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -603,6 +696,8 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    if (argc > 0 && argv[0][0])
+        program_path = argv[0];
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
@@ -627,8 +722,8 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "data",    "fit",     "probe",
-                                "plot",  "config",  "plugins", "version", "help" };
+        const char *names[] = { "train", "predict", "data",    "fit",     "probe", "plot",
+                                "study", "config",  "plugins", "version", "help" };
         const char *near = tb_nearest(cmd, names, sizeof names / sizeof names[0]);
         if (near)
             fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);

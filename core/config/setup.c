@@ -299,6 +299,40 @@ static int read_settings(struct tb_setup *s, struct tb_err *err)
     return rc;
 }
 
+/* tb_config_switch_plugin's filter: "plugin" and the keys of the table in arg. */
+static bool declared_in(const char *key, void *arg)
+{
+    return strcmp(key, "plugin") == 0 || tb_keys_find(arg, key) != NULL;
+}
+
+int tb_config_switch_plugin(struct tb_config *cfg, enum tb_section_id sec, const char *name, struct tb_err *err)
+{
+    static const int kinds[TB_SEC_COUNT] = {
+        [TB_SEC_BACKEND] = TB_KIND_BACKEND, [TB_SEC_PLATFORM] = TB_KIND_PLATFORM, [TB_SEC_MODEL] = TB_KIND_MODEL,
+        [TB_SEC_DATASET] = TB_KIND_DATASET, [TB_SEC_SWAP] = TB_KIND_SWAP,
+    };
+    const int kind = sec >= 0 && sec < TB_SEC_COUNT ? kinds[sec] : 0;
+    if (!kind)
+        return tb_err_set(err, TB_ERR_CONFIG, "section %d has no plugin", (int)sec);
+    const char *section = tb_kind_name(kind);
+    char set[512];
+    snprintf(set, sizeof set, "%s.plugin=%s", section, name);
+    int rc = tb_config_set(cfg, set, err);
+    if (rc)
+        return rc;
+    struct tb_plugin_handle *h = NULL;
+    rc = tb_plugin_find(kind, name, &h, err);
+    if (rc)
+        return rc;
+    struct tb_key *keys = NULL;
+    rc = section_keys(kind, h->p, &keys, err);
+    if (!rc)
+        tb_config_drop_section(cfg, section, declared_in, (void *)(keys ? keys : h->p->keys));
+    free(keys);
+    tb_plugin_close(h);
+    return rc;
+}
+
 int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err)
 {
     *out = NULL;

@@ -56,6 +56,13 @@ struct tb_setup {
 int tb_setup_resolve(const struct tb_config *cfg, struct tb_setup **out, struct tb_err *err);
 void tb_setup_free(struct tb_setup *s);
 
+/* Sets [sec] plugin = name in cfg (a plugin section: model, dataset, swap, backend or
+ * platform) and drops the section's keys that neither that plugin nor the core declares
+ * there: keys written for the file's own plugin that the other does not know. Keys both
+ * declare stay. For tools that run a configuration with another plugin (the study's
+ * synthetic images in place of a dataset). */
+int tb_config_switch_plugin(struct tb_config *cfg, enum tb_section_id sec, const char *name, struct tb_err *err);
+
 /* The effective configuration as INI text: every key, its value, and where it came from
  * (file and line, --set, default, auto). */
 void tb_setup_print(const struct tb_setup *s, FILE *out);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "core/train/run.h"
+#include "core/util/hash_internal.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -219,4 +220,9 @@ char *tb_run_config_text(const struct tb_setup *s)
         return NULL;
     }
     return buf;
+}
+
+uint64_t tb_run_config_hash(const char *text)
+{
+    return tb_fnv1a(text, strlen(text), TB_FNV1A_INIT);
 }

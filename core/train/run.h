@@ -55,5 +55,7 @@ char *tb_run_training_text(const struct tb_setup *s);
 
 /* The effective configuration as `trainbig config` prints it. The caller frees it. */
 char *tb_run_config_text(const struct tb_setup *s);
+/* FNV-1a of that text: the config_hash checkpoints carry, printed %016" PRIx64 ". */
+uint64_t tb_run_config_hash(const char *text);
 
 #endif

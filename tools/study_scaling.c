@@ -1,0 +1,331 @@
+/* tools/study_scaling.c: the study's fifth benchmark: data-parallel scaling from 1 to N,
+ * measured here over ranks and modelled beyond for the study's GPU nodes, beside the
+ * scaling studies' 1.8x, 3.3x and 4.9x on 2, 4 and 8 nodes of 4 V100s.
+ *
+ * Measured: the configuration's network on synthetic images, weak scaling (every rank
+ * takes the same batch per step), `mpirun -np R trainbig train` for each R of the scale,
+ * two epochs, the second timed (from its row of epochs.jsonl). On the cpu backend the
+ * ranks split this machine's cores, so the "speedup" here measures the overhead of data
+ * parallelism (gradient all-reduce, synchronised batch norm), not scaling.
+ *
+ * Modelled, as bench/scaling models it (its comments give the sources of the numbers):
+ * a ring all-reduce of the gradients, 2(N-1)/N x gradient bytes / bw + 2(N-1) x latency x
+ * buckets, over the ring's slowest hop: within an AC922 the X-bus between its sockets
+ * (64 GB/s, 3.4 us), within a PCIe node PCIe 3.0 (12 GB/s, 5.7 us), between nodes
+ * InfiniBand EDR (12.5 GB/s, 2 us). A GPU's step is the measured 1-rank step x f (this
+ * CPU's convolution rate over the V100's achieved). Without overlap a step is compute +
+ * all-reduce; with it, compute + what the all-reduce leaves after backward (2/3 of the
+ * step). speedup(M nodes) = M x T(1 node) / T(M nodes). */
+#include "config.h"
+
+#include "tools/study_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/config/ini.h"
+#include "core/config/setup.h"
+#include "core/train/run.h"
+#include "tools/figure_internal.h"
+#include "tools/steptime_internal.h"
+
+extern char **environ;
+
+enum { PER_RANK_BATCH = 2, GPUS_PER_NODE = 4, MAX_NODES = 8 };
+
+struct point {
+    int ranks, batch, threads;
+    double step_s, ips, ar_s, wait_s;
+    uint64_t params;
+};
+
+/* The configuration for R ranks, written (effective, as `trainbig config` prints it) to
+ * ini: synthetic images of the configuration's training size, weak scaling, 2 epochs. */
+static int write_ini(struct tb_study *s, int ranks, int threads, const char *name, const char *ini, int side,
+                     struct tb_err *err)
+{
+    const struct tb_study_request *rq = s->rq;
+    struct tb_config *cfg = NULL;
+    int rc = tb_config_load(rq->config, &cfg, err);
+    for (int i = 0; !rc && i < rq->nsets; i++)
+        rc = tb_config_set(cfg, rq->sets[i], err);
+    if (!rc)
+        rc = tb_config_switch_plugin(cfg, TB_SEC_DATASET, "synthetic", err);
+    char a[10][300];
+    snprintf(a[0], sizeof a[0], "run.output=%s/runs", s->dir);
+    snprintf(a[1], sizeof a[1], "run.name=%s", name);
+    snprintf(a[2], sizeof a[2], "run.epochs=2");
+    snprintf(a[3], sizeof a[3], "train.batch=%d", ranks * PER_RANK_BATCH);
+    snprintf(a[4], sizeof a[4], "dataset.width=%d", side);
+    snprintf(a[5], sizeof a[5], "dataset.height=%d", side);
+    snprintf(a[6], sizeof a[6], "dataset.train_count=%d", s->sz->scaling_steps * ranks * PER_RANK_BATCH);
+    snprintf(a[7], sizeof a[7], "train.val_every=0");
+    snprintf(a[8], sizeof a[8], "train.checkpoint_every=0");
+    snprintf(a[9], sizeof a[9], "backend.threads=%d", threads);
+    for (int i = 0; !rc && i < 10; i++)
+        rc = tb_config_set(cfg, a[i], err);
+    if (!rc)
+        rc = tb_config_set(cfg, "report.progress=no", err);
+    struct tb_setup *setup = NULL;
+    if (!rc)
+        rc = tb_setup_resolve(cfg, &setup, err);
+    if (!rc) {
+        FILE *f = fopen(ini, "w");
+        if (!f)
+            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: %s", ini, strerror(errno));
+        else {
+            tb_setup_print(setup, f);
+            if (fclose(f) != 0)
+                rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: %s", ini, strerror(errno));
+        }
+    }
+    tb_setup_free(setup);
+    tb_config_free(cfg);
+    return rc;
+}
+
+/* The number after `"name":` in a JSON row, or NAN. */
+static double field(const char *row, const char *name)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", name);
+    const char *p = strstr(row, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* The last line of a file holding `what`, into buf ("" if none). */
+static void find_line(const char *path, const char *what, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t n = 0;
+    while (getline(&line, &n, f) > 0)
+        if (strstr(line, what))
+            snprintf(buf, size, "%s", line);
+    free(line);
+    fclose(f);
+}
+
+static int measure(struct tb_study *s, int ranks, bool mpi, int side, struct point *pt, struct tb_err *err)
+{
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = cores / ranks > 1 ? (int)(cores / ranks) : 1;
+    char name[64], ini[4300], log[4300], rundir[4300], jsonl[4400];
+    struct stat st;
+    for (int i = 1;; i++) {
+        snprintf(name, sizeof name, "scaling-r%d-%d", ranks, i);
+        snprintf(rundir, sizeof rundir, "%s/runs/%s", s->dir, name);
+        if (stat(rundir, &st) != 0)
+            break;
+    }
+    snprintf(ini, sizeof ini, "%s/runs/%s.ini", s->dir, name);
+    snprintf(log, sizeof log, "%s/runs/%s.log", s->dir, name);
+    char runs[4300];
+    snprintf(runs, sizeof runs, "%s/runs", s->dir);
+    mkdir(runs, 0777);
+    int rc = write_ini(s, ranks, threads, name, ini, side, err);
+    if (rc)
+        return rc;
+    char np[16];
+    snprintf(np, sizeof np, "%d", ranks);
+    const char *argv[16];
+    int n = 0;
+    if (mpi) {
+        argv[n++] = "mpirun";
+        if (geteuid() == 0)
+            argv[n++] = "--allow-run-as-root";
+        argv[n++] = "--oversubscribe";
+        argv[n++] = "-np";
+        argv[n++] = np;
+    }
+    argv[n++] = s->rq->self;
+    argv[n++] = "train";
+    argv[n++] = ini;
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    const int e = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e)
+        return tb_err_set(err, TB_ERR_RUNTIME, "cannot run %s: %s", argv[0], strerror(e));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return tb_err_set(err, TB_ERR_RUNTIME, "%d rank%s: `%s%s train %s` failed (exit %d); its output: %s", ranks,
+                          ranks > 1 ? "s" : "", mpi ? "mpirun -np R " : "", s->rq->self, ini,
+                          WIFEXITED(status) ? WEXITSTATUS(status) : -1, log);
+    char row[8192];
+    snprintf(jsonl, sizeof jsonl, "%s/epochs.jsonl", rundir);
+    find_line(jsonl, "\"epoch\":2,", row, sizeof row);
+    if (!row[0])
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: no second epoch", jsonl);
+    const double steps = field(row, "steps");
+    pt->ranks = ranks;
+    pt->batch = ranks * PER_RANK_BATCH;
+    pt->threads = threads;
+    pt->step_s = field(row, "seconds") / steps;
+    pt->ips = field(row, "images_per_s");
+    pt->ar_s = field(row, "allreduce_seconds") / steps;
+    pt->wait_s = field(row, "allreduce_wait_seconds") / steps;
+    if (isnan(pt->ar_s))
+        pt->ar_s = 0;
+    if (isnan(pt->wait_s))
+        pt->wait_s = 0;
+    if (!steps || isnan(pt->step_s))
+        return tb_err_set(err, TB_ERR_RUNTIME, "%s: no step time in the second epoch's row", jsonl);
+    return TB_OK;
+}
+
+/* The model's step on n GPUs (one node of n, or n / 4 nodes) of a link class. */
+struct link_class {
+    const char *name;
+    double gbps, latency_s;
+};
+
+static double allreduce_s(int n, double grad_bytes, double gbps, double latency_s)
+{
+    if (n <= 1)
+        return 0;
+    const double first = 1048576.0, bucket = 25 * 1048576.0; /* core/dist/gradsync.c's buckets */
+    const double buckets = grad_bytes <= first ? 1 : 1 + ceil((grad_bytes - first) / bucket);
+    return 2.0 * (n - 1) / n * grad_bytes / (gbps * 1e9) + 2.0 * (n - 1) * latency_s * buckets;
+}
+
+static double model_step(double t, int gpus, double grad_bytes, const struct link_class *node, bool overlap)
+{
+    /* Over nodes the ring's slowest hop is the network's. */
+    static const struct link_class ib = { "InfiniBand EDR", 12.5, 2e-6 };
+    const struct link_class *l = gpus > GPUS_PER_NODE ? &ib : node;
+    const double ar = allreduce_s(gpus, grad_bytes, l->gbps, l->latency_s);
+    return overlap ? t + fmax(0, ar - t * 2.0 / 3.0) : t + ar;
+}
+
+int tb_study_scaling(struct tb_study *s, struct tb_err *err)
+{
+    const struct tb_study_sizes *sz = s->sz;
+    const int side = sz->lms_sizes[0];
+    /* mpirun where it is; 1 rank runs without it */
+    const bool mpi = system("command -v mpirun >/dev/null 2>&1") == 0;
+    struct point pts[4];
+    int npts = 0;
+    for (int i = 0; i < sz->nranks; i++) {
+        const int r = sz->ranks[i];
+        if (r > 1 && !mpi)
+            break;
+        s->frac = (double)i / sz->nranks;
+        tb_study_progress(s, "%d rank%s (weak scaling, %d images per rank and step)", r, r > 1 ? "s" : "",
+                          PER_RANK_BATCH);
+        int rc = measure(s, r, mpi && r > 1, side, &pts[npts], err);
+        if (rc)
+            return rc;
+        npts++;
+    }
+    /* The gradients' size: the trainable parameters of the network, from one step. */
+    char w[64], h[64];
+    snprintf(w, sizeof w, "dataset.width=%d", side);
+    snprintf(h, sizeof h, "dataset.height=%d", side);
+    const char *extra[] = { "dataset.plugin=synthetic", "dataset.crop=0", w, h, "train.batch=2" };
+    const int nall = s->rq->nsets + 5;
+    const char **all = malloc((size_t)nall * sizeof *all);
+    if (!all)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->rq->nsets; i++)
+        all[i] = s->rq->sets[i];
+    memcpy(all + s->rq->nsets, extra, sizeof extra);
+    struct tb_step_timing one;
+    int prc = tb_time_steps(s->rq->config, all, nall, 1, &one, err);
+    free(all);
+    if (prc)
+        return tb_err_prefix(err, "the network's parameters");
+    pts[0].params = one.params;
+    const double cpu_rate = s->cpu_gflops * 1e9, v100 = 15.7e12 * 0.7;
+    const double f = cpu_rate > 0 ? cpu_rate / v100 : NAN;
+    const double t1 = pts[0].step_s * f, grad_bytes = 4.0 * pts[0].params;
+
+    FILE *md = s->md;
+    fprintf(md, "## 5. Scaling 1 -> N\n\n");
+    fprintf(md,
+            "Measured here: the configuration's network on synthetic %dx%d images, weak scaling (%d images per rank "
+            "and step), `%strainbig train`, the second of two epochs (%d steps) timed. The ranks split this "
+            "machine's %ld cores, so the speedup here is the overhead of data parallelism, not scaling.%s\n\n",
+            side, side, PER_RANK_BATCH, mpi ? "mpirun -np R " : "", sz->scaling_steps, sysconf(_SC_NPROCESSORS_ONLN),
+            mpi ? "" : " (No mpirun on the PATH: one rank only.)");
+    fprintf(md, "| ranks | batch | threads per rank | ms per step | images/s | speedup | all-reduce ms per step "
+                "(busy / exposed) |\n|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < npts; i++)
+        fprintf(md, "| %d | %d | %d | %.1f | %.2f | %.2fx | %.2f / %.2f |\n", pts[i].ranks, pts[i].batch,
+                pts[i].threads, pts[i].step_s * 1e3, pts[i].ips, pts[i].ips / pts[0].ips, pts[i].ar_s * 1e3,
+                pts[i].wait_s * 1e3);
+    static const struct link_class classes[2] = { { "AC922 (NVLink; X-bus between sockets)", 64, 3.4e-6 },
+                                                  { "DGX Station / p3.8xlarge (PCIe 3.0)", 12, 5.7e-6 } };
+    static const int nodes[4] = { 1, 2, 4, 8 };
+    static const double published[4] = { 1, 1.8, 3.3, 4.9 };
+    double sp[2][2][4];
+    for (int c = 0; c < 2; c++)
+        for (int o = 0; o < 2; o++) {
+            const double node1 = model_step(t1, GPUS_PER_NODE, grad_bytes, &classes[c], o);
+            for (int m = 0; m < 4; m++)
+                sp[c][o][m] = nodes[m] * node1 / model_step(t1, GPUS_PER_NODE * nodes[m], grad_bytes, &classes[c], o);
+        }
+    fprintf(md,
+            "\nModelled for the study's nodes of %d V100s: a GPU's step = the 1-rank step here x f = %.1f ms x %.3g "
+            "= %.2f ms (f: this CPU's convolution rate, %.1f GFLOP/s, over the V100's 15.7 TFLOP/s x 0.7); "
+            "gradients %.1f MB (%llu parameters); a ring all-reduce over the slowest hop, InfiniBand EDR between "
+            "nodes; overlap: with backward (2/3 of the step).\n\n",
+            GPUS_PER_NODE, pts[0].step_s * 1e3, f, t1 * 1e3, cpu_rate / 1e9, grad_bytes / 1e6,
+            (unsigned long long)pts[0].params);
+    fprintf(md, "| node | overlap | 1 node | 2 nodes | 4 nodes | 8 nodes |\n|---|---|---|---|---|---|\n");
+    for (int c = 0; c < 2; c++)
+        for (int o = 1; o >= 0; o--)
+            fprintf(md, "| %s | %s | %.2fx | %.2fx | %.2fx | %.2fx |\n", classes[c].name, o ? "yes" : "no", sp[c][o][0],
+                    sp[c][o][1], sp[c][o][2], sp[c][o][3]);
+    fprintf(md, "| the scaling studies (published) | | 1x | 1.8x | 3.3x | 4.9x |\n");
+
+    double x[4], ser[5][4];
+    for (int m = 0; m < 4; m++) {
+        x[m] = nodes[m];
+        ser[0][m] = sp[0][1][m];
+        ser[1][m] = sp[0][0][m];
+        ser[2][m] = sp[1][1][m];
+        ser[3][m] = sp[1][0][m];
+        ser[4][m] = published[m];
+    }
+    const struct tb_fig_series series[] = {
+        { "AC922 model, overlap", ser[0], 4 },        { "AC922 model, no overlap", ser[1], 4 },
+        { "PCIe node model, overlap", ser[2], 4 },    { "PCIe node model, no overlap", ser[3], 4 },
+        { "scaling studies (published)", ser[4], 4 },
+    };
+    const struct tb_fig_panel panel = {
+        .ylabel = "speedup over 1 node", .series = series, .nseries = 5, .from_zero = true
+    };
+    const struct tb_fig_lines fig = {
+        .title = "Scaling over nodes of 4 V100s: the model beside the scaling studies",
+        .xlabel = "nodes",
+        .x = x,
+        .n = 4,
+        .integer_x = true,
+        .panels = &panel,
+        .npanels = 1,
+    };
+    char *base = tb_study_path(s, "scaling");
+    int rc = base ? tb_fig_lines(base, &fig, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    free(base);
+    if (!rc)
+        fprintf(md, "\n![scaling](scaling.png) ([SVG](scaling.svg))\n");
+    return rc;
+}
