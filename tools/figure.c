@@ -255,6 +255,15 @@ static double left_margin(const struct page *p, double chars)
     return (ylabel_disp(chars) + 1.4) * SIZE_LABEL * p->ch_mm / p->w_mm;
 }
 
+/* Category labels of at most chars characters under n columns between left and right:
+ * across when they fit, else upright (*upright); returns the page height they take. */
+static double category_room(const struct page *p, double chars, double n, double left, double right, bool *upright)
+{
+    *upright = text_w(p, chars * 0.75 + 1, SIZE_TICKS) > (right - left) / n;
+    return *upright ? text_w(p, chars * 0.8, SIZE_TICKS) * p->w_mm / p->h_mm + text_h(p, 1.0, 1.0)
+                    : text_h(p, 1.8, SIZE_TICKS);
+}
+
 /* Millimetres in world units of the current viewport, along x and y. */
 static void world_per_mm(const struct page *p, double *wx, double *wy)
 {
@@ -680,10 +689,8 @@ static void draw_bars(const void *arg)
     /* Category names: across when they fit under their bars, else upright. */
     const double ncat = f->ncategories ? (double)f->ncategories : 1;
     const double cat_chars = longest(f->categories, f->ncategories);
-    const bool upright = text_w(&pg, cat_chars * 0.75 + 1, SIZE_TICKS) > (right - left) / ncat;
-    const double cat_room = upright
-                                ? text_w(&pg, cat_chars * 0.8, SIZE_TICKS) * pg.w_mm / pg.h_mm + text_h(&pg, 1.0, 1.0)
-                                : text_h(&pg, 1.8, SIZE_TICKS);
+    bool upright;
+    const double cat_room = category_room(&pg, cat_chars, ncat, left, right, &upright);
     const double bottom = cat_room + text_h(&pg, 2.6, SIZE_LABEL), top = 1.0 - text_h(&pg, 3.0, SIZE_TITLE);
 
     plvpor(left, right, bottom, top);
@@ -781,10 +788,8 @@ static void draw_grid(const void *arg)
     const double row_chars = longest(f->rows, f->nrows), col_chars = longest(f->columns, f->ncolumns);
     const double left = left_margin(&pg, row_chars);
     const double right = 1.0 - legend_room(&pg, legend_chars(&leg));
-    const bool upright = text_w(&pg, col_chars * 0.75 + 1, SIZE_TICKS) > (right - left) / nc;
-    const double col_room = upright
-                                ? text_w(&pg, col_chars * 0.8, SIZE_TICKS) * pg.w_mm / pg.h_mm + text_h(&pg, 1.0, 1.0)
-                                : text_h(&pg, 1.8, SIZE_TICKS);
+    bool upright;
+    const double col_room = category_room(&pg, col_chars, nc, left, right, &upright);
     const double bottom = col_room + text_h(&pg, 2.6, SIZE_LABEL), top = 1.0 - text_h(&pg, 3.0, SIZE_TITLE);
     plvpor(left, right, bottom, top);
     plwind(0, nc, 0, nr);

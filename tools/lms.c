@@ -54,9 +54,11 @@
  * device_memory below each size's measured footprint as on the CPU. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/log.h>
 
 #include "tools/lms_internal.h"
 
@@ -184,6 +186,29 @@ double tb_lms_published(const char *platform, int z)
     return -1;
 }
 
+/* The rate the emulated link follows in this round: the round's own (rate), unless its
+ * uncapped step was starved (another program took the cores): then the link would slow as
+ * much, and the capped runs, not starved alike, would wait minutes on copies. Starved:
+ * below half the best rate of this size so far (best), or below 1/20 of the backend's
+ * own estimate of this CPU; the better of those is used then, with a warning. */
+static double link_rate(const struct tb_lms_options *o, const struct tb_lms_result *r, int z, int round, double rate,
+                        double *best)
+{
+    const double estimate = r->emu[0].accel_flops * r->emu[0].accel_efficiency / 20;
+    const double floor = fmax(*best / 2, estimate);
+    if (strcmp(o->backend, "cuda") == 0 || r->user_rate || !(floor > 0) || rate >= floor) {
+        *best = fmax(rate, *best);
+        return rate;
+    }
+    const double use = fmax(*best, estimate);
+    tb_log(TB_LOG_WARN,
+           "%dx%d, round %d: the uncapped step ran at %.2f GFLOP/s, far below this machine's %.2f (another "
+           "program busy beside it?); the emulated link follows %.2f GFLOP/s in this round, and its overheads "
+           "are against a slow uncapped step",
+           o->sizes[z], o->sizes[z], round + 1, rate / 1e9, floor / 1e9, use / 1e9);
+    return use;
+}
+
 /* The per-round figures of every case of one size, filled by measure_size. */
 struct rounds {
     double base_s[TB_LMS_MAX_ROUNDS], rate[TB_LMS_MAX_ROUNDS];
@@ -200,6 +225,7 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
     const int nmode = cuda ? 1 : TB_LMS_NMODE;
     struct tb_lms_size *sz = &r->sizes[z];
     sz->cap = (uint64_t)((double)sz->base.peak * o->cap_fraction);
+    double best = 0; /* the best uncapped rate of this size so far */
     for (int round = 0; round < o->rounds; round++) {
         struct runset rs;
         if (base_sets(&rs, false, o, o->sizes[z], o->batch))
@@ -216,6 +242,7 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
             return tb_err_prefix(err, "%dx%d uncapped", o->sizes[z], o->sizes[z]);
         m->base_s[round] = base.step_s;
         m->rate[round] = base.conv_flops / base.step_s; /* the step's achieved conv rate, this round */
+        const double emu_rate = link_rate(o, r, z, round, m->rate[round], &best);
         for (int mode = 0; mode < nmode; mode++)
             for (int p = 0; p < o->nplat; p++)
                 for (int q = 0; q < TB_LMS_NPOL; q++) {
@@ -230,7 +257,7 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                         add(&cs, "backend.emulate_link=yes", NULL, 0);
                         add(&cs, "backend.link_scale=%.6g", NULL, mode ? r->k : 1.0);
                         if (!r->user_rate)
-                            add(&cs, "backend.compute_gflops=%.6g", NULL, m->rate[round] / 1e9);
+                            add(&cs, "backend.compute_gflops=%.6g", NULL, emu_rate / 1e9);
                     }
                     add(&cs, "platform.plugin=%s", o->platforms[p], 0);
                     add(&cs, "swap.plugin=%s", tb_lms_policies[q], 0);

@@ -250,6 +250,18 @@ static int written(const struct plot *p, const char *base, int rc)
     return rc;
 }
 
+/* A figure of panels over the epochs x, titled "RUN: what", written as base. */
+static int epoch_lines(const struct plot *p, const char *base, const char *what, const double *x, size_t n,
+                       const struct tb_fig_panel *panels, int npanels, struct tb_err *err)
+{
+    char title[256];
+    snprintf(title, sizeof title, "%s: %s", p->name, what);
+    const struct tb_fig_lines f = {
+        .title = title, .xlabel = "epoch", .x = x, .n = n, .integer_x = true, .panels = panels, .npanels = npanels
+    };
+    return written(p, base, tb_fig_lines(base, &f, err));
+}
+
 /* out_dir/name, allocated (the caller frees it). */
 static char *base_of(const struct plot *p, const char *name)
 {
@@ -301,17 +313,12 @@ static int fig_loss(const struct plot *p, const char *base, struct tb_err *err)
             snprintf(names[k - 1], sizeof names[k - 1], "loss_%s", terms[k - 1]);
         s[k] = (struct tb_fig_series){ k ? names[k - 1] : "loss (total)", yk, n };
     }
-    char title[256];
-    snprintf(title, sizeof title, "%s: training loss per epoch", p->name);
     const struct tb_fig_panel panel = { .ylabel = "loss (mean over the epoch's steps, log scale)",
                                         .series = s,
                                         .nseries = nt + 1,
                                         .log_y = true,
                                         .note = n ? NULL : "no epoch has trained yet" };
-    const struct tb_fig_lines f = {
-        .title = title, .xlabel = "epoch", .x = p->x_trained, .n = n, .integer_x = true, .panels = &panel, .npanels = 1
-    };
-    int rc = written(p, base, tb_fig_lines(base, &f, err));
+    int rc = epoch_lines(p, base, "training loss per epoch", p->x_trained, n, &panel, 1, err);
     free(y);
     return rc;
 }
@@ -339,16 +346,11 @@ static int fig_accuracy(const struct plot *p, const char *base, struct tb_err *e
         n = run->n;
         note = "no validated epoch in this run";
     }
-    char title[256];
-    snprintf(title, sizeof title, "%s: validation mIoU and pixel accuracy", p->name);
     const struct tb_fig_series s[2] = { { "mIoU", miou, n }, { "pixel accuracy", acc, n } };
     const struct tb_fig_panel panel = {
         .ylabel = "mIoU, pixel accuracy (%)", .series = s, .nseries = 2, .from_zero = true, .note = note
     };
-    const struct tb_fig_lines f = {
-        .title = title, .xlabel = "epoch", .x = x, .n = n, .integer_x = true, .panels = &panel, .npanels = 1
-    };
-    int rc = written(p, base, tb_fig_lines(base, &f, err));
+    int rc = epoch_lines(p, base, "validation mIoU and pixel accuracy", x, n, &panel, 1, err);
     free(v);
     return rc;
 }
@@ -361,18 +363,13 @@ static int fig_throughput(const struct plot *p, const char *base, struct tb_err 
         return tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory", base);
     for (size_t i = 0; i < n; i++)
         y[i] = p->run->rows[p->trained[i]].images_per_s;
-    char title[256];
-    snprintf(title, sizeof title, "%s: training throughput per epoch", p->name);
     const struct tb_fig_series s = { "images/s", y, n };
     const struct tb_fig_panel panel = { .ylabel = "throughput (images/s)",
                                         .series = &s,
                                         .nseries = 1,
                                         .from_zero = true,
                                         .note = n ? NULL : "no epoch has trained yet" };
-    const struct tb_fig_lines f = {
-        .title = title, .xlabel = "epoch", .x = p->x_trained, .n = n, .integer_x = true, .panels = &panel, .npanels = 1
-    };
-    int rc = written(p, base, tb_fig_lines(base, &f, err));
+    int rc = epoch_lines(p, base, "training throughput per epoch", p->x_trained, n, &panel, 1, err);
     free(y);
     return rc;
 }
@@ -392,8 +389,6 @@ static int fig_swap(const struct plot *p, const char *base, struct tb_err *err)
         stall[i] = r->stall_s;
         swapped = swapped || r->out_mib > 0 || r->in_mib > 0 || r->stall_s > 0;
     }
-    char title[256];
-    snprintf(title, sizeof title, "%s: swapping per epoch%s", p->name, swapped ? "" : " (no swapping)");
     const struct tb_fig_series moved[2] = { { "out (device to host)", out, run->n },
                                             { "in (host to device)", in, run->n } };
     const struct tb_fig_series stalled = { "stall", stall, run->n };
@@ -402,10 +397,8 @@ static int fig_swap(const struct plot *p, const char *base, struct tb_err *err)
         { .ylabel = "swapped (MiB)", .series = moved, .nseries = 2, .from_zero = true, .note = none },
         { .ylabel = "stalled on copies (s)", .series = &stalled, .nseries = 1, .from_zero = true },
     };
-    const struct tb_fig_lines f = {
-        .title = title, .xlabel = "epoch", .x = p->x, .n = run->n, .integer_x = true, .panels = panels, .npanels = 2
-    };
-    int rc = written(p, base, tb_fig_lines(base, &f, err));
+    int rc = epoch_lines(p, base, swapped ? "swapping per epoch" : "swapping per epoch (no swapping)", p->x, run->n,
+                         panels, 2, err);
     free(v);
     return rc;
 }

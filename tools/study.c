@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "core/config/ini.h"
 #include "core/config/setup.h"
 #include "core/train/run.h"
+#include "tools/figure_internal.h"
 #include "tools/lms_internal.h"
 #include "tools/steptime_internal.h"
 
@@ -141,6 +143,48 @@ char *tb_study_path(const struct tb_study *s, const char *name)
     return p;
 }
 
+double tb_study_json_number(const char *line, const char *name)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", name);
+    const char *p = strstr(line, pat);
+    if (!p)
+        return NAN;
+    p += strlen(pat);
+    p += strspn(p, " \t");
+    return *p == ':' ? strtod(p + 1, NULL) : NAN;
+}
+
+int tb_study_figure(struct tb_study *s, const char *name, const char *alt, int rc)
+{
+    if (!rc)
+        fprintf(s->md, "\n![%s](%s.png) ([SVG](%s.svg))\n", alt, name, name);
+    return rc;
+}
+
+int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, struct tb_err *err)
+{
+    const struct tb_fig_bar_series series[] = {
+        { "lru (on demand)", b->lru, b->published, b->n },
+        { "prefetch", b->prefetch, NULL, b->n },
+    };
+    const struct tb_fig_bars fig = {
+        .title = b->title,
+        .xlabel = b->xlabel,
+        .ylabel = b->ylabel,
+        .categories = b->categories,
+        .ncategories = b->n,
+        .series = series,
+        .nseries = 2,
+        .value_decimals = b->decimals,
+        .note = b->note,
+    };
+    char *base = tb_study_path(s, b->name);
+    const int rc = base ? tb_fig_bars(base, &fig, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    free(base);
+    return tb_study_figure(s, b->name, b->alt, rc);
+}
+
 /* The CPU's model from /proc/cpuinfo ("" when it says none). */
 static void cpu_model(char *buf, size_t size)
 {
@@ -236,11 +280,10 @@ static int write_header(struct tb_study *s, struct tb_err *err)
             snprintf(plat, sizeof plat, "platform.plugin=%s", tb_study_platforms[p]);
             /* This CPU's rate is measured once, for the first: the factors then differ by the
              * platforms alone, not by the drift of one measurement to the next. */
-            char rate[64] = "backend.emulate_link=yes";
-            if (p > 0)
-                snprintf(rate, sizeof rate, "backend.compute_gflops=%.6g", cpu_gflops);
+            char rate[64];
+            snprintf(rate, sizeof rate, "backend.compute_gflops=%.6g", cpu_gflops);
             const char *extra[] = { "backend.plugin=cpu", "backend.emulate_link=yes", plat, rate };
-            const int n = rq->nsets + 4;
+            const int nextra = p > 0 ? 4 : 3, n = rq->nsets + nextra;
             const char **all = malloc((size_t)n * sizeof *all);
             if (!all) {
                 rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
@@ -248,7 +291,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
             }
             for (int i = 0; i < rq->nsets; i++)
                 all[i] = rq->sets[i];
-            memcpy(all + rq->nsets, extra, sizeof extra);
+            memcpy(all + rq->nsets, extra, (size_t)nextra * sizeof *extra);
             struct tb_link emu, given;
             rc = tb_step_link(rq->config, all, n, &emu, &given, err);
             free(all);
@@ -258,6 +301,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
             }
             const double cpu_rate = emu.accel_flops * emu.accel_efficiency;
             const double accel = given.accel_flops * given.accel_efficiency;
+            s->accel_gflops[p] = accel / 1e9;
             if (p == 0) {
                 cpu_gflops = cpu_rate / 1e9;
                 s->cpu_gflops = cpu_gflops;

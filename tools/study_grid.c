@@ -93,13 +93,9 @@ static int draw(struct tb_study *s, struct cell grid[MAXB][MAXC], uint64_t memor
         .category_rgb = rgb,
     };
     char *base = tb_study_path(s, "use-of-lms");
-    if (!base)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    const int rc = tb_fig_grid(base, &f, err);
-    if (!rc)
-        fprintf(s->md, "\n![use of LMS](use-of-lms.png) ([SVG](use-of-lms.svg))\n");
+    const int rc = base ? tb_fig_grid(base, &f, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     free(base);
-    return rc;
+    return tb_study_figure(s, "use-of-lms", "use of LMS", rc);
 }
 
 int tb_study_grid(struct tb_study *s, struct tb_err *err)

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <trainbig/error.h>
 
+#include "tools/lms_internal.h"
+
 /* The benchmarks, numbered as the report's sections. */
 enum {
     TB_STUDY_TIME = 1,     /* training time per platform, time to a target mIoU */
@@ -59,26 +61,26 @@ struct tb_study_sizes {
 #define TB_STUDY_NPLAT 3
 extern const char *const tb_study_platforms[TB_STUDY_NPLAT]; /* the presets of the study's machines */
 
-struct tb_lms_result;
-
 /* What the benchmarks share while the study runs. */
 struct tb_study {
     const struct tb_study_request *rq;
     const struct tb_study_sizes *sz;
-    const char *backend;    /* "cpu" (links emulated) or "cuda" */
-    char policy[64];        /* the configuration's [swap] plugin */
-    uint64_t device_memory; /* its [backend] device_memory; 0 = not set (unbounded on the cpu) */
-    double target_miou;     /* its [train] target_miou; 0 = none set */
-    double cpu_gflops;      /* this CPU's convolution rate, measured by the cpu backend (the header) */
-    FILE *md;               /* report.md, being written */
-    char *dir;              /* rq->out */
-    double t0;              /* when the study began */
-    double share_done;      /* of the expected total, by the benchmarks finished */
-    double frac;            /* of the running benchmark, done: it sets this as it goes */
+    const char *backend;                 /* "cpu" (links emulated) or "cuda" */
+    char policy[64];                     /* the configuration's [swap] plugin */
+    uint64_t device_memory;              /* its [backend] device_memory; 0 = not set (unbounded on the cpu) */
+    double target_miou;                  /* its [train] target_miou; 0 = none set */
+    double cpu_gflops;                   /* this CPU's convolution rate, measured by the cpu backend (the header) */
+    double accel_gflops[TB_STUDY_NPLAT]; /* each platform's accelerator, achieved (the header; cpu backend) */
+    FILE *md;                            /* report.md, being written */
+    char *dir;                           /* rq->out */
+    double t0;                           /* when the study began */
+    double share_done;                   /* of the expected total, by the benchmarks finished */
+    double frac;                         /* of the running benchmark, done: it sets this as it goes */
     int bench, nbench, ibench;
     bool tty;
-    struct tb_lms_result *lms; /* benchmarks 3 and 4's one measurement (study_lms.c), once made */
-    int lms_rc;                /* its outcome, once tried */
+    struct tb_lms_options lms_opts; /* benchmarks 3 and 4's one measurement (study_lms.c): its options, */
+    struct tb_lms_result *lms;      /* and its result, once made */
+    int lms_rc;                     /* its outcome, once tried */
     bool lms_tried;
 };
 
@@ -87,6 +89,25 @@ void tb_study_progress(struct tb_study *s, const char *fmt, ...) __attribute__((
 
 /* DIR/NAME, allocated. */
 char *tb_study_path(const struct tb_study *s, const char *name);
+
+/* The number after `"name":` (spaces allowed around the colon) in a line of JSON (an
+ * MLPerf log's, a row of epochs.jsonl), or NAN. The lines are the program's own, flat. */
+double tb_study_json_number(const char *line, const char *name);
+
+/* Links DIR/name.png and .svg from the report (as alt) when rc, the figure's outcome, is 0;
+ * returns rc. */
+int tb_study_figure(struct tb_study *s, const char *name, const char *alt, int rc);
+
+/* Bars of lru and prefetch per category, lru beside the published figures (NaN: none),
+ * written as DIR/name.png and .svg and linked from the report. */
+struct tb_study_bars {
+    const char *name, *alt, *title, *xlabel, *ylabel, *note;
+    const char *const *categories;
+    size_t n;
+    int decimals; /* of the value labels */
+    const double *lru, *prefetch, *published;
+};
+int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, struct tb_err *err);
 
 int tb_study_time(struct tb_study *s, struct tb_err *err);
 int tb_study_grid(struct tb_study *s, struct tb_err *err);

@@ -41,9 +41,7 @@ static void cell(FILE *md, const struct tb_lms_case *c, bool split)
 }
 
 /* The one measurement both benchmarks report, made by the first of them that runs; its
- * options are kept beside it for the report's text. */
-static struct tb_lms_options lms_opts;
-
+ * options are kept beside it (s->lms_opts) for the report's text. */
 static int measure(struct tb_study *s, struct tb_err *err)
 {
     if (s->lms_tried) {
@@ -57,7 +55,7 @@ static int measure(struct tb_study *s, struct tb_err *err)
         return s->lms_rc = tb_err_set(err, TB_ERR_RUNTIME,
                                       "on the cuda backend the study's platforms are not emulated: run bench/lms "
                                       "--backend cuda --trace FILE for the GPU's own link");
-    lms_opts = (struct tb_lms_options){
+    s->lms_opts = (struct tb_lms_options){
         .config = s->rq->config,
         .backend = "cpu",
         .nplat = TB_STUDY_NPLAT,
@@ -73,11 +71,11 @@ static int measure(struct tb_study *s, struct tb_err *err)
         .progress_arg = s,
     };
     for (int p = 0; p < TB_STUDY_NPLAT; p++)
-        lms_opts.platforms[p] = tb_study_platforms[p];
+        s->lms_opts.platforms[p] = tb_study_platforms[p];
     s->lms = malloc(sizeof *s->lms);
     if (!s->lms)
         return s->lms_rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    s->lms_rc = tb_lms_measure(&lms_opts, s->lms, err);
+    s->lms_rc = tb_lms_measure(&s->lms_opts, s->lms, err);
     return s->lms_rc;
 }
 
@@ -86,7 +84,7 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
     int rc = measure(s, err);
     if (rc)
         return rc;
-    const struct tb_lms_options o = lms_opts;
+    const struct tb_lms_options o = s->lms_opts;
     const struct tb_lms_result *r = s->lms;
     FILE *md = s->md;
     fprintf(md, "## 3. LMS overhead per platform, policy and size\n\n");
@@ -140,29 +138,21 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
             pf[k] = f->run ? f->overhead : NAN;
             pub[k] = tb_lms_published(o.platforms[p], z);
         }
-    const struct tb_fig_bar_series series[] = {
-        { "lru (on demand)", lru, pub, NCAT },
-        { "prefetch", pf, NULL, NCAT },
-    };
-    const struct tb_fig_bars fig = {
+    const struct tb_study_bars bars = {
+        .name = "lms-overhead",
+        .alt = "LMS overhead",
         .title = "LMS overhead: capped step against the uncapped step (reference balance)",
         .xlabel = "platform, image size (the study's 600x600 and 700x700)",
         .ylabel = "overhead (% of the uncapped step)",
-        .categories = cats,
-        .ncategories = NCAT,
-        .series = series,
-        .nseries = 2,
-        .value_decimals = 0,
         .note = "published: IBM LMS in the study (G-SCNN, batch 8, V100)",
+        .categories = cats,
+        .n = NCAT,
+        .decimals = 0,
+        .lru = lru,
+        .prefetch = pf,
+        .published = pub,
     };
-    char *base = tb_study_path(s, "lms-overhead");
-    if (!base)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    rc = tb_fig_bars(base, &fig, err);
-    free(base);
-    if (!rc)
-        fprintf(md, "\n![LMS overhead](lms-overhead.png) ([SVG](lms-overhead.svg))\n");
-    return rc;
+    return tb_study_policy_bars(s, &bars, err);
 }
 
 /* ------------------------------------------------------------------ the timeline */
@@ -250,8 +240,7 @@ static int draw_timeline(struct tb_study *s, const struct tb_lms_result *r, stru
         char *base = tb_study_path(s, "timeline");
         rc = base ? tb_fig_timeline(base, &f, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         free(base);
-        if (!rc)
-            fprintf(s->md, "\n![timeline](timeline.png) ([SVG](timeline.svg))\n");
+        rc = tb_study_figure(s, "timeline", "timeline", rc);
     }
     for (int t = 0; t < NTRACK; t++)
         free(spans[t]);
@@ -263,7 +252,7 @@ int tb_study_timeline(struct tb_study *s, struct tb_err *err)
     int rc = measure(s, err);
     if (rc)
         return rc;
-    const struct tb_lms_options *o = &lms_opts;
+    const struct tb_lms_options *o = &s->lms_opts;
     struct tb_lms_result *r = s->lms; /* its spans are sorted here */
     struct gaps g[1 + TB_STUDY_NPLAT];
     for (int i = 0; i <= TB_STUDY_NPLAT; i++) {

@@ -13,7 +13,8 @@
  * buckets, over the ring's slowest hop: within an AC922 the X-bus between its sockets
  * (64 GB/s, 3.4 us), within a PCIe node PCIe 3.0 (12 GB/s, 5.7 us), between nodes
  * InfiniBand EDR (12.5 GB/s, 2 us). A GPU's step is the measured 1-rank step x f (this
- * CPU's convolution rate over the V100's achieved). Without overlap a step is compute +
+ * CPU's convolution rate over the platform preset's accelerator, achieved: the V100's
+ * accel_tflops x accel_efficiency, as the header reports them). Without overlap a step is compute +
  * all-reduce; with it, compute + what the all-reduce leaves after backward (2/3 of the
  * step). speedup(M nodes) = M x T(1 node) / T(M nodes). */
 #include "config.h"
@@ -91,15 +92,6 @@ static int write_ini(struct tb_study *s, int ranks, int threads, const char *nam
     return rc;
 }
 
-/* The number after `"name":` in a JSON row, or NAN. */
-static double field(const char *row, const char *name)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", name);
-    const char *p = strstr(row, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 /* The last line of a file holding `what`, into buf ("" if none). */
 static void find_line(const char *path, const char *what, char *buf, size_t size)
 {
@@ -174,14 +166,14 @@ static int measure(struct tb_study *s, int ranks, bool mpi, int side, struct poi
     find_line(jsonl, "\"epoch\":2,", row, sizeof row);
     if (!row[0])
         return tb_err_set(err, TB_ERR_RUNTIME, "%s: no second epoch", jsonl);
-    const double steps = field(row, "steps");
+    const double steps = tb_study_json_number(row, "steps");
     pt->ranks = ranks;
     pt->batch = ranks * PER_RANK_BATCH;
     pt->threads = threads;
-    pt->step_s = field(row, "seconds") / steps;
-    pt->ips = field(row, "images_per_s");
-    pt->ar_s = field(row, "allreduce_seconds") / steps;
-    pt->wait_s = field(row, "allreduce_wait_seconds") / steps;
+    pt->step_s = tb_study_json_number(row, "seconds") / steps;
+    pt->ips = tb_study_json_number(row, "images_per_s");
+    pt->ar_s = tb_study_json_number(row, "allreduce_seconds") / steps;
+    pt->wait_s = tb_study_json_number(row, "allreduce_wait_seconds") / steps;
     if (isnan(pt->ar_s))
         pt->ar_s = 0;
     if (isnan(pt->wait_s))
@@ -195,6 +187,7 @@ static int measure(struct tb_study *s, int ranks, bool mpi, int side, struct poi
 struct link_class {
     const char *name;
     double gbps, latency_s;
+    int platform; /* its accelerator's: tb_study_platforms[platform] */
 };
 
 static double allreduce_s(int n, double grad_bytes, double gbps, double latency_s)
@@ -209,7 +202,7 @@ static double allreduce_s(int n, double grad_bytes, double gbps, double latency_
 static double model_step(double t, int gpus, double grad_bytes, const struct link_class *node, bool overlap)
 {
     /* Over nodes the ring's slowest hop is the network's. */
-    static const struct link_class ib = { "InfiniBand EDR", 12.5, 2e-6 };
+    static const struct link_class ib = { "InfiniBand EDR", 12.5, 2e-6, -1 };
     const struct link_class *l = gpus > GPUS_PER_NODE ? &ib : node;
     const double ar = allreduce_s(gpus, grad_bytes, l->gbps, l->latency_s);
     return overlap ? t + fmax(0, ar - t * 2.0 / 3.0) : t + ar;
@@ -253,9 +246,21 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
     if (prc)
         return tb_err_prefix(err, "the network's parameters");
     pts[0].params = one.params;
-    const double cpu_rate = s->cpu_gflops * 1e9, v100 = 15.7e12 * 0.7;
-    const double f = cpu_rate > 0 ? cpu_rate / v100 : NAN;
-    const double t1 = pts[0].step_s * f, grad_bytes = 4.0 * pts[0].params;
+    static const struct link_class classes[2] = {
+        { "AC922 (NVLink; X-bus between sockets)", 64, 3.4e-6, 0 },
+        { "DGX Station / p3.8xlarge (PCIe 3.0)", 12, 5.7e-6, 1 },
+    };
+    /* A GPU's step: on the cpu backend the measured step x f of the node's platform (this
+     * CPU's convolution rate over its accelerator's, achieved: the header's); on a GPU the
+     * measured step itself. */
+    const bool cpu = strcmp(s->backend, "cpu") == 0;
+    const double cpu_rate = s->cpu_gflops * 1e9, grad_bytes = 4.0 * pts[0].params;
+    double t1[2], f[2];
+    for (int c = 0; c < 2; c++) {
+        const double accel = s->accel_gflops[classes[c].platform] * 1e9;
+        f[c] = !cpu ? 1 : cpu_rate > 0 && accel > 0 ? cpu_rate / accel : NAN;
+        t1[c] = pts[0].step_s * f[c];
+    }
 
     FILE *md = s->md;
     fprintf(md, "## 5. Scaling 1 -> N\n\n");
@@ -271,24 +276,34 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
         fprintf(md, "| %d | %d | %d | %.1f | %.2f | %.2fx | %.2f / %.2f |\n", pts[i].ranks, pts[i].batch,
                 pts[i].threads, pts[i].step_s * 1e3, pts[i].ips, pts[i].ips / pts[0].ips, pts[i].ar_s * 1e3,
                 pts[i].wait_s * 1e3);
-    static const struct link_class classes[2] = { { "AC922 (NVLink; X-bus between sockets)", 64, 3.4e-6 },
-                                                  { "DGX Station / p3.8xlarge (PCIe 3.0)", 12, 5.7e-6 } };
     static const int nodes[4] = { 1, 2, 4, 8 };
     static const double published[4] = { 1, 1.8, 3.3, 4.9 };
     double sp[2][2][4];
     for (int c = 0; c < 2; c++)
         for (int o = 0; o < 2; o++) {
-            const double node1 = model_step(t1, GPUS_PER_NODE, grad_bytes, &classes[c], o);
+            const double node1 = model_step(t1[c], GPUS_PER_NODE, grad_bytes, &classes[c], o);
             for (int m = 0; m < 4; m++)
-                sp[c][o][m] = nodes[m] * node1 / model_step(t1, GPUS_PER_NODE * nodes[m], grad_bytes, &classes[c], o);
+                sp[c][o][m] =
+                    nodes[m] * node1 / model_step(t1[c], GPUS_PER_NODE * nodes[m], grad_bytes, &classes[c], o);
         }
+    if (cpu)
+        fprintf(md,
+                "\nModelled for the study's nodes of %d GPUs: a GPU's step = the 1-rank step here x f = %.1f ms x "
+                "%.3g = %.2f ms on %s's accelerator (f: this CPU's convolution rate, %.1f GFLOP/s, over its "
+                "achieved %.0f GFLOP/s, the platform's accel_tflops x accel_efficiency)",
+                GPUS_PER_NODE, pts[0].step_s * 1e3, f[0], t1[0] * 1e3, tb_study_platforms[classes[0].platform],
+                cpu_rate / 1e9, s->accel_gflops[classes[0].platform]);
+    else
+        fprintf(md,
+                "\nModelled for the study's nodes of %d GPUs: a GPU's step = the 1-rank step measured here, %.2f ms",
+                GPUS_PER_NODE, t1[0] * 1e3);
+    for (int c = 1; c < 2; c++)
+        if (t1[c] != t1[0])
+            fprintf(md, "; %.2f ms on %s's", t1[c] * 1e3, tb_study_platforms[classes[c].platform]);
     fprintf(md,
-            "\nModelled for the study's nodes of %d V100s: a GPU's step = the 1-rank step here x f = %.1f ms x %.3g "
-            "= %.2f ms (f: this CPU's convolution rate, %.1f GFLOP/s, over the V100's 15.7 TFLOP/s x 0.7); "
-            "gradients %.1f MB (%llu parameters); a ring all-reduce over the slowest hop, InfiniBand EDR between "
+            "; gradients %.1f MB (%llu parameters); a ring all-reduce over the slowest hop, InfiniBand EDR between "
             "nodes; overlap: with backward (2/3 of the step).\n\n",
-            GPUS_PER_NODE, pts[0].step_s * 1e3, f, t1 * 1e3, cpu_rate / 1e9, grad_bytes / 1e6,
-            (unsigned long long)pts[0].params);
+            grad_bytes / 1e6, (unsigned long long)pts[0].params);
     fprintf(md, "| node | overlap | 1 node | 2 nodes | 4 nodes | 8 nodes |\n|---|---|---|---|---|---|\n");
     for (int c = 0; c < 2; c++)
         for (int o = 1; o >= 0; o--)
@@ -325,7 +340,5 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
     char *base = tb_study_path(s, "scaling");
     int rc = base ? tb_fig_lines(base, &fig, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     free(base);
-    if (!rc)
-        fprintf(md, "\n![scaling](scaling.png) ([SVG](scaling.svg))\n");
-    return rc;
+    return tb_study_figure(s, "scaling", "scaling", rc);
 }

@@ -45,15 +45,6 @@ struct run_log {
     double last_miou;
 };
 
-/* The number after `"name": ` in line, or NAN. */
-static double number_after(const char *line, const char *name)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", name);
-    const char *p = strstr(line, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 /* The string after `"name": "` in line, into buf ("" if none). */
 static void string_after(const char *line, const char *name, char *buf, size_t size)
 {
@@ -79,8 +70,8 @@ static int read_log(const char *path, double target, struct run_log *l, struct t
         if (strncmp(line, ":::MLLOG ", 9) != 0)
             continue;
         string_after(line, "key", key, sizeof key);
-        const double t = number_after(line, "time_ms");
-        const int epoch = (int)number_after(line, "epoch_num");
+        const double t = tb_study_json_number(line, "time_ms");
+        const int epoch = (int)tb_study_json_number(line, "epoch_num");
         if (strcmp(key, "run_start") == 0)
             l->run_start = t;
         else if (strcmp(key, "run_stop") == 0) {
@@ -97,7 +88,7 @@ static int read_log(const char *path, double target, struct run_log *l, struct t
             l->eval_s += (t - eval_start) / 1e3;
             l->nevals++;
         } else if (strcmp(key, "eval_accuracy") == 0 && epoch >= 1) {
-            l->last_miou = number_after(line, "value");
+            l->last_miou = tb_study_json_number(line, "value");
             if (!l->target_epoch && l->last_miou >= target) {
                 l->target_epoch = epoch;
                 l->target_ms = t - l->run_start;
@@ -250,7 +241,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
             if (time_step(s, extra, 7, &t, &cerr))
                 snprintf(why[p][q], sizeof why[p][q], "%.150s", cerr.msg);
             else
-                ratio[p][q] = t.step_s / base.step_s;
+                ratio[p][q] = t.step_s; /* over the uncapped step below */
         }
         struct tb_link emu, given;
         const char *lk[] = { "backend.plugin=cpu", "backend.emulate_link=yes", gflops, plat };
@@ -272,6 +263,22 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
         f[p] = rate / (given.accel_flops * given.accel_efficiency);
     }
 
+    /* The uncapped step again: two-thread timings drift (another program beside them), so
+     * the capped steps are against the faster of the two uncapped runs around them. */
+    s->frac = 0.98;
+    tb_study_progress(s, "the step uncapped, again");
+    struct tb_step_timing again;
+    rc = time_step(s, uncapped, 3, &again, err);
+    if (rc) {
+        free(l);
+        return tb_err_prefix(err, "the step uncapped");
+    }
+    const double first_s = base.step_s;
+    base.step_s = fmin(base.step_s, again.step_s);
+    for (int p = 0; p < TB_STUDY_NPLAT; p++)
+        for (int q = 0; q < 2; q++)
+            ratio[p][q] /= base.step_s;
+
     /* The section. */
     FILE *md = s->md;
     fprintf(md, "## 1. Training time per platform, and time to mIoU %.2f\n\n", target);
@@ -288,10 +295,11 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
                 target, l->epochs, l->last_miou, l->status, name);
     fprintf(md,
             "An epoch's training took %.1f s on average (%d epochs), its validation %.1f s. Its step (batch %d of "
-            "%dx%d) took %.0f ms uncapped, with a %.0f MiB footprint; capped at %.0f%% of it on each platform's "
-            "link, emulated at the reference G-SCNN's balance (x%.1f).\n\n",
+            "%dx%d) took %.0f ms uncapped (the faster of %.0f and %.0f ms, before and after the capped runs), with "
+            "a %.0f MiB footprint; capped at %.0f%% of it on each platform's link, emulated at the reference "
+            "G-SCNN's balance (x%.1f).\n\n",
             epoch_s, l->epochs, l->nevals ? l->eval_s / l->nevals : 0, base.batch, base.width, base.height,
-            base.step_s * 1e3, base.peak / 1048576.0, 100 * sz->time_cap, k);
+            base.step_s * 1e3, first_s * 1e3, again.step_s * 1e3, base.peak / 1048576.0, 100 * sz->time_cap, k);
     fprintf(md, "| platform | policy | epoch with LMS / without | IBM LMS (study, 700x700) | epoch here, s | time to "
                 "target here, s | epoch on the platform's GPU, s (x f) | time to target there, s |\n"
                 "|---|---|---|---|---|---|---|---|\n");
@@ -346,29 +354,24 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
         const double v = tb_lms_published(tb_study_platforms[p], 1);
         pub[p] = v >= 0 ? 1 + v / 100 : NAN;
     }
-    const struct tb_fig_bar_series series[] = {
-        { "lru (on demand)", lru, pub, TB_STUDY_NPLAT },
-        { "prefetch", pf, NULL, TB_STUDY_NPLAT },
-    };
     char title[160];
     snprintf(title, sizeof title, "Training time per platform: epoch with LMS over without (%.0f%% of the footprint)",
              100 * sz->time_cap);
-    const struct tb_fig_bars fig = {
+    const struct tb_study_bars bars = {
+        .name = "training-time",
+        .alt = "training time",
         .title = title,
         .xlabel = "platform (emulated link, reference balance)",
         .ylabel = "epoch time with LMS / without",
-        .categories = cats,
-        .ncategories = TB_STUDY_NPLAT,
-        .series = series,
-        .nseries = 2,
-        .value_decimals = 2,
         .note = "published: IBM LMS in the study at 700x700, as 1 + its overhead",
+        .categories = cats,
+        .n = TB_STUDY_NPLAT,
+        .decimals = 2,
+        .lru = lru,
+        .prefetch = pf,
+        .published = pub,
     };
-    char *figbase = tb_study_path(s, "training-time");
-    rc = figbase ? tb_fig_bars(figbase, &fig, err) : tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    free(figbase);
-    if (!rc)
-        fprintf(md, "\n![training time](training-time.png) ([SVG](training-time.svg))\n");
+    rc = tb_study_policy_bars(s, &bars, err);
     free(l);
     return rc;
 }
