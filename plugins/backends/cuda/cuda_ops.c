@@ -412,6 +412,7 @@ static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
         return &class_weights_kernel;
     case TB_OP_MASK_LABELS:
         return &mask_labels_kernel;
+    case TB_OP_DUAL_TASK: /* not yet on this backend: op_prepare says so */
     case TB_OP_KIND_COUNT:
         break;
     }
