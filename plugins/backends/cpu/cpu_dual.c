@@ -13,6 +13,7 @@
  * so the bits do not depend on the thread count. Per-element terms are float, as PyTorch
  * computes them; sums are double. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -51,34 +52,45 @@ static inline float dt_noise(const struct tb_op *op, uint64_t step, uint64_t ind
     return -logf(DT_EPS - logf(u + DT_EPS));
 }
 
-/* Where one plane's work happens: e the plane's values (H*W, row-major), t and s the
- * smoothing's passes, the rest the backward's. */
+/* One plane's temporaries (H*W floats each): e the plane's values, row-major; t and s the
+ * smoothing's passes; a and b the backward's. Each thread has its own. */
 struct dt_planes {
     float *e, *t, *s, *a, *b;
 };
 
-/* s = e smoothed: rows first (along W), then columns. */
+/* s = e smoothed: along W into t, then along H. Each element sums its nine taps in order,
+ * from 0; the loops run tap by tap over a row so that they vectorise (each element's
+ * operations and their order stay those of a scalar loop). */
 static void dt_smooth(const struct dt_planes *p, int H, int W, const float *f)
 {
-#pragma omp parallel for schedule(static)
     for (int y = 0; y < H; y++) {
         const float *e = p->e + (size_t)y * (size_t)W;
         float *t = p->t + (size_t)y * (size_t)W;
-        for (int x = 0; x < W; x++) {
-            float acc = 0.0f;
-            for (int d = 0; d < DT_TAPS; d++)
-                acc += f[d] * e[dt_reflect(x + d - DT_RADIUS, W)];
-            t[x] = acc;
+        for (int x = 0; x < W; x++)
+            t[x] = 0.0f;
+        for (int d = 0; d < DT_TAPS; d++) {
+            /* x + d - DT_RADIUS lies in the row for lo <= x < hi */
+            int lo = DT_RADIUS - d > 0 ? DT_RADIUS - d : 0, hi = W - d + DT_RADIUS < W ? W - d + DT_RADIUS : W;
+            lo = lo < W ? lo : W;
+            hi = hi > lo ? hi : lo;
+            for (int x = 0; x < lo; x++)
+                t[x] += f[d] * e[dt_reflect(x + d - DT_RADIUS, W)];
+#pragma omp simd
+            for (int x = lo; x < hi; x++)
+                t[x] += f[d] * e[x + d - DT_RADIUS];
+            for (int x = hi; x < W; x++)
+                t[x] += f[d] * e[dt_reflect(x + d - DT_RADIUS, W)];
         }
     }
-#pragma omp parallel for schedule(static)
     for (int y = 0; y < H; y++) {
         float *s = p->s + (size_t)y * (size_t)W;
-        for (int x = 0; x < W; x++) {
-            float acc = 0.0f;
-            for (int d = 0; d < DT_TAPS; d++)
-                acc += f[d] * p->t[(size_t)dt_reflect(y + d - DT_RADIUS, H) * (size_t)W + (size_t)x];
-            s[x] = acc;
+        for (int x = 0; x < W; x++)
+            s[x] = 0.0f;
+        for (int d = 0; d < DT_TAPS; d++) {
+            const float *t = p->t + (size_t)dt_reflect(y + d - DT_RADIUS, H) * (size_t)W;
+#pragma omp simd
+            for (int x = 0; x < W; x++)
+                s[x] += f[d] * t[x];
         }
     }
 }
@@ -97,7 +109,6 @@ static inline void dt_diffs(const float *s, int H, int W, int y, int x, float *o
 static void dt_magnitude(const struct dt_planes *p, int H, int W, const float *f, float *m)
 {
     dt_smooth(p, H, W, f);
-#pragma omp parallel for schedule(static)
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) {
             float ox, oy;
@@ -112,7 +123,6 @@ static void dt_sample_plane(const struct tb_cpu *cpu, const struct tb_op *op, co
 {
     const struct tb_shape s = op->in[0].shape;
     const int blk = tb_cpu_blk(cpu, &op->out[1]);
-#pragma omp parallel for schedule(static)
     for (int y = 0; y < s.h; y++)
         for (int x = 0; x < s.w; x++)
             e[(size_t)y * (size_t)s.w + (size_t)x] = sample[tb_cpu_offset(s, blk, n, k, y, x)];
@@ -125,29 +135,39 @@ static void dt_label_plane(const struct tb_op *op, const uint8_t *labels, int n,
     const size_t hw = (size_t)s.h * (size_t)s.w;
     const uint8_t *lab = labels + (size_t)n * hw;
     const int ignore = op->p.dual.ignore_label;
-#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < hw; i++) {
         const int t = lab[i] == ignore ? 0 : lab[i];
         e[i] = t == k ? 1.0f : 0.0f;
     }
 }
 
-/* mp and mg (plane-major N*K*H*W): the magnitudes of the sample's planes and the labels'. */
+/* This thread's planes among the scratch's. */
+static struct dt_planes dt_mine(const struct dt_planes *all, size_t hw)
+{
+    const size_t off = (size_t)omp_get_thread_num() * 5 * hw;
+    return (struct dt_planes){ all->e + off, all->e + off + hw, all->e + off + 2 * hw, all->e + off + 3 * hw,
+                               all->e + off + 4 * hw };
+}
+
+/* mp and mg (plane-major N*K*H*W): the magnitudes of the sample's planes and the labels'.
+ * A plane per thread at a time: each is computed alone, the same whatever the threads. */
 static void dt_magnitudes(const struct tb_cpu *cpu, const struct tb_op *op, const float *sample, const uint8_t *labels,
-                          const struct dt_planes *p, float *mp, float *mg)
+                          const struct dt_planes *all, float *mp, float *mg)
 {
     const struct tb_shape s = op->in[0].shape;
     const size_t hw = (size_t)s.h * (size_t)s.w;
+    const int planes = s.n * s.c;
     float f[DT_TAPS];
     dt_taps(f);
-    for (int n = 0; n < s.n; n++)
-        for (int k = 0; k < s.c; k++) {
-            const size_t plane = ((size_t)n * (size_t)s.c + (size_t)k) * hw;
-            dt_sample_plane(cpu, op, sample, n, k, p->e);
-            dt_magnitude(p, s.h, s.w, f, mp + plane);
-            dt_label_plane(op, labels, n, k, p->e);
-            dt_magnitude(p, s.h, s.w, f, mg + plane);
-        }
+#pragma omp parallel for schedule(dynamic) num_threads(cpu->threads)
+    for (int pl = 0; pl < planes; pl++) {
+        const struct dt_planes p = dt_mine(all, hw);
+        const int n = pl / s.c, k = pl % s.c;
+        dt_sample_plane(cpu, op, sample, n, k, p.e);
+        dt_magnitude(&p, s.h, s.w, f, mp + (size_t)pl * hw);
+        dt_label_plane(op, labels, n, k, p.e);
+        dt_magnitude(&p, s.h, s.w, f, mg + (size_t)pl * hw);
+    }
 }
 
 static float dt_max(const float *m, size_t count)
@@ -173,14 +193,14 @@ static int dt_check_labels(const struct tb_op *op, const uint8_t *labels, struct
     return TB_OK;
 }
 
-/* The scratch: mp, mg, five planes, a double per row of the batch's planes. */
+/* The scratch: mp, mg, five planes per thread, four doubles per row of the batch's planes. */
 static int dt_scratch(struct tb_cpu *cpu, const struct tb_op *op, float **mp, float **mg, struct dt_planes *p,
                       double **rows, struct tb_err *err)
 {
     const struct tb_shape s = op->in[0].shape;
     const size_t hw = (size_t)s.h * (size_t)s.w, all = tb_shape_elems(s);
     const size_t nrows = (size_t)s.n * (size_t)s.c * (size_t)s.h;
-    const size_t floats = 2 * all + 5 * hw;
+    const size_t floats = 2 * all + 5 * hw * (size_t)(cpu->threads > 0 ? cpu->threads : 1);
     char *base = tb_cpu_scratch(cpu, floats * sizeof(float) + 4 * nrows * sizeof(double) + 64, err);
     if (!base)
         return err->status;
@@ -335,69 +355,72 @@ static int dt_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < all; i++)
         mg[i] = mg[i] / Mp - (mp[i] == Mp ? at_max : 0.0f);
-    /* Plane by plane, back through the magnitude, the differences and the smoothing: the
-     * sample's gradient, plane-major, into mp. */
+    /* Plane by plane (one per thread at a time), back through the magnitude, the
+     * differences and the smoothing: the sample's gradient, plane-major, into mp (whose
+     * values no plane needs any more). */
     float f[DT_TAPS];
     dt_taps(f);
-    const int H = s.h, Wi = s.w;
-    for (int n = 0; n < s.n; n++)
-        for (int k = 0; k < s.c; k++) {
-            const size_t plane = ((size_t)n * (size_t)s.c + (size_t)k) * hw;
-            const float *dm = mg + plane;
-            dt_sample_plane(cpu, op, sample, n, k, p.e);
-            dt_smooth(&p, H, Wi, f);
-            /* a, b = d loss / d Ox, d Oy = dm * Ox / m, dm * Oy / m */
-#pragma omp parallel for schedule(static)
-            for (int y = 0; y < H; y++)
-                for (int x = 0; x < Wi; x++) {
-                    float ox, oy;
-                    dt_diffs(p.s, H, Wi, y, x, &ox, &oy);
-                    const size_t at = (size_t)y * W + (size_t)x;
-                    const float m = sqrtf(ox * ox + oy * oy + DT_FLOOR);
-                    p.a[at] = dm[at] * ox / m;
-                    p.b[at] = dm[at] * oy / m;
-                }
-                /* e = d loss / d S: Ox[x] = 0.5 S[x+1] - 0.5 S[x-1], so S[x] gets 0.5 dOx[x-1]
-                 * - 0.5 dOx[x+1] (and the same along y) */
-#pragma omp parallel for schedule(static)
-            for (int y = 0; y < H; y++)
-                for (int x = 0; x < Wi; x++) {
-                    const size_t at = (size_t)y * W + (size_t)x;
-                    float g = 0.0f;
-                    if (x > 0)
-                        g += 0.5f * p.a[at - 1];
-                    if (x + 1 < Wi)
-                        g -= 0.5f * p.a[at + 1];
-                    if (y > 0)
-                        g += 0.5f * p.b[at - W];
-                    if (y + 1 < H)
-                        g -= 0.5f * p.b[at + W];
-                    p.e[at] = g;
-                }
-                /* t = d loss / d T (the column pass's adjoint), column by column */
-#pragma omp parallel for schedule(static)
+    const int H = s.h, Wi = s.w, planes = s.n * s.c;
+#pragma omp parallel for schedule(dynamic) num_threads(cpu->threads)
+    for (int pl = 0; pl < planes; pl++) {
+        const struct dt_planes q = dt_mine(&p, hw);
+        const size_t plane = (size_t)pl * hw;
+        const float *dm = mg + plane;
+        dt_sample_plane(cpu, op, sample, pl / s.c, pl % s.c, q.e);
+        dt_smooth(&q, H, Wi, f);
+        /* a, b = d loss / d Ox, d Oy = dm * Ox / m, dm * Oy / m */
+        for (int y = 0; y < H; y++)
             for (int x = 0; x < Wi; x++) {
-                for (int y = 0; y < H; y++)
-                    p.t[(size_t)y * W + (size_t)x] = 0.0f;
-                for (int y = 0; y < H; y++) {
-                    const float g = p.e[(size_t)y * W + (size_t)x];
-                    for (int d = 0; d < DT_TAPS; d++)
-                        p.t[(size_t)dt_reflect(y + d - DT_RADIUS, H) * W + (size_t)x] += f[d] * g;
-                }
+                float ox, oy;
+                dt_diffs(q.s, H, Wi, y, x, &ox, &oy);
+                const size_t at = (size_t)y * W + (size_t)x;
+                const float m = sqrtf(ox * ox + oy * oy + DT_FLOOR);
+                q.a[at] = dm[at] * ox / m;
+                q.b[at] = dm[at] * oy / m;
             }
-            /* the sample's gradient (the row pass's adjoint), row by row */
-            float *dq = mp + plane;
-#pragma omp parallel for schedule(static)
-            for (int y = 0; y < H; y++) {
-                float *row = dq + (size_t)y * W;
-                const float *t = p.t + (size_t)y * W;
+        /* e = d loss / d S: Ox[x] = 0.5 S[x+1] - 0.5 S[x-1], so S[x] gets 0.5 dOx[x-1]
+         * - 0.5 dOx[x+1] (and the same along y) */
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < Wi; x++) {
+                const size_t at = (size_t)y * W + (size_t)x;
+                float g = 0.0f;
+                if (x > 0)
+                    g += 0.5f * q.a[at - 1];
+                if (x + 1 < Wi)
+                    g -= 0.5f * q.a[at + 1];
+                if (y > 0)
+                    g += 0.5f * q.b[at - W];
+                if (y + 1 < H)
+                    g -= 0.5f * q.b[at + W];
+                q.e[at] = g;
+            }
+        /* t = d loss / d T, the column pass's adjoint: each row of e scattered to the
+         * rows its taps read, in the order of the rows and the taps */
+        for (size_t i = 0; i < hw; i++)
+            q.t[i] = 0.0f;
+        for (int y = 0; y < H; y++) {
+            const float *g = q.e + (size_t)y * W;
+            for (int d = 0; d < DT_TAPS; d++) {
+                float *t = q.t + (size_t)dt_reflect(y + d - DT_RADIUS, H) * W;
+#pragma omp simd
                 for (int x = 0; x < Wi; x++)
-                    row[x] = 0.0f;
-                for (int x = 0; x < Wi; x++)
-                    for (int d = 0; d < DT_TAPS; d++)
-                        row[dt_reflect(x + d - DT_RADIUS, Wi)] += f[d] * t[x];
+                    t[x] += f[d] * g[x];
             }
         }
+        /* the sample's gradient, the row pass's adjoint, row by row */
+        float *dq = mp + plane;
+        for (int y = 0; y < H; y++) {
+            float *row = dq + (size_t)y * W;
+            const float *t = q.t + (size_t)y * W;
+            for (int x = 0; x < Wi; x++)
+                row[x] = 0.0f;
+            for (int x = 0; x < Wi; x++)
+                for (int d = 0; d < DT_TAPS; d++) {
+                    const int j = x + d - DT_RADIUS;
+                    row[j >= 0 && j < Wi ? j : dt_reflect(j, Wi)] += f[d] * t[x];
+                }
+        }
+    }
     /* Through the softmax: dz_k = q_k (dq_k - sum_j q_j dq_j) / tau; 0 where ignored. */
     const int K = s.c, blk = tb_cpu_blk(cpu, &op->in[0]);
     const size_t kb = (size_t)blk, kstride = hw * kb;
