@@ -10,11 +10,16 @@
  *
  * gscnn (bench/gscnn_torch.py): the `gscnn` model plugin with the quickstart settings
  * (gscnn_quickstart below: [model] width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1, the rest default; 19 classes,
- * ignore label 255; batch 8 of 128x128 images), trained on its three losses (seg, edge,
- * att) and fed one batch of the `synthetic` dataset through the core's batch builder
+ * ignore label 255; batch 8 of 128x128 images), trained on its four losses (seg, edge,
+ * att, dual) and fed one batch of the `synthetic` dataset through the core's batch builder
  * (normalised image, Canny edges, labels, edge targets). The PyTorch twin is the same
  * network layer for layer; it is given trainbig's count of trainable parameters and
- * refuses to time a network whose count differs (both counts are printed).
+ * refuses to time a network whose count differs (both counts are printed). Before timing,
+ * the first step's forward is run once more to hand the twin its segmentation logits and
+ * the step and op its Gumbel noise came from: the twin computes the dual-task regulariser
+ * on them from the reference's definition and prints it beside trainbig's (a printed
+ * check, not part of the timing; the other terms are not compared, as the twin's weights
+ * and dropout masks are its own).
  *
  * Both: SGD lr 0.005 (the quickstart's), momentum 0.9, weight decay 1e-4; 2 warm-up steps, then the median of
  * STEPS timed steps (forward, backward, SGD update). The convolutions' FLOPs (forward,
@@ -49,6 +54,7 @@
 #include "benchutil.h"
 #include "core/data/batch.h"
 #include "core/engine/engine.h"
+#include "core/engine/graph_internal.h"
 #include "core/train/inputs.h"
 
 /* The optimizer of both networks. */
@@ -480,6 +486,55 @@ static void write_batch(const struct tb_batch *b, char *path, size_t size)
     }
 }
 
+/* The first step's forward (step 0, as time_steps' first), its "seg_logits" written raw to a
+ * temporary file named in path (empty when that fails) and its "dual" loss in *dual; the
+ * step and op id its Gumbel noise was drawn at in *noise_step and *op. Training batch norm
+ * normalises with the batch's statistics, so the running statistics this forward moves
+ * change no later step's losses. */
+static int dual_first_step(struct tb_engine *e, struct tb_exec *x, const struct tb_graph *g, char *path, size_t size,
+                           float *dual, uint64_t *noise_step, uint32_t *op, struct tb_err *err)
+{
+    path[0] = 0;
+    *op = UINT32_MAX;
+    for (size_t k = 0; k < g->nops; k++)
+        if (g->ops[k].op.kind == TB_OP_DUAL_TASK)
+            *op = g->ops[k].op.id;
+    const struct tb_node *logits = NULL;
+    for (size_t k = 0; k < g->noutputs; k++)
+        if (!strcmp(g->outputs[k].name, "seg_logits"))
+            logits = g->outputs[k].x;
+    if (*op == UINT32_MAX || !logits)
+        return TB_OK;                          /* nothing to check */
+    *noise_step = 0 ^ (e->seed * TB_GOLDEN64); /* tb_exec_forward's mixing of the run seed */
+    int rc = tb_exec_forward(x, 0, err);
+    if (!rc)
+        rc = tb_exec_read(x, "dual", dual, err);
+    const size_t count = tb_shape_elems(tb_node_desc(logits).shape);
+    float *host = rc ? NULL : malloc(count * sizeof *host);
+    if (!rc && !host)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    if (!rc)
+        rc = tb_exec_read(x, "seg_logits", host, err);
+    if (!rc) {
+        const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(path, size, "%s/trainbig-bench-XXXXXX", dir);
+        int fd = mkstemp(path);
+        FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
+        bool ok = f && fwrite(host, sizeof *host, count, f) == count;
+        if (f)
+            ok = fclose(f) == 0 && ok;
+        else if (fd >= 0)
+            close(fd);
+        if (!ok) {
+            if (fd >= 0)
+                unlink(path);
+            path[0] = 0;
+        }
+    }
+    free(host);
+    return rc;
+}
+
 /* One batch of the synthetic dataset as the model's inputs (those of spec its own). */
 static int synthetic_batch(struct tb_batch *batch, const struct tb_batch_spec *spec, const struct gscnn_size *z,
                            struct tb_err *err)
@@ -554,41 +609,53 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
         rc = tb_inputs_set(x, g, &batch, &err);
 
     printf("\nbench/step: G-SCNN (gscnn plugin: width %s, shape_width %s, blocks %s), batch %d of synthetic 3x%dx%d, "
-           "%d classes, losses seg + 20 edge + att, SGD momentum\n",
+           "%d classes, losses seg + 20 edge + att + dual, SGD momentum\n",
            z->width, z->shape_width, z->blocks, z->batch, z->side, z->side, GSCNN_CLASSES);
-    static const char *const loss_name[3] = { "seg", "edge", "att" };
-    float loss[3] = { 0 };
+    static const char *const loss_name[4] = { "seg", "edge", "att", "dual" };
+    float loss[4] = { 0 };
     double ours = 0;
     int nonfinite = 0;
+    char logits_path[4096] = "";
+    float first_dual = 0;
+    uint64_t noise_step = 0;
+    uint32_t dual_op = 0;
+    if (!rc && o->torch)
+        rc = dual_first_step(&e, x, g, logits_path, sizeof logits_path, &first_dual, &noise_step, &dual_op, &err);
     const struct tb_reorder_stats before = reorders_now(&e);
     if (!rc)
-        rc = time_steps(&e, x, o->cuda, o->steps, 3, loss_name, loss, &ours, &nonfinite, &err);
+        rc = time_steps(&e, x, o->cuda, o->steps, 4, loss_name, loss, &ours, &nonfinite, &err);
     if (rc) {
         report_error(o, "gscnn", rc, &err);
     } else {
         const long long params = trainable_params(&e);
         char what[128];
-        snprintf(what, sizeof what, "losses seg %.4f edge %.4f att %.4f", (double)loss[0], (double)loss[1],
-                 (double)loss[2]);
+        snprintf(what, sizeof what, "losses seg %.4f edge %.4f att %.4f dual %.4f", (double)loss[0], (double)loss[1],
+                 (double)loss[2], (double)loss[3]);
         /* The twin trains on the same batch: the same data-dependent work in the losses,
          * and the same numerics. */
         char inputs[4096] = "";
         if (o->torch)
             write_batch(&batch, inputs, sizeof inputs);
-        char args[8192];
+        char check[4400] = "";
+        if (logits_path[0])
+            snprintf(check, sizeof check, " --dual-check '%s' --dual-step 0x%016llx --dual-op %u --dual-trainbig %.9g",
+                     logits_path, (unsigned long long)noise_step, dual_op, (double)first_dual);
+        char args[12800];
         snprintf(args, sizeof args,
                  "%d %d --params %lld --width %s --shape-width %s --blocks %s --classes %d --batch %d --height %d "
                  "--image-width %d "
-                 "--lr %g --momentum %g --weight-decay %g%s%s%s%s",
+                 "--lr %g --momentum %g --weight-decay %g%s%s%s%s%s",
                  o->threads, o->steps, params, z->width, z->shape_width, z->blocks, GSCNN_CLASSES, z->batch, z->side,
                  z->side, (double)SGD_LR, (double)SGD_MOMENTUM, (double)SGD_WEIGHT_DECAY,
-                 inputs[0] ? " --inputs '" : "", inputs[0] ? inputs : "", inputs[0] ? "'" : "", o->torch_args);
+                 inputs[0] ? " --inputs '" : "", inputs[0] ? inputs : "", inputs[0] ? "'" : "", check, o->torch_args);
         char memory[128];
         memory_line(o, b, memory, sizeof memory);
         long long theirs_params = -1;
         double theirs = o->torch ? torch_ms(srcdir(), "gscnn_torch.py", args, &theirs_params) : -1;
         if (inputs[0])
             unlink(inputs);
+        if (logits_path[0])
+            unlink(logits_path);
         const bool differ = theirs_params >= 0 && theirs_params != params;
         if (theirs_params >= 0)
             printf("trainable parameters: trainbig %lld, pytorch %lld (%s)\n", params, theirs_params,
