@@ -54,7 +54,6 @@
 #include "benchutil.h"
 #include "core/data/batch.h"
 #include "core/engine/engine.h"
-#include "core/engine/graph_internal.h"
 #include "core/train/inputs.h"
 
 /* The optimizer of both networks. */
@@ -486,30 +485,30 @@ static void write_batch(const struct tb_batch *b, char *path, size_t size)
     }
 }
 
-/* The first step's forward (step 0, as time_steps' first), its "seg_logits" written raw to a
+/* The first step's forward (step 0, as time_steps' first), its "seg_logits" (count floats)
+ * written raw to a
  * temporary file named in path (empty when that fails) and its "dual" loss in *dual; the
  * step and op id its Gumbel noise was drawn at in *noise_step and *op. Training batch norm
  * normalises with the batch's statistics, so the running statistics this forward moves
  * change no later step's losses. */
-static int dual_first_step(struct tb_engine *e, struct tb_exec *x, const struct tb_graph *g, char *path, size_t size,
-                           float *dual, uint64_t *noise_step, uint32_t *op, struct tb_err *err)
+static int dual_first_step(struct tb_engine *e, struct tb_exec *x, const struct tb_graph *g, size_t count, char *path,
+                           size_t size, float *dual, uint64_t *noise_step, uint32_t *op, struct tb_err *err)
 {
     path[0] = 0;
     *op = UINT32_MAX;
-    for (size_t k = 0; k < g->nops; k++)
-        if (g->ops[k].op.kind == TB_OP_DUAL_TASK)
-            *op = g->ops[k].op.id;
-    const struct tb_node *logits = NULL;
-    for (size_t k = 0; k < g->noutputs; k++)
-        if (!strcmp(g->outputs[k].name, "seg_logits"))
-            logits = g->outputs[k].x;
-    if (*op == UINT32_MAX || !logits)
+    const struct tb_schedule *sch = tb_exec_schedule(x);
+    for (size_t i = 0; i < tb_schedule_steps(sch); i++) {
+        bool backward;
+        const struct tb_op *o = tb_exec_step_op(x, i, &backward, NULL, 0);
+        if (o->kind == TB_OP_DUAL_TASK)
+            *op = o->id;
+    }
+    if (*op == UINT32_MAX || !tb_graph_has_output(g, "seg_logits"))
         return TB_OK;                          /* nothing to check */
     *noise_step = 0 ^ (e->seed * TB_GOLDEN64); /* tb_exec_forward's mixing of the run seed */
     int rc = tb_exec_forward(x, 0, err);
     if (!rc)
         rc = tb_exec_read(x, "dual", dual, err);
-    const size_t count = tb_shape_elems(tb_node_desc(logits).shape);
     float *host = rc ? NULL : malloc(count * sizeof *host);
     if (!rc && !host)
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
@@ -620,7 +619,8 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
     uint64_t noise_step = 0;
     uint32_t dual_op = 0;
     if (!rc && o->torch)
-        rc = dual_first_step(&e, x, g, logits_path, sizeof logits_path, &first_dual, &noise_step, &dual_op, &err);
+        rc = dual_first_step(&e, x, g, (size_t)z->batch * GSCNN_CLASSES * (size_t)z->side * (size_t)z->side,
+                             logits_path, sizeof logits_path, &first_dual, &noise_step, &dual_op, &err);
     const struct tb_reorder_stats before = reorders_now(&e);
     if (!rc)
         rc = time_steps(&e, x, o->cuda, o->steps, 4, loss_name, loss, &ours, &nonfinite, &err);
