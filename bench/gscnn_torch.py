@@ -15,6 +15,9 @@ dual-task regulariser, from the reference's definition written here in PyTorch, 
 logits of trainbig's first step (FILE: N*K*H*W f32, NCHW) and the labels of --inputs, with
 trainbig's Gumbel noise (its uniform numbers rebuilt from the step and the op id), and
 prints it beside trainbig's value: the same term, the same inputs, the same noise.
+--check-params FILE (with --check-dropout, --check-losses and the --dual-* keys) runs
+trainbig's first step here from trainbig's parameters, dropout masks and Gumbel noise and
+prints the four losses beside trainbig's; the timed steps then go on from those weights.
 Prints 'torch-params X' and 'torch-ms-per-step X' for bench/step to read."""
 import argparse
 import math
@@ -59,6 +62,23 @@ def resize_to(x, h, w, align_corners):
     return F.interpolate(x, size=(h, w), mode="bilinear", align_corners=align_corners)
 
 
+# The first-step check's dropout: trainbig's masks for its dropout ops, in forward order
+# (op id, p), drawn at DROP_STEP; empty: the module's own dropout.
+DROP_OPS = []
+DROP_STEP = 0
+
+
+def drop(module, y):
+    """Channel dropout: the module's, or while the first-step check runs trainbig's mask
+    (its uniform numbers >= p per (image, channel)), scaled by 1 / (1 - p)."""
+    if not DROP_OPS:
+        return module(y)
+    op, p = DROP_OPS.pop(0)
+    n, c = y.shape[0], y.shape[1]
+    keep = (splitmix_uniform(n * c, 0, DROP_STEP, op) >= p).to(y.dtype).to(y.device).view(n, c, 1, 1)
+    return y * (keep * (1.0 / (1.0 - p)))
+
+
 class Block(nn.Module):
     """wider_resnet.c's pre-activation block: 2 (3x3, 3x3) or 3 (1x1, 3x3, 1x1) convs."""
 
@@ -86,12 +106,12 @@ class Block(nn.Module):
         y = F.relu(self.bn2(self.conv1(pre)))
         if self.conv3 is None:
             if self.drop is not None:
-                y = self.drop(y)
+                y = drop(self.drop, y)
             y = self.conv2(y)
         else:
             y = F.relu(self.bn3(self.conv2(y)))
             if self.drop is not None:
-                y = self.drop(y)
+                y = drop(self.drop, y)
             y = self.conv3(y)
         return y + shortcut
 
@@ -342,14 +362,61 @@ def dual_loss(logits, labels, u=None, tau=DUAL_TAU):
     return 0.5 * (d * mp).sum() / (mp.sum() + 1e-10) + 0.5 * (d * mq).sum() / (mq.sum() + 1e-10)
 
 
-def losses(seg, edge_logits, edge, labels, edges, classes):
-    """gscnn.c's losses(): seg, edge, att (seg again on labels kept where edge > 0.8), dual."""
+def losses(seg, edge_logits, edge, labels, edges, classes, u=None):
+    """gscnn.c's losses(): seg, edge, att (seg again on labels kept where edge > 0.8), dual
+    (its Gumbel noise from u, else torch.rand)."""
     seg_l = seg_loss(seg, labels, class_weights(labels, classes))
     edge_l = edge_loss(edge_logits, edges)
     att_labels = torch.where(edge.detach().squeeze(1) > 0.8, labels, torch.full_like(labels, IGNORE))
     att_l = seg_loss(seg, att_labels, class_weights(att_labels, classes))
-    dual_l = dual_loss(seg, labels)
+    dual_l = dual_loss(seg, labels, u)
     return seg_l, edge_l, att_l, dual_l
+
+
+def first_step_check(net, a, image, canny, labels, edges):
+    """trainbig's first step again here: its parameters (in its order, which is this
+    network's, each checked by size), its dropout masks and Gumbel noise; the four losses
+    printed beside trainbig's."""
+    global DROP_OPS, DROP_STEP
+    theirs = [float(v) for v in a.check_losses.split(",")]
+    with open(a.check_params, "rb") as f:
+        raw = bytearray(f.read())
+    params = list(net.parameters())
+    total = sum(p.numel() for p in params)
+    if len(raw) != 4 * total:
+        print(f"first-step check: {a.check_params} holds {len(raw) // 4} values, the network {total}; not checked")
+        return
+    values = torch.frombuffer(raw, dtype=torch.float32)
+    at = 0
+    with torch.no_grad():
+        for p in params:
+            p.copy_(values[at:at + p.numel()].view(p.shape).to(p.device))
+            at += p.numel()
+    ops = [op.split(":") for op in a.check_dropout.split(",") if op]
+    if any(p.endswith("e") for _, p in ops):
+        print("first-step check: trainbig has elementwise dropout, this twin channel dropout; not checked")
+        return
+    DROP_OPS, DROP_STEP = [(int(op), float(p)) for op, p in ops], a.dual_step
+    n, c, h, w = a.batch, a.classes, a.height, a.image_width
+    u = splitmix_uniform(n * c * h * w, 0, a.dual_step, a.dual_op)
+    with torch.no_grad():
+        seg, edge_logits, edge = net(image, canny)
+        ours = losses(seg, edge_logits, edge, labels, edges, a.classes, u)
+    left, DROP_OPS = len(DROP_OPS), []
+    if left:
+        print(f"first-step check: {left} of trainbig's dropout ops were not met here; not checked")
+        return
+    names = ("seg", "edge", "att", "dual")
+    parts = []
+    worst = 0.0
+    for name, t, o in zip(names, theirs, ours):
+        o = o.item()
+        rel = abs(t - o) / max(abs(o), 1e-12)
+        worst = max(worst, rel)
+        parts.append(f"{name} {t:.6g} / {o:.6g} ({rel:.1e})")
+    print("first-step check, trainbig's parameters, dropout masks and Gumbel noise in both: losses trainbig / "
+          f"pytorch (relative difference): {', '.join(parts)}; {'agree' if worst <= 1e-3 else 'DIFFER'} "
+          "(tolerance 1e-3: float32 through the whole network)")
 
 
 def dual_check(path, labels, n, classes, h, w, step, op, theirs):
@@ -421,6 +488,9 @@ def main():
     ap.add_argument("--dual-step", type=lambda v: int(v, 0), default=0, help="the step its noise was drawn at")
     ap.add_argument("--dual-op", type=int, default=0, help="the id of trainbig's dual_task op")
     ap.add_argument("--dual-trainbig", type=float, default=float("nan"), help="trainbig's dual loss at that step")
+    ap.add_argument("--check-params", help="trainbig's first-step parameters (raw f32, its order)")
+    ap.add_argument("--check-dropout", default="", help="trainbig's dropout ops in forward order, id:p,...")
+    ap.add_argument("--check-losses", help="trainbig's first-step losses seg,edge,att,dual")
     a = ap.parse_args()
     blocks = [int(b) for b in a.blocks.split(",")]
     if len(blocks) != len(MODULE_CHANNELS):
@@ -451,6 +521,8 @@ def main():
     image = image.to(dev).contiguous(memory_format=fmt)
     canny = canny.to(dev).contiguous(memory_format=fmt)
     labels, edges = labels.to(dev), edges.to(dev)
+    if a.check_params and a.check_losses and a.inputs:
+        first_step_check(net, a, image, canny, labels, edges)
 
     times, nonfinite = [], 0
     for i in range(a.steps + 2):

@@ -15,11 +15,12 @@
  * (normalised image, Canny edges, labels, edge targets). The PyTorch twin is the same
  * network layer for layer; it is given trainbig's count of trainable parameters and
  * refuses to time a network whose count differs (both counts are printed). Before timing,
- * the first step's forward is run once more to hand the twin its segmentation logits and
- * the step and op its Gumbel noise came from: the twin computes the dual-task regulariser
- * on them from the reference's definition and prints it beside trainbig's (a printed
- * check, not part of the timing; the other terms are not compared, as the twin's weights
- * and dropout masks are its own).
+ * the first step's forward is run once more to hand the twin the parameters it started
+ * from, its dropout ops and the step and op its Gumbel noise came from, its four losses and
+ * its segmentation logits: the twin runs that step from the same weights with the same
+ * dropout masks and noise and prints its four losses beside trainbig's, and the dual-task
+ * regulariser alone on trainbig's logits (printed checks, not part of the timing; the
+ * twin's timed steps then start from those weights).
  *
  * Both: SGD lr 0.005 (the quickstart's), momentum 0.9, weight decay 1e-4; 2 warm-up steps, then the median of
  * STEPS timed steps (forward, backward, SGD update). The convolutions' FLOPs (forward,
@@ -485,30 +486,88 @@ static void write_batch(const struct tb_batch *b, char *path, size_t size)
     }
 }
 
-/* The first step's forward (step 0, as time_steps' first), its "seg_logits" (count floats)
- * written raw to a
- * temporary file named in path (empty when that fails) and its "dual" loss in *dual; the
- * step and op id its Gumbel noise was drawn at in *noise_step and *op. Training batch norm
+/* The first step's forward (step 0, as time_steps' first), into fs: its "seg_logits" (count
+ * floats) and the parameters it started from written raw to temporary files (names empty
+ * when that fails), its four losses, and what its noise was drawn from. Training batch norm
  * normalises with the batch's statistics, so the running statistics this forward moves
  * change no later step's losses. */
-static int dual_first_step(struct tb_engine *e, struct tb_exec *x, const struct tb_graph *g, size_t count, char *path,
-                           size_t size, float *dual, uint64_t *noise_step, uint32_t *op, struct tb_err *err)
+/* The trainable parameters' values (NCHW floats, in the engine's order, one after another)
+ * into a temporary file named in path (empty when that fails). */
+static int write_params(struct tb_engine *e, char *path, size_t size, struct tb_err *err)
 {
-    path[0] = 0;
+    const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(path, size, "%s/trainbig-bench-XXXXXX", dir);
+    int fd = mkstemp(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
+    bool ok = f != NULL;
+    int rc = TB_OK;
+    for (size_t i = 0; i < tb_engine_param_count(e) && ok && !rc; i++) {
+        const struct tb_param *p = tb_engine_param_at(e, i);
+        if (!p->trainable)
+            continue;
+        const size_t n = tb_shape_elems(p->value.desc.shape);
+        float *host = malloc(n * sizeof *host + 1);
+        if (!host)
+            rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        if (!rc)
+            rc = e->ops->tensor_read(e->ctx, &p->value, host, err);
+        if (!rc)
+            ok = fwrite(host, sizeof *host, n, f) == n;
+        free(host);
+    }
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    else if (fd >= 0)
+        close(fd);
+    if (!ok || rc) {
+        if (fd >= 0)
+            unlink(path);
+        path[0] = 0;
+    }
+    return rc;
+}
+
+/* What the twin is handed to check the first step: its logits' and parameters' files, the
+ * step its noise is drawn at, the dual_task op and the dropout ops ("id:p,..." in forward
+ * order), and trainbig's four losses of that step. */
+struct first_step {
+    char logits[4096], params[4096];
+    uint64_t noise_step;
+    uint32_t dual_op;
+    char dropout[512];
+    float loss[4];
+};
+
+static int dual_first_step(struct tb_engine *e, struct tb_exec *x, const struct tb_graph *g, size_t count,
+                           struct first_step *fs, struct tb_err *err)
+{
+    char *path = fs->logits;
+    const size_t size = sizeof fs->logits;
+    path[0] = fs->params[0] = fs->dropout[0] = 0;
+    uint32_t *op = &fs->dual_op;
     *op = UINT32_MAX;
     const struct tb_schedule *sch = tb_exec_schedule(x);
+    size_t len = 0;
     for (size_t i = 0; i < tb_schedule_steps(sch); i++) {
         bool backward;
         const struct tb_op *o = tb_exec_step_op(x, i, &backward, NULL, 0);
         if (o->kind == TB_OP_DUAL_TASK)
             *op = o->id;
+        if (o->kind == TB_OP_DROPOUT && !backward && len < sizeof fs->dropout) {
+            int k = snprintf(fs->dropout + len, sizeof fs->dropout - len, "%s%u:%.9g%s", len ? "," : "", o->id,
+                             (double)o->p.dropout.p, o->p.dropout.channelwise ? "" : "e");
+            len += k > 0 ? (size_t)k : 0;
+        }
     }
     if (*op == UINT32_MAX || !tb_graph_has_output(g, "seg_logits"))
-        return TB_OK;                          /* nothing to check */
-    *noise_step = 0 ^ (e->seed * TB_GOLDEN64); /* tb_exec_forward's mixing of the run seed */
-    int rc = tb_exec_forward(x, 0, err);
+        return TB_OK;                             /* nothing to check */
+    fs->noise_step = 0 ^ (e->seed * TB_GOLDEN64); /* tb_exec_forward's mixing of the run seed */
+    int rc = write_params(e, fs->params, sizeof fs->params, err);
     if (!rc)
-        rc = tb_exec_read(x, "dual", dual, err);
+        rc = tb_exec_forward(x, 0, err);
+    static const char *const names[4] = { "seg", "edge", "att", "dual" };
+    for (int k = 0; k < 4 && !rc; k++)
+        rc = tb_exec_read(x, names[k], &fs->loss[k], err);
     float *host = rc ? NULL : malloc(count * sizeof *host);
     if (!rc && !host)
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
@@ -614,13 +673,10 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
     float loss[4] = { 0 };
     double ours = 0;
     int nonfinite = 0;
-    char logits_path[4096] = "";
-    float first_dual = 0;
-    uint64_t noise_step = 0;
-    uint32_t dual_op = 0;
+    struct first_step fs;
+    memset(&fs, 0, sizeof fs);
     if (!rc && o->torch)
-        rc = dual_first_step(&e, x, g, (size_t)z->batch * GSCNN_CLASSES * (size_t)z->side * (size_t)z->side,
-                             logits_path, sizeof logits_path, &first_dual, &noise_step, &dual_op, &err);
+        rc = dual_first_step(&e, x, g, (size_t)z->batch * GSCNN_CLASSES * (size_t)z->side * (size_t)z->side, &fs, &err);
     const struct tb_reorder_stats before = reorders_now(&e);
     if (!rc)
         rc = time_steps(&e, x, o->cuda, o->steps, 4, loss_name, loss, &ours, &nonfinite, &err);
@@ -636,11 +692,14 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
         char inputs[4096] = "";
         if (o->torch)
             write_batch(&batch, inputs, sizeof inputs);
-        char check[4400] = "";
-        if (logits_path[0])
-            snprintf(check, sizeof check, " --dual-check '%s' --dual-step 0x%016llx --dual-op %u --dual-trainbig %.9g",
-                     logits_path, (unsigned long long)noise_step, dual_op, (double)first_dual);
-        char args[12800];
+        char check[9400] = "";
+        if (fs.logits[0] && fs.params[0])
+            snprintf(check, sizeof check,
+                     " --dual-check '%s' --dual-step 0x%016llx --dual-op %u --dual-trainbig %.9g --check-params '%s' "
+                     "--check-dropout '%s' --check-losses %.9g,%.9g,%.9g,%.9g",
+                     fs.logits, (unsigned long long)fs.noise_step, fs.dual_op, (double)fs.loss[3], fs.params,
+                     fs.dropout, (double)fs.loss[0], (double)fs.loss[1], (double)fs.loss[2], (double)fs.loss[3]);
+        char args[18000];
         snprintf(args, sizeof args,
                  "%d %d --params %lld --width %s --shape-width %s --blocks %s --classes %d --batch %d --height %d "
                  "--image-width %d "
@@ -654,8 +713,10 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
         double theirs = o->torch ? torch_ms(srcdir(), "gscnn_torch.py", args, &theirs_params) : -1;
         if (inputs[0])
             unlink(inputs);
-        if (logits_path[0])
-            unlink(logits_path);
+        if (fs.logits[0])
+            unlink(fs.logits);
+        if (fs.params[0])
+            unlink(fs.params);
         const bool differ = theirs_params >= 0 && theirs_params != params;
         if (theirs_params >= 0)
             printf("trainable parameters: trainbig %lld, pytorch %lld (%s)\n", params, theirs_params,
