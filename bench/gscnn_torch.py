@@ -1,6 +1,6 @@
 """bench/gscnn_torch.py THREADS STEPS --params N [settings]: the `gscnn` model plugin's
 network (plugins/models/gscnn/gscnn.c, wider_resnet.c) in PyTorch, layer for layer, with
-its three losses, timed as bench/step times it (median ms of STEPS training steps after 2
+its four losses, timed as bench/step times it (median ms of STEPS training steps after 2
 warm-up steps), channels_last, SGD with momentum and weight decay.
 
 --params is trainbig's count of trainable parameters for the same settings: a network
@@ -10,6 +10,14 @@ u8, NCHW, raw, in that order); without it, random inputs of the same shapes.
 --device cuda runs it on the GPU as bench/step_torch.py does (cudnn.benchmark, TF32 off
 unless --tf32, torch.cuda.synchronize() around each timed step); --format contiguous
 runs it in NCHW instead of channels_last.
+--dual-check FILE (with --dual-step, --dual-op, --dual-trainbig) first computes the
+dual-task regulariser, from the reference's definition written here in PyTorch, on the
+logits of trainbig's first step (FILE: N*K*H*W f32, NCHW) and the labels of --inputs, with
+trainbig's Gumbel noise (its uniform numbers rebuilt from the step and the op id), and
+prints it beside trainbig's value: the same term, the same inputs, the same noise.
+--check-params FILE (with --check-dropout, --check-losses and the --dual-* keys) runs
+trainbig's first step here from trainbig's parameters, dropout masks and Gumbel noise and
+prints the four losses beside trainbig's; the timed steps then go on from those weights.
 Prints 'torch-params X' and 'torch-ms-per-step X' for bench/step to read."""
 import argparse
 import math
@@ -26,7 +34,9 @@ IGNORE = 255
 # [model] keys other than width, shape_width and blocks, at gscnn.c's defaults.
 ASPP_RATES = (12, 24, 36)
 DROPOUT_MOD6, DROPOUT_MOD7 = 0.3, 0.5
-W_SEG, W_EDGE, W_ATT = 1.0, 20.0, 1.0
+W_SEG, W_EDGE, W_ATT, W_DUAL = 1.0, 20.0, 1.0, 1.0
+# The dual-task regulariser's temperature, as gscnn.c builds it (the reference's).
+DUAL_TAU = 0.5
 # Channels of mod2 .. mod7 at width 1 (wider_resnet.c).
 MODULE_CHANNELS = ((128, 128), (256, 256), (512, 512), (512, 1024), (512, 1024, 2048), (1024, 2048, 4096))
 
@@ -50,6 +60,23 @@ def resize_to(x, h, w, align_corners):
     if x.shape[2] == h and x.shape[3] == w:
         return x
     return F.interpolate(x, size=(h, w), mode="bilinear", align_corners=align_corners)
+
+
+# The first-step check's dropout: trainbig's masks for its dropout ops, in forward order
+# (op id, p), drawn at DROP_STEP; empty: the module's own dropout.
+DROP_OPS = []
+DROP_STEP = 0
+
+
+def drop(module, y):
+    """Channel dropout: the module's, or while the first-step check runs trainbig's mask
+    (its uniform numbers >= p per (image, channel)), scaled by 1 / (1 - p)."""
+    if not DROP_OPS:
+        return module(y)
+    op, p = DROP_OPS.pop(0)
+    n, c = y.shape[0], y.shape[1]
+    keep = (splitmix_uniform(n * c, 0, DROP_STEP, op) >= p).to(y.dtype).to(y.device).view(n, c, 1, 1)
+    return y * (keep * (1.0 / (1.0 - p)))
 
 
 class Block(nn.Module):
@@ -79,12 +106,12 @@ class Block(nn.Module):
         y = F.relu(self.bn2(self.conv1(pre)))
         if self.conv3 is None:
             if self.drop is not None:
-                y = self.drop(y)
+                y = drop(self.drop, y)
             y = self.conv2(y)
         else:
             y = F.relu(self.bn3(self.conv2(y)))
             if self.drop is not None:
-                y = self.drop(y)
+                y = drop(self.drop, y)
             y = self.conv3(y)
         return y + shortcut
 
@@ -268,13 +295,146 @@ def edge_loss(logits, edges):
     return F.binary_cross_entropy_with_logits(logits, pos.float(), weight=weight)
 
 
-def losses(seg, edge_logits, edge, labels, edges, classes):
-    """gscnn.c's losses(): seg, edge, att (seg again on labels kept where edge > 0.8)."""
+def splitmix_uniform(count, seed, step, op):
+    """The backends' uniform numbers (plugins/backends/cpu/cpu_shared.h tb_cpu_uniform): for
+    element index i, splitmix64 of seed ^ step*golden ^ op<<40 ^ i*0xBF58476D1CE4E5B9, its top
+    24 bits over 2^24. As float32, in NCHW order."""
+    import numpy as np
+
+    mask = (1 << 64) - 1
+    golden = 0x9E3779B97F4A7C15
+    base = np.uint64((seed ^ (step * golden) ^ (op << 40)) & mask)
+    with np.errstate(over="ignore"):
+        z = base ^ (np.arange(count, dtype=np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
+        z = z + np.uint64(golden)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return torch.from_numpy((z >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0))
+
+
+def conv_tri(e, r=4):
+    """The reference's convTri(E, r): the triangle filter [1..r+1..1]/(r+1)^2 along W, then
+    along H, each plane on its own; padded by one sample replicated, reflected by r, and of
+    that the r samples next to the plane on each side."""
+    c = e.shape[1]
+    f = torch.tensor([list(range(1, r + 1)) + [r + 1] + list(range(r, 0, -1))], dtype=e.dtype, device=e.device)
+    f = f / (r + 1) ** 2
+    p = F.pad(F.pad(e, (1, 1, 0, 0), mode="replicate"), (r, r, 0, 0), mode="reflect")
+    e = torch.cat([p[..., :r], e, p[..., -r:]], 3)
+    p = F.pad(F.pad(e, (0, 0, 1, 1), mode="replicate"), (0, 0, r, r), mode="reflect")
+    e = torch.cat([p[..., :r, :], e, p[..., -r:, :]], 2)
+    e = F.conv2d(e, f.view(1, 1, 1, -1).repeat(c, 1, 1, 1), groups=c)
+    return F.conv2d(e, f.view(1, 1, -1, 1).repeat(c, 1, 1, 1), groups=c)
+
+
+def grad_mag(e):
+    """The reference's compute_grad_mag: convTri(E, 4), central differences 0.5 * (x[i+1] -
+    x[i-1]) with zeros beyond the border, sqrt(Ox^2 + Oy^2 + 1e-6), over its maximum."""
+    c = e.shape[1]
+    s = conv_tri(e, 4)
+    k = torch.tensor([-0.5, 0.0, 0.5], dtype=e.dtype, device=e.device)
+    ox = F.conv2d(F.pad(s, (1, 1, 0, 0)), k.view(1, 1, 1, 3).repeat(c, 1, 1, 1), groups=c)
+    oy = F.conv2d(F.pad(s, (0, 0, 1, 1)), k.view(1, 1, 3, 1).repeat(c, 1, 1, 1), groups=c)
+    mag = torch.sqrt(ox * ox + oy * oy + 1e-6)
+    return mag / mag.max()
+
+
+def dual_loss(logits, labels, u=None, tau=DUAL_TAU):
+    """The reference's DualTaskLoss (my_functionals/DualTaskLoss.py) with its helpers as they
+    are meant (their published versions return before smoothing and differencing; see
+    gscnn.c): ignored pixels count as logits 0 and class 0; a Gumbel-softmax sample of the
+    logits (noise -log(1e-10 - log(u + 1e-10)), u uniform: torch.rand, or the given u);
+    the L1 between its boundary map and the one-hot labels', averaged over the elements
+    where each map is at least 1e-8, the two halves averaged."""
+    n, c, h, w = logits.shape
+    ignore = labels == IGNORE
+    logits = torch.where(ignore.unsqueeze(1), torch.zeros_like(logits), logits)
+    gt = torch.where(ignore, torch.zeros_like(labels), labels)
+    onehot = F.one_hot(gt, c).permute(0, 3, 1, 2).to(logits.dtype)
+    if u is None:
+        u = torch.rand(logits.shape, device=logits.device)
+    u = u.to(device=logits.device, dtype=logits.dtype).view(n, c, h, w)
+    g = F.softmax((logits - torch.log(1e-10 - torch.log(u + 1e-10))) / tau, 1)
+    p, q = grad_mag(g), grad_mag(onehot)
+    d = (p - q).abs()
+    mp, mq = (p >= 1e-8).detach().to(d.dtype), (q >= 1e-8).detach().to(d.dtype)
+    return 0.5 * (d * mp).sum() / (mp.sum() + 1e-10) + 0.5 * (d * mq).sum() / (mq.sum() + 1e-10)
+
+
+def losses(seg, edge_logits, edge, labels, edges, classes, u=None):
+    """gscnn.c's losses(): seg, edge, att (seg again on labels kept where edge > 0.8), dual
+    (its Gumbel noise from u, else torch.rand)."""
     seg_l = seg_loss(seg, labels, class_weights(labels, classes))
     edge_l = edge_loss(edge_logits, edges)
     att_labels = torch.where(edge.detach().squeeze(1) > 0.8, labels, torch.full_like(labels, IGNORE))
     att_l = seg_loss(seg, att_labels, class_weights(att_labels, classes))
-    return seg_l, edge_l, att_l
+    dual_l = dual_loss(seg, labels, u)
+    return seg_l, edge_l, att_l, dual_l
+
+
+def first_step_check(net, a, image, canny, labels, edges):
+    """trainbig's first step again here: its parameters (in its order, which is this
+    network's, each checked by size), its dropout masks and Gumbel noise; the four losses
+    printed beside trainbig's."""
+    global DROP_OPS, DROP_STEP
+    theirs = [float(v) for v in a.check_losses.split(",")]
+    with open(a.check_params, "rb") as f:
+        raw = bytearray(f.read())
+    params = list(net.parameters())
+    total = sum(p.numel() for p in params)
+    if len(raw) != 4 * total:
+        print(f"first-step check: {a.check_params} holds {len(raw) // 4} values, the network {total}; not checked")
+        return
+    values = torch.frombuffer(raw, dtype=torch.float32)
+    at = 0
+    with torch.no_grad():
+        for p in params:
+            p.copy_(values[at:at + p.numel()].view(p.shape).to(p.device))
+            at += p.numel()
+    ops = [op.split(":") for op in a.check_dropout.split(",") if op]
+    if any(p.endswith("e") for _, p in ops):
+        print("first-step check: trainbig has elementwise dropout, this twin channel dropout; not checked")
+        return
+    DROP_OPS, DROP_STEP = [(int(op), float(p)) for op, p in ops], a.dual_step
+    n, c, h, w = a.batch, a.classes, a.height, a.image_width
+    u = splitmix_uniform(n * c * h * w, 0, a.dual_step, a.dual_op)
+    with torch.no_grad():
+        seg, edge_logits, edge = net(image, canny)
+        ours = losses(seg, edge_logits, edge, labels, edges, a.classes, u)
+    left, DROP_OPS = len(DROP_OPS), []
+    if left:
+        print(f"first-step check: {left} of trainbig's dropout ops were not met here; not checked")
+        return
+    names = ("seg", "edge", "att", "dual")
+    parts = []
+    worst = 0.0
+    for name, t, o in zip(names, theirs, ours):
+        o = o.item()
+        rel = abs(t - o) / max(abs(o), 1e-12)
+        worst = max(worst, rel)
+        parts.append(f"{name} {t:.6g} / {o:.6g} ({rel:.1e})")
+    print("first-step check, trainbig's parameters, dropout masks and Gumbel noise in both: losses trainbig / "
+          f"pytorch (relative difference): {', '.join(parts)}; {'agree' if worst <= 1e-3 else 'DIFFER'} "
+          "(tolerance 1e-3: float32 through the whole network)")
+
+
+def dual_check(path, labels, n, classes, h, w, step, op, theirs):
+    """Prints the dual term of trainbig's first step against this file's definition of it."""
+    count = n * classes * h * w
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    if len(raw) != 4 * count:
+        print(f"dual-check: {path}: {len(raw)} bytes, expected {4 * count}; not checked")
+        return
+    logits = torch.frombuffer(raw, dtype=torch.float32).view(n, classes, h, w).clone()
+    u = splitmix_uniform(count, 0, step, op)
+    ours32 = dual_loss(logits, labels, u).item()
+    ours64 = dual_loss(logits.double(), labels, u.double()).item()
+    rel = abs(theirs - ours64) / abs(ours64) if ours64 else float("inf")
+    print(f"dual-check: the first step's dual-task loss on trainbig's logits and Gumbel noise: trainbig {theirs:.7g}, "
+          f"pytorch {ours32:.7g} (float32), {ours64:.7g} (float64); trainbig against float64: relative difference "
+          f"{rel:.2e} ({'agree' if rel <= 1e-4 else 'DIFFER'}, tolerance 1e-4)")
 
 
 def read_inputs(path, n, h, w):
@@ -324,6 +484,13 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in convolutions and matmuls (cuda)")
     ap.add_argument("--format", choices=("channels_last", "contiguous"), default="channels_last")
+    ap.add_argument("--dual-check", help="trainbig's first-step logits (raw NCHW f32), to check the dual term on")
+    ap.add_argument("--dual-step", type=lambda v: int(v, 0), default=0, help="the step its noise was drawn at")
+    ap.add_argument("--dual-op", type=int, default=0, help="the id of trainbig's dual_task op")
+    ap.add_argument("--dual-trainbig", type=float, default=float("nan"), help="trainbig's dual loss at that step")
+    ap.add_argument("--check-params", help="trainbig's first-step parameters (raw f32, its order)")
+    ap.add_argument("--check-dropout", default="", help="trainbig's dropout ops in forward order, id:p,...")
+    ap.add_argument("--check-losses", help="trainbig's first-step losses seg,edge,att,dual")
     a = ap.parse_args()
     blocks = [int(b) for b in a.blocks.split(",")]
     if len(blocks) != len(MODULE_CHANNELS):
@@ -349,9 +516,13 @@ def main():
         image, canny, labels, edges = read_inputs(a.inputs, n, h, w)
     else:
         image, canny, labels, edges = random_inputs(n, h, w, a.classes)
+    if a.dual_check and a.inputs:
+        dual_check(a.dual_check, labels, n, a.classes, h, w, a.dual_step, a.dual_op, a.dual_trainbig)
     image = image.to(dev).contiguous(memory_format=fmt)
     canny = canny.to(dev).contiguous(memory_format=fmt)
     labels, edges = labels.to(dev), edges.to(dev)
+    if a.check_params and a.check_losses and a.inputs:
+        first_step_check(net, a, image, canny, labels, edges)
 
     times, nonfinite = [], 0
     for i in range(a.steps + 2):
@@ -360,21 +531,21 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         seg, edge_logits, edge = net(image, canny)
-        seg_l, edge_l, att_l = losses(seg, edge_logits, edge, labels, edges, a.classes)
-        (W_SEG * seg_l + W_EDGE * edge_l + W_ATT * att_l).backward()
+        seg_l, edge_l, att_l, dual_l = losses(seg, edge_logits, edge, labels, edges, a.classes)
+        (W_SEG * seg_l + W_EDGE * edge_l + W_ATT * att_l + W_DUAL * dual_l).backward()
         opt.step()
         if cuda:
             torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
         if i >= 2:
             times.append(dt * 1e3)
-        if not nonfinite and not all(math.isfinite(x.item()) for x in (seg_l, edge_l, att_l)):
+        if not nonfinite and not all(math.isfinite(x.item()) for x in (seg_l, edge_l, att_l, dual_l)):
             nonfinite = i + 1
     times.sort()
     nchw = ", contiguous" if a.format == "contiguous" else ""
     where = f"{what}, {a.format}" if cuda else f"{a.threads} threads{nchw}"
     print(f"torch {torch.__version__}, {where}, {'the same batch' if a.inputs else 'random inputs'}; "
-          f"losses seg {seg_l.item():.4f} edge {edge_l.item():.4f} att {att_l.item():.4f}")
+          f"losses seg {seg_l.item():.4f} edge {edge_l.item():.4f} att {att_l.item():.4f} dual {dual_l.item():.4f}")
     if cuda:
         print(f"torch peak memory {torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB")
     if nonfinite:

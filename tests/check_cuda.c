@@ -341,6 +341,45 @@ START_TEST(softmax_ce_bad_label)
 }
 END_TEST
 
+/* The dual-task regulariser's labels are checked on the device too: a label >= K is
+ * reported, naming the op, by the forward, its backward or the next forward. */
+START_TEST(dual_task_bad_label)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cuda", GPU_SMALL_KEYS);
+    const int N = 2, K = 5, H = 9, W = 11;
+    struct tb_op op = new_op(TB_OP_DUAL_TASK, 52, 2, 2);
+    op.in[0] = f32(N, K, H, W);
+    op.in[1] = u8(N, 1, H, W);
+    op.out[0] = f32(1, 1, 1, 1);
+    op.out[1] = op.in[0];
+    op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
+    float *z = op_frand(elems(op.in[0]), 860, -1.0f, 1.0f);
+    uint8_t *l = op_labels(elems(op.in[1]), K, 5, 861);
+    l[(size_t)H * W + 4 * W + 7] = 6; /* image 1, row 4, column 7; the only bad one */
+    struct opcheck oc;
+    opcheck_init(&oc, &b, &op);
+    opcheck_set_input(&oc, 0, z);
+    opcheck_set_input(&oc, 1, l);
+    struct tb_err err;
+    tb_err_clear(&err);
+    int rc = b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 0, oc.in, oc.out, &err);
+    if (rc == TB_OK)
+        rc = b.ops.backend->tensor_fill(b.ctx, &oc.dout[0], 1.0f, &err);
+    if (rc == TB_OK)
+        rc = b.ops.backend->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din, &err);
+    if (rc == TB_OK)
+        rc = b.ops.backend->op_forward(b.ctx, &oc.op, oc.state, 1, oc.in, oc.out, &err);
+    ck_assert_msg(rc != TB_OK, "label 6 with K = 5 was not reported");
+    ck_assert_msg(strstr(err.msg, "label 6") && strstr(err.msg, "dual_task") && strstr(err.msg, "op 52"), "%s",
+                  err.msg);
+    opcheck_fini(&oc);
+    test_backend_close(&b);
+    free(z);
+    free(l);
+}
+END_TEST
+
 /* A bad label in the list's class_weights case: reported by the forward or, found on the
  * device, by the next op once the device is done (the stream sync). */
 START_TEST(class_weights_bad_label)
@@ -1117,6 +1156,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, batchnorm_inference_backward);
     tcase_add_test(tc, softmax_ce_bad_label);
     tcase_add_test(tc, class_weights_bad_label);
+    tcase_add_test(tc, dual_task_bad_label);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("runtime");

@@ -459,6 +459,15 @@ START_TEST(op_contract_cases)
     ACCEPT(op, 1, U(2, 1, 3, 3));
     op.in[1] = F(2, 2, 3, 3);
     REFUSE(op, "mask_labels: labels 2x1x3x3 and x 2x2x3x3 must both be Nx1xHxW");
+    /* dual_task: the loss and the sample */
+    op = op_of(TB_OP_DUAL_TASK, 2, (struct tb_tensor_desc[]){ F(2, 4, 3, 5), U(2, 1, 3, 5) });
+    op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
+    ACCEPT(op, 2, F(1, 1, 1, 1), F(2, 4, 3, 5));
+    op.p.dual.tau = 0.0f;
+    REFUSE(op, "dual_task: tau = 0; allowed: tau > 0");
+    op = op_of(TB_OP_DUAL_TASK, 2, (struct tb_tensor_desc[]){ F(2, 4, 2, 5), U(2, 1, 2, 5) });
+    op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
+    REFUSE(op, "dual_task: logits 2x4x2x5: H and W must be at least 3 (the smoothing pads by reflection)");
     /* any kind: an empty dimension */
     op = op_of(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 0, 3, 4) });
     REFUSE(op, "relu: input 0 has shape 1x0x3x4: every dimension must be >= 1");

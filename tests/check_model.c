@@ -185,7 +185,7 @@ START_TEST(narrow_network_runs)
 }
 END_TEST
 
-/* A training graph: the three loss terms of the reference, every parameter reached by
+/* A training graph: the four loss terms of the reference, every parameter reached by
  * the objective, and one step forward and backward on the CPU backend gives finite,
  * positive losses and a gradient for every parameter. */
 START_TEST(narrow_network_trains)
@@ -194,10 +194,10 @@ START_TEST(narrow_network_trains)
     struct tb_err err;
     const int N = 2, H = 32, W = 40;
     struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,1,1,1,1\n", true, N, H, W, &err);
-    ck_assert_int_eq(g->nlosses, 3);
-    static const char *const terms[3] = { "seg", "edge", "att" };
-    static const float weights[3] = { 1.0f, 20.0f, 1.0f };
-    for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(g->nlosses, 4);
+    static const char *const terms[4] = { "seg", "edge", "att", "dual" };
+    static const float weights[4] = { 1.0f, 20.0f, 1.0f, 1.0f };
+    for (int i = 0; i < 4; i++) {
         ck_assert_str_eq(g->losses[i].name, terms[i]);
         ck_assert(g->losses[i].weight == weights[i]);
     }
@@ -223,7 +223,9 @@ START_TEST(narrow_network_trains)
     ck_assert_msg(tb_exec_set_input(x, "labels", labels, &err) == TB_OK, "%s", err.msg);
     ck_assert_msg(tb_exec_set_input(x, "edges", edges, &err) == TB_OK, "%s", err.msg);
     ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < 2; i++) { /* att may be 0: no edge is confident before training */
+    for (int i = 0; i < 4; i++) {
+        if (i == 2)
+            continue; /* att may be 0: no edge is confident before training */
         float loss;
         ck_assert_msg(tb_exec_read(x, terms[i], &loss, &err) == TB_OK, "%s", err.msg);
         ck_assert_msg(isfinite(loss) && loss > 0, "%s loss %g", terms[i], loss);
@@ -245,6 +247,25 @@ START_TEST(narrow_network_trains)
     tb_exec_free(x);
     tb_engine_fini(&e);
     test_backend_close(&b);
+    tb_graph_free(g);
+    tb_instance_close(&m);
+}
+END_TEST
+
+/* A term of weight 0 is reported (an output of its name) but not trained: dual_weight = 0
+ * leaves the reference's other three losses. */
+START_TEST(dual_weight_zero_reports_only)
+{
+    struct tb_instance m;
+    struct tb_err err;
+    struct tb_graph *g = build(&m, "width = 0.125\nblocks = 1,1,1,1,1,1\ndual_weight = 0\n", true, 1, 32, 40, &err);
+    ck_assert_int_eq(g->nlosses, 3);
+    for (size_t i = 0; i < g->nlosses; i++)
+        ck_assert_str_ne(g->losses[i].name, "dual");
+    bool reported = false;
+    for (size_t i = 0; i < g->noutputs; i++)
+        reported |= strcmp(g->outputs[i].name, "dual") == 0;
+    ck_assert_msg(reported, "dual_weight = 0: the dual term is not reported");
     tb_graph_free(g);
     tb_instance_close(&m);
 }
@@ -321,6 +342,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, names_and_outputs);
     tcase_add_test(tc, narrow_network_runs);
     tcase_add_test(tc, narrow_network_trains);
+    tcase_add_test(tc, dual_weight_zero_reports_only);
     tcase_add_test(tc, bad_settings_refused);
     tcase_add_test(tc, inputs_owned_by_the_model);
     suite_add_tcase(s, tc);

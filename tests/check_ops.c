@@ -1302,6 +1302,217 @@ static void bce_check(struct test_backend *b, struct tb_op op, const float *z, c
     free(wdz), free(dz);
 }
 
+/* ------------------------------------------------------------------ dual-task regulariser */
+
+/* The reference's convTri(E, 4) on one H x W plane, in double: the plane padded as the
+ * reference pads it (R = the row replicated by one at each end, R reflected by four about
+ * its ends, and of that the four samples next to the row on each side), then the full
+ * 9 x 9 triangle kernel [1..5..1]/25 outer [1..5..1]/25. */
+static int dual_pad(int j, int n)
+{
+    /* R[0] = x[0], R[i] = x[i - 1], R[n + 1] = x[n - 1]; position j < 0 of the padded row
+     * is R[-j], position j >= n is R[2n - j] */
+    const int r = j < 0 ? -j : j >= n ? 2 * n - j : j + 1;
+    return r == 0 ? 0 : r == n + 1 ? n - 1 : r - 1;
+}
+
+static void dual_smooth_ref(const double *e, int H, int W, double *s)
+{
+    double f[9];
+    for (int d = 0; d < 9; d++)
+        f[d] = (d <= 4 ? d + 1 : 9 - d) / 25.0;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            double acc = 0;
+            for (int dy = 0; dy < 9; dy++)
+                for (int dx = 0; dx < 9; dx++)
+                    acc += f[dy] * f[dx] * e[dual_pad(y + dy - 4, H) * W + dual_pad(x + dx - 4, W)];
+            s[y * W + x] = acc;
+        }
+}
+
+/* Unnormalised gradient magnitudes of every plane of e (NCHW), in double. */
+static void dual_mag_ref(struct tb_shape sh, const double *e, double *m)
+{
+    const int H = sh.h, W = sh.w;
+    double *s = dzeros((size_t)H * W);
+    for (int p = 0; p < sh.n * sh.c; p++) {
+        dual_smooth_ref(e + (size_t)p * H * W, H, W, s);
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                double ox = 0.5 * ((x + 1 < W ? s[y * W + x + 1] : 0) - (x > 0 ? s[y * W + x - 1] : 0));
+                double oy = 0.5 * ((y + 1 < H ? s[(y + 1) * W + x] : 0) - (y > 0 ? s[(y - 1) * W + x] : 0));
+                m[(size_t)p * H * W + y * W + x] = sqrt(ox * ox + oy * oy + 1e-6);
+            }
+    }
+    free(s);
+}
+
+/* The loss and the sample (NCHW) from ops.h's definition, in double; the uniform numbers are
+ * the CPU backend's definition (tb_cpu_uniform), the rest is computed here. */
+static double dual_ref(const struct tb_op *op, const float *z, const uint8_t *lab, uint64_t step, double *sample)
+{
+    const struct tb_shape s = op->in[0].shape;
+    const size_t hw = (size_t)s.h * s.w, all = elems(op->in[0]);
+    double *onehot = dzeros(all), *mp = dzeros(all), *mg = dzeros(all);
+    for (int n = 0; n < s.n; n++)
+        for (size_t p = 0; p < hw; p++) {
+            const int t = lab[n * hw + p];
+            const bool ign = t == op->p.dual.ignore_label;
+            double v[256], m = -INFINITY, sum = 0;
+            for (int k = 0; k < s.c; k++) {
+                const size_t i = ((size_t)n * s.c + k) * hw + p;
+                const double u = tb_cpu_uniform(op->p.dual.seed, step, op->id, i);
+                const double g = -log(1e-10 - log(u + 1e-10));
+                v[k] = ((ign ? 0.0 : z[i]) + g) / op->p.dual.tau;
+                m = fmax(m, v[k]);
+            }
+            for (int k = 0; k < s.c; k++)
+                sum += exp(v[k] - m);
+            for (int k = 0; k < s.c; k++) {
+                const size_t i = ((size_t)n * s.c + k) * hw + p;
+                sample[i] = exp(v[k] - m) / sum;
+                onehot[i] = (ign ? 0 : t) == k;
+            }
+        }
+    dual_mag_ref(s, sample, mp);
+    dual_mag_ref(s, onehot, mg);
+    double Mp = 0, Mg = 0;
+    for (size_t i = 0; i < all; i++)
+        Mp = fmax(Mp, mp[i]), Mg = fmax(Mg, mg[i]);
+    double c1 = 0, c2 = 0, a1 = 0, a2 = 0;
+    for (size_t i = 0; i < all; i++) {
+        const double p = mp[i] / Mp, q = mg[i] / Mg, d = fabs(p - q);
+        if (p >= 1e-8)
+            c1 += 1, a1 += d;
+        if (q >= 1e-8)
+            c2 += 1, a2 += d;
+    }
+    free(onehot), free(mp), free(mg);
+    return 0.5 * a1 / (c1 + 1e-10) + 0.5 * a2 / (c2 + 1e-10);
+}
+
+static struct tb_op dual_op(int n, int k, int h, int w)
+{
+    struct tb_op op = new_op(TB_OP_DUAL_TASK, 51, 2, 2);
+    op.in[0] = f32(n, k, h, w);
+    op.in[1] = u8(n, 1, h, w);
+    op.out[0] = f32(1, 1, 1, 1);
+    op.out[1] = op.in[0];
+    op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
+    return op;
+}
+
+/* Forward against the double reference on 5 classes (NHWC here) and 16 (channel-blocked),
+ * one image with every label ignored, one with a single class; the backward against
+ * finite differences of the forward at the same step (the same noise). */
+START_TEST(dual_task_forward_backward)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    static const int shapes[][4] = { { 3, 5, 9, 11 }, { 1, 16, 12, 7 }, { 2, 3, 3, 4 } };
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        const int *d = shapes[c];
+        struct tb_op op = dual_op(d[0], d[1], d[2], d[3]);
+        const size_t all = elems(op.in[0]), hw = (size_t)d[2] * d[3];
+        float *z = op_frand(all, 1300 + c, -3.0f, 3.0f);
+        uint8_t *lab = op_labels(elems(op.in[1]), d[1], 6, 1310 + c);
+        if (d[0] == 3) {
+            memset(lab + hw, 255, hw);   /* image 1: all ignored */
+            memset(lab + 2 * hw, 2, hw); /* image 2: one class, no boundary */
+        }
+        struct opcheck oc;
+        opcheck_init(&oc, &b, &op);
+        opcheck_set_input(&oc, 0, z);
+        opcheck_set_input(&oc, 1, lab);
+        const uint64_t step = 40 + c;
+        opcheck_forward(&oc, step);
+        float loss;
+        opcheck_get_output(&oc, 0, &loss);
+        float *sample = get_output(&oc, 1);
+        double *want_sample = dzeros(all);
+        const double want = dual_ref(&op, z, lab, step, want_sample);
+        /* the sample: float expf/logf against double, a few ulps of values <= 1 */
+        assert_close("dual_task sample", sample, want_sample, all, 1e-6, 1e-5);
+        /* the loss: float per-element terms of a chain of 81-tap sums, summed in double */
+        assert_close("dual_task loss", &loss, &want, 1, 1e-6, 1e-4);
+        ck_assert_msg(want > 1e-3, "the case must have boundaries to compare (loss %g)", want);
+        /* one float ulp of the loss (~1e-8) over 2 eps is 5e-7, against gradients of
+         * ~1e-3 .. 1e-5; the L1's kinks make a few per cent of an element at most */
+        bool check[TB_OP_MAX_IN] = { true, false };
+        opcheck_gradients(&oc, check, 1e-2f, 3e-6, 3e-2, FD_SAMPLES, 0x2, step);
+        /* ignored pixels' logits are replaced by 0: no gradient reaches them */
+        float dl = 1.0f;
+        opcheck_forward(&oc, step);
+        backward_dy(&oc, &dl);
+        float *dz = get_din(&oc, 0);
+        /* and every element against central differences of the double reference (eps
+         * 1e-4, the same noise): 0.5% of each, where float rounding is ~1e-5 of it */
+        double *tmp = dzeros(all);
+        for (size_t e = 0; e < all; e++) {
+            const float keep = z[e];
+            z[e] = keep + 1e-4f;
+            const double lp = dual_ref(&op, z, lab, step, tmp);
+            z[e] = keep - 1e-4f;
+            const double lm = dual_ref(&op, z, lab, step, tmp);
+            z[e] = keep;
+            const double num = (lp - lm) / ((double)(keep + 1e-4f) - (double)(keep - 1e-4f));
+            ck_assert_msg(fabs(num - (double)dz[e]) <= 1e-6 + 5e-3 * fabs(num),
+                          "dual_task case %zu: d logits [%zu]: backward %.6g, finite differences of the reference %.6g",
+                          c, e, (double)dz[e], num);
+        }
+        free(tmp);
+        double norm = 0;
+        for (int n = 0; n < d[0]; n++)
+            for (int k = 0; k < d[1]; k++)
+                for (size_t p = 0; p < hw; p++) {
+                    const float g = dz[((size_t)n * d[1] + k) * hw + p];
+                    if (lab[n * hw + p] == 255)
+                        ck_assert_msg(g == 0.0f, "dual_task: an ignored pixel has gradient %g", (double)g);
+                    norm += fabs(g);
+                }
+        ck_assert_msg(norm > 0, "dual_task: no gradient at all");
+        opcheck_fini(&oc);
+        free(z), free(lab), free(sample), free(want_sample), free(dz);
+    }
+    test_backend_close(&b);
+}
+END_TEST
+
+/* The noise is a function of the step (and the seed, the op): the same step gives the same
+ * bits, another step another sample; a label that is no class is an error naming it. */
+START_TEST(dual_task_noise_and_labels)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    struct tb_op op = dual_op(2, 4, 6, 5);
+    const size_t all = elems(op.in[0]);
+    float *z = op_frand(all, 1400, -1.0f, 1.0f);
+    uint8_t *lab = op_labels(elems(op.in[1]), 4, 0, 1401);
+    struct opcheck oc;
+    opcheck_init(&oc, &b, &op);
+    opcheck_set_input(&oc, 0, z);
+    opcheck_set_input(&oc, 1, lab);
+    opcheck_forward(&oc, 9);
+    float *a = get_output(&oc, 1);
+    opcheck_forward(&oc, 10);
+    float *c = get_output(&oc, 1);
+    opcheck_forward(&oc, 9);
+    float *a2 = get_output(&oc, 1);
+    ck_assert(memcmp(a, a2, all * sizeof *a) == 0);
+    ck_assert(memcmp(a, c, all * sizeof *a) != 0);
+    lab[at(op.in[1].shape, 1, 0, 3, 2)] = 4; /* == K */
+    opcheck_set_input(&oc, 1, lab);
+    struct tb_err err;
+    ck_assert_int_eq(try_forward(&oc, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "dual_task");
+    ck_assert_contains(err.msg, "image 1, pixel (row 3, column 2): label 4");
+    opcheck_fini(&oc);
+    free(z), free(lab), free(a), free(c), free(a2);
+    test_backend_close(&b);
+}
+END_TEST
+
 /* ---- class weights and masked labels ---- */
 
 /* Random labels with ignored pixels, one image whose labels are all ignored and one with a
@@ -1701,6 +1912,8 @@ int main(void)
     tcase_add_test(tc, bce_by_hand);
     tcase_add_test(tc, class_weights_by_count);
     tcase_add_test(tc, mask_labels_threshold);
+    tcase_add_test(tc, dual_task_forward_backward);
+    tcase_add_test(tc, dual_task_noise_and_labels);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("checks");

@@ -699,6 +699,42 @@ static void mask_labels_cases(struct pcase *pc, size_t i)
     pc->out[0] = TOL_EXACT;
 }
 
+/* The dual-task regulariser on 5 classes (NHWC on the cpu) and on 16 (channel-blocked
+ * there), about 1 in 5 pixels ignored, at two steps (other Gumbel noise). */
+static const int dual_specs[][5] = { /* n, k, h, w, step */
+                                     { 2, 5, 9, 11, 0 },
+                                     { 2, 5, 9, 11, 7 },
+                                     { 1, 16, 8, 13, 3 }
+};
+
+static void dual_cases(struct pcase *pc, size_t i)
+{
+    const int *d = dual_specs[i];
+    const uint64_t seed = 1200 + 10 * i;
+    struct tb_op op = new_op(TB_OP_DUAL_TASK, 50, 2, 2);
+    op.in[0] = f32(d[0], d[1], d[2], d[3]);
+    op.in[1] = u8(d[0], 1, d[2], d[3]);
+    op.out[0] = f32(1, 1, 1, 1);
+    op.out[1] = op.in[0];
+    op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
+    char name[128];
+    snprintf(name, sizeof name, "dual_task %s, step %d", shape_str(op.in[0].shape), d[4]);
+    pc_init(pc, name, &op, seed);
+    pc->step = (uint64_t)d[4];
+    pc_set(pc, 0, op_frand(elems(op.in[0]), seed + 1, -2.0f, 2.0f));
+    pc_set(pc, 1, op_labels(elems(op.in[1]), d[1], 5, seed + 2));
+    pc->dy[0][0] = 0.9f; /* dloss */
+    /* the sample: expf and logf of the noise (a few ulps); the loss: per-element float terms
+     * summed in double; the gradient: a chain of float sums of up to 81 smoothing taps */
+    pc->out[0] = TOL_LOSS;
+    pc->out[1] = TOL_TRANSCENDENTAL;
+    pc->din[0] = (struct tol){ 1e-4, 1e-4 };
+    /* the loss is ~0.1: an ulp (7e-9) over 2 eps = 3.5e-7, against gradients of ~1e-4; the
+     * L1 and the maximum have kinks, and a difference quotient that straddles one is off
+     * by up to ~1e-5 (check_ops compares every element with a sharper reference) */
+    fd_tol(pc, 1e-2f, 1.5e-5, 2e-2);
+}
+
 /* ------------------------------------------------------------------ the list */
 
 /* Per kind: the shapes check_cuda compared on both backends, then those check_ops ran on
@@ -722,6 +758,7 @@ static const struct {
     { bce_cases, LEN(bce_shapes) },
     { class_weights_cases, 1 },
     { mask_labels_cases, 1 },
+    { dual_cases, LEN(dual_specs) },
 };
 
 size_t op_case_count(void)

@@ -555,6 +555,17 @@ struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struc
     return finish(g, o);
 }
 
+struct tb_node *tb_dual_task(struct tb_graph *g, struct tb_node *logits, struct tb_node *labels, float tau,
+                             int ignore_label)
+{
+    struct tb_gop *o = binary(g, TB_OP_DUAL_TASK, logits, labels);
+    if (!o)
+        return NULL;
+    o->op.p.dual.tau = tau;
+    o->op.p.dual.ignore_label = ignore_label;
+    return finish(g, o);
+}
+
 static void add_named(struct tb_graph *g, struct tb_named_node **list, size_t *n, const char *what, const char *name,
                       struct tb_node *x, float weight)
 {

@@ -214,6 +214,20 @@ static int mask_labels(const struct tb_op *op, struct tb_tensor_desc *out, char 
     return 1;
 }
 
+static int dual_task(const struct tb_op *op, struct tb_tensor_desc *out, char *why, size_t size)
+{
+    const struct tb_shape l = op->in[0].shape, y = op->in[1].shape;
+    if (y.n != l.n || y.c != 1 || y.h != l.h || y.w != l.w)
+        return bad(op, why, size, "labels %s must be %dx1x%dx%d to match logits %s", dims(y), l.n, l.h, l.w, dims(l));
+    if (l.h < 3 || l.w < 3)
+        return bad(op, why, size, "logits %s: H and W must be at least 3 (the smoothing pads by reflection)", dims(l));
+    if (!(op->p.dual.tau > 0))
+        return bad(op, why, size, "tau = %g; allowed: tau > 0", (double)op->p.dual.tau);
+    out[0] = f32(1, 1, 1, 1);
+    out[1] = op->in[0];
+    return 2;
+}
+
 /* ------------------------------------------------------------------ the table */
 
 #define U8 TB_U8
@@ -241,6 +255,7 @@ static const struct {
     [TB_OP_BCE_LOGITS] = { 2, 2, { F32, U8 }, bce_logits },
     [TB_OP_CLASS_WEIGHTS] = { 1, 1, { U8 }, class_weights },
     [TB_OP_MASK_LABELS] = { 2, 2, { U8, F32 }, mask_labels },
+    [TB_OP_DUAL_TASK] = { 2, 2, { F32, U8 }, dual_task },
 };
 
 static enum tb_dtype dtype_of(int kind, uint32_t i)

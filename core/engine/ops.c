@@ -24,6 +24,7 @@ const char *tb_op_kind_name(enum tb_op_kind kind)
         [TB_OP_BCE_LOGITS] = "bce_logits",
         [TB_OP_CLASS_WEIGHTS] = "class_weights",
         [TB_OP_MASK_LABELS] = "mask_labels",
+        [TB_OP_DUAL_TASK] = "dual_task",
     };
     return (int)kind > 0 && kind < TB_OP_KIND_COUNT ? names[kind] : NULL;
 }
@@ -58,6 +59,10 @@ void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *ou
         break;
     case TB_OP_BCE_LOGITS:
         in = 0x3;
+        break;
+    case TB_OP_DUAL_TASK:
+        in = 0x2;  /* labels */
+        out = 0x2; /* the sample */
         break;
     default: /* global_avgpool, resize, concat, add: shapes only; class_weights,
               * mask_labels: no backward */

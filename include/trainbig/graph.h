@@ -90,6 +90,11 @@ struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct
 struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label);
 struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struct tb_node *x, float threshold,
                                int ignore_label);
+/* G-SCNN's dual-task regulariser on the logits (N,K,H,W) and their u8 labels, with a
+ * Gumbel-softmax of temperature tau (the reference: 0.5); a (1,1,1,1) loss (ABI 1.10). Its
+ * noise is drawn from the run's seed and the step, as dropout's. */
+struct tb_node *tb_dual_task(struct tb_graph *g, struct tb_node *logits, struct tb_node *labels, float tau,
+                             int ignore_label);
 
 /* ---- what the graph is for ---- */
 

@@ -95,6 +95,24 @@ enum tb_op_kind {
      * where x > threshold and ignore_label elsewhere (ABI 1.2; the targets of G-SCNN's
      * edge-attention loss). No backward. */
     TB_OP_MASK_LABELS,
+    /* in: logits (N,K,H,W), labels (N,1,H,W) u8 no grad; H, W >= 3
+     * out: loss (1,1,1,1), sample (N,K,H,W) no grad (ABI 1.10).
+     * G-SCNN's dual-task regulariser (Takikawa et al., ICCV 2019; the reference's
+     * DualTaskLoss). Where the label is ignore_label the logits count as 0 and the label as
+     * class 0. sample = softmax over K of (logits + g) / tau, with Gumbel noise
+     * g = -log(1e-10 - log(u + 1e-10)) and u = a uniform number that is a pure function of
+     * (seed, step, op id, the element's NCHW index), as dropout's mask. For a map E (N,K,H,W),
+     * mag(E) = sqrt(Ox^2 + Oy^2 + 1e-6) / its maximum over the whole tensor, where Ox, Oy
+     * are the central differences 0.5 * (S[x+1] - S[x-1]) (zero beyond the border) of
+     * S = E smoothed per plane by the triangle filter [1 2 3 4 5 4 3 2 1] / 25 along W,
+     * then along H (symmetric padding, the edge sample repeated). With p = mag(sample),
+     * q = mag(one-hot labels), d = |p - q|:
+     *   loss = 0.5 * sum(d [p >= 1e-8]) / (count(p >= 1e-8) + 1e-10)
+     *        + 0.5 * sum(d [q >= 1e-8]) / (count(q >= 1e-8) + 1e-10)
+     * over every element; the masks carry no gradient, the maximum does (shared equally by
+     * tied maxima, as PyTorch's max()). Labels >= K other than ignore_label are an error.
+     * backward reads: labels, sample */
+    TB_OP_DUAL_TASK,
     TB_OP_KIND_COUNT
 };
 
@@ -148,6 +166,12 @@ struct tb_label_params {
     int32_t classes;      /* class_weights: K, the weights' channels (ABI 1.8) */
 };
 
+struct tb_dual_params {
+    float tau;            /* the Gumbel-softmax temperature, > 0 (the reference's 0.5) */
+    int32_t ignore_label; /* usually 255 */
+    uint64_t seed;        /* mixed into the noise with the step, as dropout's seed */
+};
+
 struct tb_op {
     enum tb_op_kind kind;
     uint32_t id; /* unique within a graph: part of dropout's seed, and in messages */
@@ -162,6 +186,7 @@ struct tb_op {
         struct tb_dropout_params dropout;
         struct tb_ce_params ce;
         struct tb_label_params label;
+        struct tb_dual_params dual; /* ABI 1.10 */
     } p;
 };
 

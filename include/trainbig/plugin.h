@@ -46,9 +46,11 @@ extern "C" {
  *   1.7  backend: struct tb_mem_stats largest_free, op_describe, reorder_stats
  *        (backend.h); platform: tb_link accel_efficiency (platform.h)
  *   1.8  model: prepare, free_work (model.h); SDK functions: edge maps for models'
- *        inputs (edges.h) */
+ *        inputs (edges.h)
+ *   1.9  SDK functions: opening user-named files as regular files only (file.h)
+ *   1.10 ops: the dual-task regulariser, TB_OP_DUAL_TASK and its parameters (ops.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 9
+#define TB_ABI_MINOR 10
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -18,6 +18,7 @@
         [TB_OP_BCE_LOGITS] = &TB_CPU_KERNEL_OF(bce_logits, isa),                                                     \
         [TB_OP_CLASS_WEIGHTS] = &TB_CPU_KERNEL_OF(class_weights, isa),                                               \
         [TB_OP_MASK_LABELS] = &TB_CPU_KERNEL_OF(mask_labels, isa),                                                   \
+        [TB_OP_DUAL_TASK] = &TB_CPU_KERNEL_OF(dual_task, isa),                                                       \
     }
 
 static const struct tb_cpu_kernel *const kernels[TB_CPU_ISAS][TB_OP_KIND_COUNT] = {

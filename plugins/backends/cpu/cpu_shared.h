@@ -190,10 +190,11 @@ extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;
 #define TB_CPU_KERNEL(name) TB_CPU_KERNEL_OF(name, TB_CPU_KERNEL_ISA)
 #endif
 /* X(name, isa) for every kernel of one ISA's build. */
-#define TB_CPU_KERNELS(X, isa)                                                                                       \
-    X(batchnorm, isa) X(relu, isa) X(sigmoid, isa) X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa)           \
-        X(avgpool, isa) X(resize, isa) X(concat, isa) X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) \
-            X(mask_labels, isa)
+#define TB_CPU_KERNELS(X, isa)                                                                                        \
+    X(batchnorm, isa)                                                                                                 \
+    X(relu, isa) X(sigmoid, isa) X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa) X(avgpool, isa)              \
+        X(resize, isa) X(concat, isa) X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa) \
+            X(dual_task, isa)
 #define TB_CPU_DECLARE_KERNEL(name, isa) extern const struct tb_cpu_kernel TB_CPU_KERNEL_OF(name, isa);
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, scalar)
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx2)

@@ -1445,3 +1445,416 @@ cudaError_t tb_cuk_bn_backward_dx(cudaStream_t s, const float *x, const float *d
     bn_dx_kernel<<<bn_plane_grid(planes, hw), TB_BLOCK, 0, s>>>(x, dy, save_mean, coef, dx, planes, c, hw);
     return cudaGetLastError();
 }
+
+/* ==================================================================== dual-task regulariser
+ *
+ * The CPU's cpu_dual.c step for step, on NCHW tensors: the sample pixel by pixel; each
+ * map's smoothing as a row pass and a column pass (a thread per element), the magnitudes,
+ * their maxima (block partials, then one block: a maximum is exact in any order), the
+ * masked sums in double (block partials added in a fixed order). The backward's adjoints
+ * of the two smoothing passes scatter, as the CPU's do, each thread along its own column
+ * (or row) in the CPU's order, so no two threads write one element and no float atomic
+ * is needed. */
+
+#define DT_RADIUS 4
+#define DT_TAPS (2 * DT_RADIUS + 1)
+#define DT_EPS 1e-10f
+#define DT_THRESHOLD 1e-8f
+#define DT_FLOOR 1e-6f
+
+__host__ __device__ static inline float dt_tap(int d)
+{
+    return (float)(d <= DT_RADIUS ? d + 1 : DT_TAPS - d) / (float)((DT_RADIUS + 1) * (DT_RADIUS + 1));
+}
+
+/* Symmetric padding, the edge sample repeated (cpu_dual.c's dt_reflect). */
+__host__ __device__ static inline int dt_reflect(int i, int n)
+{
+    while (i < 0 || i >= n)
+        i = i < 0 ? -i - 1 : 2 * n - 1 - i;
+    return i;
+}
+
+/* Element (plane, y, x) of the map being smoothed: the sample's, or the one-hot labels'
+ * (src NULL; plane = image * k + class, an ignored pixel is class 0). */
+__device__ static inline float dt_value(const float *src, const uint8_t *labels, int k, int ignore, size_t hw,
+                                        size_t plane, size_t at)
+{
+    if (src)
+        return src[plane * hw + at];
+    const int lab = labels[plane / (size_t)k * hw + at];
+    return (lab == ignore ? 0 : lab) == (int)(plane % (size_t)k) ? 1.0f : 0.0f;
+}
+
+static __global__ void dt_sample_kernel(const float *logits, const uint8_t *labels, float *sample, int n, int k,
+                                        size_t hw, float tau, int ignore, uint64_t seed, uint64_t step, uint32_t op,
+                                        int32_t *bad)
+{
+    const size_t pixels = (size_t)n * hw;
+    for (size_t i = grid_first(); i < pixels; i += grid_stride()) {
+        const size_t img = i / hw, p = i - img * hw;
+        const int t = labels[i];
+        const bool ignored = t == ignore;
+        if (!ignored && t >= k)
+            record_bad(bad, (int)img, p, t);
+        float m = -INFINITY;
+        for (int c = 0; c < k; c++) {
+            const size_t at = (img * (size_t)k + (size_t)c) * hw + p;
+            const float u = tb_uniform(seed, step, op, at);
+            const float g = -logf(DT_EPS - logf(u + DT_EPS));
+            const float v = ((ignored ? 0.0f : logits[at]) + g) / tau;
+            sample[at] = v;
+            m = v > m ? v : m;
+        }
+        float sum = 0.0f;
+        for (int c = 0; c < k; c++) {
+            const size_t at = (img * (size_t)k + (size_t)c) * hw + p;
+            sample[at] = expf(sample[at] - m);
+            sum += sample[at];
+        }
+        for (int c = 0; c < k; c++) {
+            const size_t at = (img * (size_t)k + (size_t)c) * hw + p;
+            sample[at] = sample[at] / sum;
+        }
+    }
+}
+
+/* t = the map smoothed along W. */
+static __global__ void dt_rows_kernel(const float *src, const uint8_t *labels, int k, int ignore, size_t planes, int h,
+                                      int w, float *t)
+{
+    const size_t hw = (size_t)h * (size_t)w, count = planes * hw;
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        const size_t plane = i / hw, at = i - plane * hw, row = at / (size_t)w * (size_t)w;
+        const int x = (int)(at - row);
+        float acc = 0.0f;
+        for (int d = 0; d < DT_TAPS; d++)
+            acc += TB_MUL(dt_tap(d),
+                          dt_value(src, labels, k, ignore, hw, plane, row + (size_t)dt_reflect(x + d - DT_RADIUS, w)));
+        t[i] = acc;
+    }
+}
+
+/* s = t smoothed along H. */
+static __global__ void dt_cols_kernel(const float *t, size_t planes, int h, int w, float *s)
+{
+    const size_t hw = (size_t)h * (size_t)w, count = planes * hw;
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        const size_t plane = i / hw, at = i - plane * hw;
+        const int y = (int)(at / (size_t)w), x = (int)(at % (size_t)w);
+        float acc = 0.0f;
+        for (int d = 0; d < DT_TAPS; d++)
+            acc += TB_MUL(dt_tap(d), t[plane * hw + (size_t)dt_reflect(y + d - DT_RADIUS, h) * (size_t)w + (size_t)x]);
+        s[i] = acc;
+    }
+}
+
+/* The central differences of plane-major s at element i, zero beyond the border. */
+__device__ static inline void dt_diffs(const float *s, int h, int w, size_t i, float *ox, float *oy)
+{
+    const size_t hw = (size_t)h * (size_t)w, at = i % hw;
+    const int y = (int)(at / (size_t)w), x = (int)(at % (size_t)w);
+    const float r = x + 1 < w ? s[i + 1] : 0.0f, l = x > 0 ? s[i - 1] : 0.0f;
+    const float dn = y + 1 < h ? s[i + (size_t)w] : 0.0f, up = y > 0 ? s[i - (size_t)w] : 0.0f;
+    *ox = TB_MUL(0.5f, r) - TB_MUL(0.5f, l);
+    *oy = TB_MUL(0.5f, dn) - TB_MUL(0.5f, up);
+}
+
+static __global__ void dt_mag_kernel(const float *s, size_t count, int h, int w, float *m)
+{
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        float ox, oy;
+        dt_diffs(s, h, w, i, &ox, &oy);
+        m[i] = sqrtf(TB_MUL(ox, ox) + TB_MUL(oy, oy) + DT_FLOOR);
+    }
+}
+
+/* Maximum of v over the block; every thread gets it (sh: TB_BLOCK floats). */
+__device__ static float block_max(float v, float *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    const float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* out[blockIdx.x] = the maximum of the block's share of m (one block: of all of m). */
+static __global__ void dt_max_kernel(const float *m, size_t count, float *out)
+{
+    __shared__ float sh[TB_BLOCK];
+    float best = -INFINITY;
+    for (size_t i = grid_first(); i < count; i += grid_stride())
+        best = fmaxf(best, m[i]);
+    best = block_max(best, sh);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = best;
+}
+
+/* Block partials of: count(p >= th), count(q >= th), sum |p - q| over each, with p = mp/Mp
+ * and q = mg/Mg (part: 4 arrays of gridDim.x). */
+static __global__ void dt_sums_kernel(const float *mp, const float *mg, const float *maxima, size_t count, double *part)
+{
+    __shared__ double sh[TB_BLOCK];
+    const float Mp = maxima[0], Mg = maxima[1];
+    double a[4] = { 0, 0, 0, 0 };
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        const float p = mp[i] / Mp, q = mg[i] / Mg, d = fabsf(p - q);
+        if (p >= DT_THRESHOLD) {
+            a[0] += 1.0;
+            a[2] += (double)d;
+        }
+        if (q >= DT_THRESHOLD) {
+            a[1] += 1.0;
+            a[3] += (double)d;
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        const double v = block_sum(a[j], sh);
+        if (threadIdx.x == 0)
+            part[(size_t)j * gridDim.x + blockIdx.x] = v;
+    }
+}
+
+/* One block: sums[j] = the parts of partial j added in order (nsums arrays of parts). */
+static __global__ void dt_total_kernel(const double *part, int parts, int nsums, double *sums)
+{
+    __shared__ double sh[TB_BLOCK];
+    for (int j = 0; j < nsums; j++) {
+        double acc = 0.0;
+        for (int b = threadIdx.x; b < parts; b += blockDim.x)
+            acc += part[(size_t)j * (size_t)parts + (size_t)b];
+        acc = block_sum(acc, sh);
+        if (threadIdx.x == 0)
+            sums[j] = acc;
+    }
+}
+
+static __global__ void dt_loss_kernel(const double *c, float *loss)
+{
+    loss[0] = (float)(0.5 * c[2] / (c[0] + (double)DT_EPS) + 0.5 * c[3] / (c[1] + (double)DT_EPS));
+}
+
+/* mg[i] = d loss / d p_i; partials of sum_i of that times mp_i, and of the tied maxima. */
+static __global__ void dt_grad_p_kernel(const float *mp, float *mg, const float *maxima, const double *c,
+                                        const float *dloss, size_t count, double *part)
+{
+    __shared__ double sh[TB_BLOCK];
+    const float Mp = maxima[0], Mg = maxima[1];
+    const double w1 = 0.5 * (double)dloss[0] / (c[0] + (double)DT_EPS),
+                 w2 = 0.5 * (double)dloss[0] / (c[1] + (double)DT_EPS);
+    double a[2] = { 0, 0 };
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        const float pi = mp[i] / Mp, qi = mg[i] / Mg;
+        const float sg = pi > qi ? 1.0f : pi < qi ? -1.0f : 0.0f;
+        const float g = sg * (float)((pi >= DT_THRESHOLD ? w1 : 0.0) + (qi >= DT_THRESHOLD ? w2 : 0.0));
+        mg[i] = g;
+        a[0] += (double)g * (double)mp[i];
+        a[1] += mp[i] == Mp ? 1.0 : 0.0;
+    }
+    for (int j = 0; j < 2; j++) {
+        const double v = block_sum(a[j], sh);
+        if (threadIdx.x == 0)
+            part[(size_t)j * gridDim.x + blockIdx.x] = v;
+    }
+}
+
+/* mg[i] = d loss / d m_i: through the division by the maximum (shared by tied maxima). */
+static __global__ void dt_grad_m_kernel(const float *mp, float *mg, const float *maxima, const double *gm_ties,
+                                        size_t count)
+{
+    const float Mp = maxima[0];
+    const float at_max = (float)(gm_ties[0] / ((double)Mp * (double)Mp * gm_ties[1]));
+    for (size_t i = grid_first(); i < count; i += grid_stride())
+        mg[i] = mg[i] / Mp - (mp[i] == Mp ? at_max : 0.0f);
+}
+
+/* a, b = d loss / d Ox, d Oy = dm * Ox / m, dm * Oy / m. */
+static __global__ void dt_dxy_kernel(const float *s, const float *dm, size_t count, int h, int w, float *a, float *b)
+{
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        float ox, oy;
+        dt_diffs(s, h, w, i, &ox, &oy);
+        const float m = sqrtf(TB_MUL(ox, ox) + TB_MUL(oy, oy) + DT_FLOOR);
+        a[i] = TB_MUL(dm[i], ox) / m;
+        b[i] = TB_MUL(dm[i], oy) / m;
+    }
+}
+
+/* e = d loss / d S (each element gathers from its neighbours' dOx, dOy). */
+static __global__ void dt_ds_kernel(const float *a, const float *b, size_t count, int h, int w, float *e)
+{
+    const size_t hw = (size_t)h * (size_t)w;
+    for (size_t i = grid_first(); i < count; i += grid_stride()) {
+        const size_t at = i % hw;
+        const int y = (int)(at / (size_t)w), x = (int)(at % (size_t)w);
+        float g = 0.0f;
+        if (x > 0)
+            g += TB_MUL(0.5f, a[i - 1]);
+        if (x + 1 < w)
+            g -= TB_MUL(0.5f, a[i + 1]);
+        if (y > 0)
+            g += TB_MUL(0.5f, b[i - (size_t)w]);
+        if (y + 1 < h)
+            g -= TB_MUL(0.5f, b[i + (size_t)w]);
+        e[i] = g;
+    }
+}
+
+/* t = the column pass's adjoint of e: a thread per (plane, column), scattering down it. */
+static __global__ void dt_cols_adjoint_kernel(const float *e, size_t planes, int h, int w, float *t)
+{
+    const size_t hw = (size_t)h * (size_t)w, count = planes * (size_t)w;
+    for (size_t j = grid_first(); j < count; j += grid_stride()) {
+        const size_t plane = j / (size_t)w, x = j - plane * (size_t)w;
+        const float *ep = e + plane * hw + x;
+        float *tp = t + plane * hw + x;
+        for (int y = 0; y < h; y++)
+            tp[(size_t)y * (size_t)w] = 0.0f;
+        for (int y = 0; y < h; y++) {
+            const float g = ep[(size_t)y * (size_t)w];
+            for (int d = 0; d < DT_TAPS; d++)
+                tp[(size_t)dt_reflect(y + d - DT_RADIUS, h) * (size_t)w] += TB_MUL(dt_tap(d), g);
+        }
+    }
+}
+
+/* dq = the row pass's adjoint of t: a thread per (plane, row), scattering along it. */
+static __global__ void dt_rows_adjoint_kernel(const float *t, size_t planes, int h, int w, float *dq)
+{
+    const size_t rows = planes * (size_t)h;
+    for (size_t r = grid_first(); r < rows; r += grid_stride()) {
+        const float *tr = t + r * (size_t)w;
+        float *row = dq + r * (size_t)w;
+        for (int x = 0; x < w; x++)
+            row[x] = 0.0f;
+        for (int x = 0; x < w; x++)
+            for (int d = 0; d < DT_TAPS; d++)
+                row[dt_reflect(x + d - DT_RADIUS, w)] += TB_MUL(dt_tap(d), tr[x]);
+    }
+}
+
+/* dz_c = q_c (dq_c - sum_j q_j dq_j) / tau per pixel; 0 where the label is ignored. */
+static __global__ void dt_softmax_grad_kernel(const float *sample, const uint8_t *labels, const float *dq, float *dz,
+                                              int n, int k, size_t hw, float tau, int ignore)
+{
+    const size_t pixels = (size_t)n * hw;
+    for (size_t i = grid_first(); i < pixels; i += grid_stride()) {
+        const size_t img = i / hw, p = i - img * hw, base = img * (size_t)k * hw + p;
+        if (labels[i] == ignore) {
+            for (int c = 0; c < k; c++)
+                dz[base + (size_t)c * hw] = 0.0f;
+            continue;
+        }
+        float dot = 0.0f;
+        for (int c = 0; c < k; c++)
+            dot += TB_MUL(sample[base + (size_t)c * hw], dq[base + (size_t)c * hw]);
+        for (int c = 0; c < k; c++) {
+            const size_t at = base + (size_t)c * hw;
+            dz[at] = TB_MUL(sample[at], dq[at] - dot) / tau;
+        }
+    }
+}
+
+/* Scratch: six maps of N*K*H*W floats (mp, mg, t, s, a, b), the partials (4 arrays of
+ * TB_LOSS_PARTS doubles), the sums (8 doubles) and the maxima (2 floats). */
+struct dt_scratch {
+    float *mp, *mg, *t, *s, *a, *b;
+    double *part, *sums;
+    float *maxima;
+};
+
+static size_t dt_layout(size_t count, void *base, struct dt_scratch *ds)
+{
+    const size_t sm = round256(count * sizeof(float)), sp = round256(4 * TB_LOSS_PARTS * sizeof(double));
+    const size_t ss = round256(8 * sizeof(double)), sx = round256(2 * sizeof(float));
+    if (ds) {
+        char *p = (char *)base;
+        float **maps[6] = { &ds->mp, &ds->mg, &ds->t, &ds->s, &ds->a, &ds->b };
+        for (int j = 0; j < 6; j++)
+            *maps[j] = (float *)(p + (size_t)j * sm);
+        ds->part = (double *)(p + 6 * sm);
+        ds->sums = (double *)(p + 6 * sm + sp);
+        ds->maxima = (float *)(p + 6 * sm + sp + ss);
+    }
+    return 6 * sm + sp + ss + sx;
+}
+
+size_t tb_cuk_dual_scratch_bytes(int n, int k, int h, int w)
+{
+    return dt_layout((size_t)n * (size_t)k * (size_t)h * (size_t)w, NULL, NULL);
+}
+
+/* Blocks of the reductions over count elements: at most TB_LOSS_PARTS, a fixed function of
+ * the size (so the partials, and the sums, repeat run to run). */
+static unsigned dt_parts(size_t count)
+{
+    const size_t b = (count + TB_BLOCK - 1) / TB_BLOCK;
+    return (unsigned)(b < 1 ? 1 : b > TB_LOSS_PARTS ? TB_LOSS_PARTS : b);
+}
+
+/* The magnitudes of the sample and of the labels into ds->mp, ds->mg, their maxima into
+ * ds->maxima, and the masks' counts and sums into ds->sums[0..3]. */
+static void dt_maps(cudaStream_t s, const float *sample, const uint8_t *labels, int n, int k, int h, int w, int ignore,
+                    const struct dt_scratch *ds)
+{
+    const size_t planes = (size_t)n * (size_t)k, count = planes * (size_t)h * (size_t)w;
+    const unsigned parts = dt_parts(count);
+    for (int j = 0; j < 2; j++) {
+        float *m = j == 0 ? ds->mp : ds->mg;
+        dt_rows_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(j == 0 ? sample : NULL, labels, k, ignore, planes, h, w,
+                                                            ds->t);
+        dt_cols_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(ds->t, planes, h, w, ds->s);
+        dt_mag_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(ds->s, count, h, w, m);
+        /* partial maxima into t (free again), then the maximum */
+        dt_max_kernel<<<parts, TB_BLOCK, 0, s>>>(m, count, ds->t);
+        dt_max_kernel<<<1, TB_BLOCK, 0, s>>>(ds->t, parts, ds->maxima + j);
+    }
+    dt_sums_kernel<<<parts, TB_BLOCK, 0, s>>>(ds->mp, ds->mg, ds->maxima, count, ds->part);
+    dt_total_kernel<<<1, TB_BLOCK, 0, s>>>(ds->part, (int)parts, 4, ds->sums);
+}
+
+cudaError_t tb_cuk_dual_forward(cudaStream_t s, const float *logits, const uint8_t *labels, float *loss, float *sample,
+                                int n, int k, int h, int w, float tau, int ignore_label, uint64_t seed, uint64_t step,
+                                uint32_t op_id, void *scratch, int32_t *bad)
+{
+    forget_earlier_error();
+    const size_t hw = (size_t)h * (size_t)w;
+    struct dt_scratch ds;
+    dt_layout((size_t)n * (size_t)k * hw, scratch, &ds);
+    dt_sample_kernel<<<grid_for((size_t)n * hw), TB_BLOCK, 0, s>>>(logits, labels, sample, n, k, hw, tau, ignore_label,
+                                                                   seed, step, op_id, bad);
+    dt_maps(s, sample, labels, n, k, h, w, ignore_label, &ds);
+    dt_loss_kernel<<<1, 1, 0, s>>>(ds.sums, loss);
+    return cudaGetLastError();
+}
+
+cudaError_t tb_cuk_dual_backward(cudaStream_t s, const uint8_t *labels, const float *sample, const float *dloss,
+                                 float *dlogits, int n, int k, int h, int w, float tau, int ignore_label, void *scratch)
+{
+    forget_earlier_error();
+    const size_t hw = (size_t)h * (size_t)w, planes = (size_t)n * (size_t)k, count = planes * hw;
+    struct dt_scratch ds;
+    dt_layout(count, scratch, &ds);
+    dt_maps(s, sample, labels, n, k, h, w, ignore_label, &ds);
+    const unsigned parts = dt_parts(count);
+    dt_grad_p_kernel<<<parts, TB_BLOCK, 0, s>>>(ds.mp, ds.mg, ds.maxima, ds.sums, dloss, count, ds.part);
+    dt_total_kernel<<<1, TB_BLOCK, 0, s>>>(ds.part, (int)parts, 2, ds.sums + 4);
+    dt_grad_m_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(ds.mp, ds.mg, ds.maxima, ds.sums + 4, count);
+    /* back through the magnitude, the differences and the smoothing; the sample's
+     * gradient into mp */
+    dt_rows_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(sample, labels, k, ignore_label, planes, h, w, ds.t);
+    dt_cols_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(ds.t, planes, h, w, ds.s);
+    dt_dxy_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(ds.s, ds.mg, count, h, w, ds.a, ds.b);
+    dt_ds_kernel<<<grid_for(count), TB_BLOCK, 0, s>>>(ds.a, ds.b, count, h, w, ds.t);
+    dt_cols_adjoint_kernel<<<grid_for(planes * (size_t)w), TB_BLOCK, 0, s>>>(ds.t, planes, h, w, ds.s);
+    dt_rows_adjoint_kernel<<<grid_for(planes * (size_t)h), TB_BLOCK, 0, s>>>(ds.s, planes, h, w, ds.mp);
+    dt_softmax_grad_kernel<<<grid_for((size_t)n * hw), TB_BLOCK, 0, s>>>(sample, labels, ds.mp, dlogits, n, k, hw, tau,
+                                                                         ignore_label);
+    return cudaGetLastError();
+}

@@ -94,6 +94,17 @@ cudaError_t tb_cuk_class_weights(cudaStream_t s, const uint8_t *labels, float *w
 /* mask_labels: out = label where x > threshold, ignore_label elsewhere. */
 cudaError_t tb_cuk_mask_labels(cudaStream_t s, const uint8_t *labels, const float *x, uint8_t *out, size_t count,
                                float threshold, int ignore_label);
+/* The dual-task regulariser (semantics: trainbig/ops.h TB_OP_DUAL_TASK, cpu_dual.c):
+ * logits and sample (N,K,H,W), labels (N,1,H,W), loss one float; the noise from (seed,
+ * step, op_id, NCHW index) as dropout's. Backward overwrites dlogits from dloss (one float
+ * in device memory) and the forward's sample. Scratch: tb_cuk_dual_scratch_bytes. */
+size_t tb_cuk_dual_scratch_bytes(int n, int k, int h, int w);
+cudaError_t tb_cuk_dual_forward(cudaStream_t s, const float *logits, const uint8_t *labels, float *loss, float *sample,
+                                int n, int k, int h, int w, float tau, int ignore_label, uint64_t seed, uint64_t step,
+                                uint32_t op_id, void *scratch, int32_t *bad);
+cudaError_t tb_cuk_dual_backward(cudaStream_t s, const uint8_t *labels, const float *sample, const float *dloss,
+                                 float *dlogits, int n, int k, int h, int w, float tau, int ignore_label,
+                                 void *scratch);
 
 /* ---- data parallelism (cuda_comm.c, cuda_syncbn.c) ------------------------------------ */
 

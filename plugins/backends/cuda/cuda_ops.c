@@ -1,6 +1,7 @@
 /* backends/cuda/cuda_ops.c: routes each op kind to its row, wraps every op in an NVTX
  * range, and drives the kernels of cuda_kernels.cu for the ops cuDNN does not compute:
- * pooling, resize, concat, add, mul, dropout, the losses and the label ops.
+ * pooling, resize, concat, add, mul, dropout, the losses (the dual-task regulariser
+ * included) and the label ops.
  *
  * Max pooling is ours rather than cuDNN's because the contract says which of tied maxima
  * takes the gradient (the first, in row-major window order) and cuDNN does not; after a
@@ -365,6 +366,44 @@ static int mask_labels_forward(struct tb_cuda *cuda, const struct tb_op *op, voi
     return TB_OK;
 }
 
+static int dual_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
+                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    (void)state;
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_dual_params *p = &op->p.dual;
+    void *scratch = tb_cuda_scratch(cuda, tb_cuk_dual_scratch_bytes(x.n, x.c, x.h, x.w), err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    int rc = tb_cuda_label_check_begin(cuda, op, x.c, x.w, p->ignore_label, err);
+    if (rc)
+        return rc;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_dual_forward(COMPUTE(cuda), in[0].data, in[1].data, out[0].data, out[1].data, x.n, x.c, x.h, x.w,
+                                    p->tau, p->ignore_label, p->seed, step, op->id, scratch, cuda->bad_dev));
+    return tb_cuda_label_check_end(cuda, op, err);
+}
+
+static int dual_backward(struct tb_cuda *cuda, const struct tb_op *op, void *state, const struct tb_tensor *in,
+                         const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
+                         struct tb_err *err)
+{
+    (void)state;
+    /* A bad label found in forward fails the step here, before its gradients are used. */
+    int rc = tb_cuda_label_check(cuda, true, err);
+    if (rc || !din[0].data)
+        return rc;
+    const struct tb_shape x = op->in[0].shape;
+    const struct tb_dual_params *p = &op->p.dual;
+    void *scratch = tb_cuda_scratch(cuda, tb_cuk_dual_scratch_bytes(x.n, x.c, x.h, x.w), err);
+    if (!scratch)
+        return TB_ERR_NOMEM;
+    TB_CUDA_TRY(err, op,
+                tb_cuk_dual_backward(COMPUTE(cuda), in[1].data, out[1].data, dout[0].data, din[0].data, x.n, x.c, x.h,
+                                     x.w, p->tau, p->ignore_label, scratch));
+    return TB_OK;
+}
+
 /* ------------------------------------------------------------------ routing */
 
 static const struct tb_cuda_kernel maxpool_kernel = { NULL, NULL, maxpool_forward, maxpool_backward };
@@ -378,6 +417,7 @@ static const struct tb_cuda_kernel softmax_ce_kernel = { NULL, NULL, ce_forward,
 static const struct tb_cuda_kernel bce_kernel = { NULL, NULL, bce_forward, bce_backward };
 static const struct tb_cuda_kernel class_weights_kernel = { NULL, NULL, class_weights_forward, NULL };
 static const struct tb_cuda_kernel mask_labels_kernel = { NULL, NULL, mask_labels_forward, NULL };
+static const struct tb_cuda_kernel dual_kernel = { NULL, NULL, dual_forward, dual_backward };
 
 static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
 {
@@ -412,6 +452,8 @@ static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
         return &class_weights_kernel;
     case TB_OP_MASK_LABELS:
         return &mask_labels_kernel;
+    case TB_OP_DUAL_TASK:
+        return &dual_kernel;
     case TB_OP_KIND_COUNT:
         break;
     }

@@ -33,6 +33,7 @@ static const struct tb_key gscnn_keys[] = {
     { "seg_weight", TB_KEY_FLOAT, "1.0", "0..", "weight of the segmentation loss" },
     { "edge_weight", TB_KEY_FLOAT, "20.0", "0..", "weight of the edge loss" },
     { "att_weight", TB_KEY_FLOAT, "1.0", "0..", "weight of the edge-attention loss" },
+    { "dual_weight", TB_KEY_FLOAT, "1.0", "0..", "weight of the dual-task regulariser (0: reported, not trained)" },
     TB_KEYS_END,
 };
 
@@ -57,6 +58,7 @@ static int gscnn_create(const struct tb_section *cfg, void **ctx, struct tb_err 
     c->w_seg = (float)tb_section_float(cfg, "seg_weight");
     c->w_edge = (float)tb_section_float(cfg, "edge_weight");
     c->w_att = (float)tb_section_float(cfg, "att_weight");
+    c->w_dual = (float)tb_section_float(cfg, "dual_weight");
     int_items(cfg, "blocks", GSCNN_MODULES, c->blocks);
     int_items(cfg, "aspp_rates", 3, c->aspp_rates);
     *ctx = c;
@@ -193,14 +195,22 @@ static void loss_term(struct tb_graph *g, const char *name, struct tb_node *loss
         tb_graph_output(g, name, loss);
 }
 
-/* The reference's joint loss (GSCNN loss.py, JointEdgeSegLoss without the dual-task
- * regulariser, which is not implemented):
+/* The reference's joint loss (GSCNN loss.py, JointEdgeSegLoss):
  *   seg:  per-image class-weighted cross-entropy (weights 1 + (1 - freq) of the classes
  *         present in the image), mean per image, summed over the batch;
  *   edge: class-balanced binary cross-entropy on the edge logits (the reference applies a
  *         second sigmoid to the already sigmoided edges, a known bug not copied here);
  *   att:  the segmentation loss again with the labels ignored wherever the predicted
- *         edge probability is at most 0.8 (class weights computed from those labels). */
+ *         edge probability is at most 0.8 (class weights computed from those labels);
+ *   dual: the dual-task regulariser (DualTaskLoss; the op dual_task, trainbig/ops.h): the
+ *         masked L1 between the boundary maps of a Gumbel-softmax sample (tau 0.5) of the
+ *         logits and of the one-hot labels. One departure: the reference's published
+ *         helpers return before smoothing and before differencing (a leftover its authors
+ *         acknowledge as a bug, nv-tlabs/GSCNN issue 16), so its "boundary map" is the
+ *         normalised sample itself; here the maps are what the paper and the helpers'
+ *         own code define, the triangle-smoothed central-difference magnitudes. Like the
+ *         reference it one-hots the labels with the dataset's classes (the reference
+ *         hard-codes Cityscapes' 19). */
 static void losses(struct tb_graph *g, const struct gscnn_cfg *cfg, const struct tb_model_input *in,
                    struct tb_node *seg, struct tb_node *edge_logits, struct tb_node *edge)
 {
@@ -214,6 +224,7 @@ static void losses(struct tb_graph *g, const struct gscnn_cfg *cfg, const struct
     struct tb_node *att = tb_mask_labels(g, labels, edge, 0.8f, ign);
     struct tb_node *att_w = tb_class_weights(g, att, in->classes, ign);
     loss_term(g, "att", tb_softmax_ce(g, seg, att, att_w, ign, true), cfg->w_att);
+    loss_term(g, "dual", tb_dual_task(g, seg, labels, 0.5f, ign), cfg->w_dual);
 }
 
 static int gscnn_build(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err)
