@@ -27,43 +27,53 @@ static const struct tb_key cpu_keys[] = {
 
 /* A short multiply-add loop on every thread: this CPU's fp32 peak, FLOP/s (the best of 3
  * runs), shown beside the achieved convolution rate emulate_link scales by. The x86
- * build has an AVX2+FMA copy, taken where the CPU has them. */
+ * build has AVX2+FMA and AVX-512 copies, the widest the CPU has taken (oneDNN's
+ * convolutions use the widest too: a narrower loop would put the peak below them). */
 typedef float tb_v8 __attribute__((vector_size(32)));
+typedef float tb_v16 __attribute__((vector_size(64)));
 
 /* Twelve independent chains in named variables (registers): enough to keep two FMA
  * units busy through their latency. */
-#define FMA_LOOP_BODY(madd)                                                                                       \
-    const tb_v8 m = (tb_v8){ 0 } + 0.999f, c = (tb_v8){ 0 } + 1e-4f;                                              \
-    tb_v8 a0 = c, a1 = c + 1, a2 = c + 2, a3 = c + 3, a4 = c + 4, a5 = c + 5, a6 = c + 6, a7 = c + 7, a8 = c + 8, \
-          a9 = c + 9, a10 = c + 10, a11 = c + 11;                                                                 \
-    for (long k = 0; k < iters; k++) {                                                                            \
-        a0 = madd(a0, m, c);                                                                                      \
-        a1 = madd(a1, m, c);                                                                                      \
-        a2 = madd(a2, m, c);                                                                                      \
-        a3 = madd(a3, m, c);                                                                                      \
-        a4 = madd(a4, m, c);                                                                                      \
-        a5 = madd(a5, m, c);                                                                                      \
-        a6 = madd(a6, m, c);                                                                                      \
-        a7 = madd(a7, m, c);                                                                                      \
-        a8 = madd(a8, m, c);                                                                                      \
-        a9 = madd(a9, m, c);                                                                                      \
-        a10 = madd(a10, m, c);                                                                                    \
-        a11 = madd(a11, m, c);                                                                                    \
-    }                                                                                                             \
-    tb_v8 t = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;                                        \
-    return t[0] == 12345.0f ? 0 : (double)iters * 12 * 8 * 2;
+#define FMA_LOOP_BODY(V, lanes, madd)                                                                         \
+    const V m = (V){ 0 } + 0.999f, c = (V){ 0 } + 1e-4f;                                                      \
+    V a0 = c, a1 = c + 1, a2 = c + 2, a3 = c + 3, a4 = c + 4, a5 = c + 5, a6 = c + 6, a7 = c + 7, a8 = c + 8, \
+      a9 = c + 9, a10 = c + 10, a11 = c + 11;                                                                 \
+    for (long k = 0; k < iters; k++) {                                                                        \
+        a0 = madd(a0, m, c);                                                                                  \
+        a1 = madd(a1, m, c);                                                                                  \
+        a2 = madd(a2, m, c);                                                                                  \
+        a3 = madd(a3, m, c);                                                                                  \
+        a4 = madd(a4, m, c);                                                                                  \
+        a5 = madd(a5, m, c);                                                                                  \
+        a6 = madd(a6, m, c);                                                                                  \
+        a7 = madd(a7, m, c);                                                                                  \
+        a8 = madd(a8, m, c);                                                                                  \
+        a9 = madd(a9, m, c);                                                                                  \
+        a10 = madd(a10, m, c);                                                                                \
+        a11 = madd(a11, m, c);                                                                                \
+    }                                                                                                         \
+    V t = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;                                        \
+    return t[0] == 12345.0f ? 0 : (double)iters * 12 * (lanes)*2;
 
 #define PLAIN_MADD(x, y, z) ((x) * (y) + (z))
 
 static double fma_loop_plain(long iters)
 {
-    FMA_LOOP_BODY(PLAIN_MADD)
+    FMA_LOOP_BODY(tb_v8, 8, PLAIN_MADD)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters)
 {
-    FMA_LOOP_BODY(__builtin_ia32_vfmaddps256)
+    FMA_LOOP_BODY(tb_v8, 8, __builtin_ia32_vfmaddps256)
+}
+
+/* All 16 lanes, no mask, the current rounding mode (4: _MM_FROUND_CUR_DIRECTION). */
+#define MADD512(x, y, z) __builtin_ia32_vfmaddps512_mask((x), (y), (z), (unsigned short)0xffff, 4)
+
+__attribute__((target("avx512f"))) static double fma_loop_avx512(long iters)
+{
+    FMA_LOOP_BODY(tb_v16, 16, MADD512)
 }
 #define HAVE_FMA_LOOP_AVX2 1
 #endif
@@ -71,6 +81,8 @@ __attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters)
 static double fma_loop(long iters)
 {
 #ifdef HAVE_FMA_LOOP_AVX2
+    if (__builtin_cpu_supports("avx512f"))
+        return fma_loop_avx512(iters);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return fma_loop_avx2(iters);
 #endif
