@@ -245,6 +245,15 @@ static void dt_sums(const struct tb_op *op, const float *mp, const float *mg, fl
             c[j] += rows[4 * r + (size_t)j];
 }
 
+/* The labels checked, then the scratch (as dt_scratch): what forward and backward both
+ * start with. */
+static int dt_begin(struct tb_cpu *cpu, const struct tb_op *op, const uint8_t *labels, float **mp, float **mg,
+                    struct dt_planes *p, double **rows, struct tb_err *err)
+{
+    const int rc = dt_check_labels(op, labels, err);
+    return rc ? rc : dt_scratch(cpu, op, mp, mg, p, rows, err);
+}
+
 static int dt_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -254,13 +263,10 @@ static int dt_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     const uint8_t *labels = in[1].data; /* (N,1,H,W) u8 */
     float *loss = out[0].data;          /* (1,1,1,1) */
     float *sample = out[1].data;        /* (N,K,H,W), the logits' layout */
-    int rc = dt_check_labels(op, labels, err);
-    if (rc)
-        return rc;
     float *mp, *mg;
     struct dt_planes p;
     double *rows;
-    rc = dt_scratch(cpu, op, &mp, &mg, &p, &rows, err);
+    int rc = dt_begin(cpu, op, labels, &mp, &mg, &p, &rows, err);
     if (rc)
         return rc;
     const int K = s.c, blk = tb_cpu_blk(cpu, &op->in[0]);
@@ -315,13 +321,10 @@ static int dt_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     const uint8_t *labels = in[1].data; /* (N,1,H,W) u8 */
     const float *sample = out[1].data;  /* (N,K,H,W) */
     const float dl = *(const float *)dout[0].data;
-    int rc = dt_check_labels(op, labels, err);
-    if (rc)
-        return rc;
     float *mp, *mg;
     struct dt_planes p;
     double *rows;
-    rc = dt_scratch(cpu, op, &mp, &mg, &p, &rows, err);
+    int rc = dt_begin(cpu, op, labels, &mp, &mg, &p, &rows, err);
     if (rc)
         return rc;
     dt_magnitudes(cpu, op, sample, labels, &p, mp, mg);
