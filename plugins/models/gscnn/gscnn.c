@@ -208,9 +208,9 @@ static void loss_term(struct tb_graph *g, const char *name, struct tb_node *loss
  *         helpers return before smoothing and before differencing (a leftover its authors
  *         acknowledge as a bug, nv-tlabs/GSCNN issue 16), so its "boundary map" is the
  *         normalised sample itself; here the maps are what the paper and the helpers'
- *         own code define, the triangle-smoothed central-difference magnitudes. Like the
- *         reference it one-hots the labels with the dataset's classes (the reference
- *         hard-codes Cityscapes' 19). */
+ *         own code define, the triangle-smoothed central-difference magnitudes. And the
+ *         labels are one-hot over the dataset's classes, where the reference hard-codes
+ *         Cityscapes' 19. */
 static void losses(struct tb_graph *g, const struct gscnn_cfg *cfg, const struct tb_model_input *in,
                    struct tb_node *seg, struct tb_node *edge_logits, struct tb_node *edge)
 {
