@@ -128,17 +128,21 @@ static void dt_sample_plane(const struct tb_cpu *cpu, const struct tb_op *op, co
             e[(size_t)y * (size_t)s.w + (size_t)x] = sample[tb_cpu_offset(s, blk, n, k, y, x)];
 }
 
-/* Plane k of image n of the one-hot labels into e (an ignored pixel is class 0). */
-static void dt_label_plane(const struct tb_op *op, const uint8_t *labels, int n, int k, float *e)
+/* Plane k of image n of the one-hot labels into e (an ignored pixel is class 0); false
+ * when no pixel is of class k (e all zeros). */
+static bool dt_label_plane(const struct tb_op *op, const uint8_t *labels, int n, int k, float *e)
 {
     const struct tb_shape s = op->in[0].shape;
     const size_t hw = (size_t)s.h * (size_t)s.w;
     const uint8_t *lab = labels + (size_t)n * hw;
     const int ignore = op->p.dual.ignore_label;
+    bool any = false;
     for (size_t i = 0; i < hw; i++) {
         const int t = lab[i] == ignore ? 0 : lab[i];
         e[i] = t == k ? 1.0f : 0.0f;
+        any |= t == k;
     }
+    return any;
 }
 
 /* This thread's planes among the scratch's. */
@@ -165,8 +169,13 @@ static void dt_magnitudes(const struct tb_cpu *cpu, const struct tb_op *op, cons
         const int n = pl / s.c, k = pl % s.c;
         dt_sample_plane(cpu, op, sample, n, k, p.e);
         dt_magnitude(&p, s.h, s.w, f, mp + (size_t)pl * hw);
-        dt_label_plane(op, labels, n, k, p.e);
-        dt_magnitude(&p, s.h, s.w, f, mg + (size_t)pl * hw);
+        float *m = mg + (size_t)pl * hw;
+        if (dt_label_plane(op, labels, n, k, p.e))
+            dt_magnitude(&p, s.h, s.w, f, m);
+        else /* a class absent from the image: smoothing and differences of zeros are exactly
+              * 0, so its magnitude is sqrt(DT_FLOOR) everywhere, the same bits, unsmoothed */
+            for (size_t i = 0; i < hw; i++)
+                m[i] = sqrtf(0.0f + DT_FLOOR);
     }
 }
 
