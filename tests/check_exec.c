@@ -11,6 +11,7 @@
 #include <trainbig/trainbig.h>
 
 #include "core/engine/engine_internal.h"
+#include "core/engine/exec_internal.h"
 #include "opcheck.h"
 #include "testutil.h"
 
@@ -541,6 +542,153 @@ START_TEST(room_is_made_until_a_fragmented_allocation_fits)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ recomputation */
+
+/* A policy that drops, after every step, every activation it may (tb_swap_drop), so that
+ * each one is rebuilt by recomputation before its next use; it records what it dropped. */
+static uint8_t dropped[512];
+
+static int drop_all_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    (void)ctx;
+    (void)step;
+    for (size_t i = 0; i < sizeof dropped; i++)
+        if (tb_swap_droppable(m, i)) {
+            int rc = tb_swap_drop(m, i, err);
+            if (rc)
+                return rc;
+            ck_assert_int_eq(tb_swap_residency(m, i), TB_RES_DROPPED);
+            dropped[i] = 1;
+        }
+    return TB_OK;
+}
+
+static const struct tb_swap_ops drop_all_ops = { .after_step = drop_all_after_step };
+
+/* Every op kind: conv, batch norm (training), relu, maxpool, resize, dropout, sigmoid,
+ * mul, add, global average pool, concat; the losses softmax CE (weighted by class_weights,
+ * and on mask_labels' labels), BCE and the dual task. */
+static struct tb_graph *every_kind_net(void)
+{
+    struct tb_graph *g = tb_graph_new(true);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(2, 3, 12, 10));
+    struct tb_node *lab = tb_input(g, "labels", TB_U8, shape(2, 1, 12, 10));
+    struct tb_node *r1 = tb_relu(g, tb_batchnorm(g, "bn1", tb_conv2d(g, "conv1", img, 8, 3, 1, -1, 1, false)));
+    struct tb_node *u1 = tb_resize(g, tb_maxpool(g, r1, 2, 2, 0), 12, 10, false);
+    struct tb_node *d1 = tb_dropout(g, u1, 0.3f, false);
+    struct tb_node *gate = tb_sigmoid(g, tb_conv2d(g, "gate", img, 8, 1, 1, 0, 1, true));
+    struct tb_node *a1 = tb_add(g, tb_mul(g, d1, gate), r1);
+    struct tb_node *ctx = tb_resize(g, tb_global_avgpool(g, a1), 12, 10, false);
+    struct tb_node *both[2] = { a1, ctx };
+    struct tb_node *cat = tb_concat(g, 2, both);
+    struct tb_node *logits = tb_conv2d(g, "head", cat, 3, 1, 1, 0, 1, true);
+    struct tb_node *edge = tb_conv2d(g, "edge", cat, 1, 1, 1, 0, 1, true);
+    struct tb_node *w = tb_class_weights(g, lab, 3, 255);
+    tb_graph_loss(g, "seg", tb_softmax_ce(g, logits, lab, w, 255, false), 1.0f);
+    struct tb_node *masked = tb_mask_labels(g, lab, tb_sigmoid(g, edge), 0.5f, 255);
+    tb_graph_loss(g, "att", tb_softmax_ce(g, logits, masked, NULL, 255, false), 0.5f);
+    tb_graph_loss(g, "edge", tb_bce_logits(g, edge, lab), 0.25f);
+    tb_graph_loss(g, "dual", tb_dual_task(g, logits, lab, 0.5f, 255), 1.0f);
+    ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
+    return g;
+}
+
+/* Every parameter's gradient and every buffer's value, in creation order. */
+static float *snapshot(size_t *n_out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < tb_engine_param_count(&e); i++)
+        n += 2 * tb_shape_elems(tb_engine_param_at(&e, i)->value.desc.shape);
+    float *v = calloc(n, sizeof *v), *at = v;
+    for (size_t i = 0; i < tb_engine_param_count(&e); i++) {
+        struct tb_param *p = tb_engine_param_at(&e, i);
+        size_t k = tb_shape_elems(p->value.desc.shape);
+        test_download(&b, p->trainable ? &p->grad : &p->value, at);
+        at += k;
+    }
+    *n_out = (size_t)(at - v);
+    return v;
+}
+
+/* One training step of net x: its four losses; the gradients and buffers in *snap. */
+static void run_every_kind(struct tb_exec *x, float *losses, float **snap, size_t *n)
+{
+    static const char *const names[] = { "seg", "att", "edge", "dual" };
+    struct tb_err err;
+    tb_err_clear(&err);
+    feed(x, 2, 3, 12, 10, 3, 11);
+    ck_assert_msg(tb_exec_forward(x, 5, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_backward(x, &err) == TB_OK, "%s", err.msg);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(tb_exec_read(x, names[k], &losses[k], &err) == TB_OK, "%s", err.msg);
+    *snap = snapshot(n);
+}
+
+/* Recomputation changes no value: the same step with every droppable activation dropped
+ * after each step and rebuilt before its next use gives the same losses, gradients and
+ * running statistics, bit for bit; and the dropped tensors came from every kind of op
+ * that has an output other than a loss. */
+START_TEST(recomputing_every_op_kind_is_bit_identical)
+{
+    struct tb_graph *g = every_kind_net();
+    struct tb_exec *plain, *dropping;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &plain, &err) == TB_OK, "%s", err.msg);
+    e.swap = (struct tb_swap_policy){ "drop-all", &drop_all_ops, NULL, NULL };
+    ck_assert_msg(tb_exec_create(&e, g, &dropping, &err) == TB_OK, "%s", err.msg);
+    const struct tb_schedule *s = tb_exec_schedule(dropping);
+    ck_assert_uint_le(tb_schedule_tensors(s), sizeof dropped);
+
+    /* Buffers as they were, for the second run to start from the same running statistics. */
+    size_t n0;
+    float *start = snapshot(&n0);
+    float la[4], lb[4], *sa, *sb;
+    size_t na, nb;
+    run_every_kind(plain, la, &sa, &na);
+    size_t off = 0; /* put the buffers back */
+    for (size_t i = 0; i < tb_engine_param_count(&e); i++) {
+        struct tb_param *p = tb_engine_param_at(&e, i);
+        if (!p->trainable)
+            test_upload(&b, &p->value, start + off);
+        off += tb_shape_elems(p->value.desc.shape);
+    }
+    memset(dropped, 0, sizeof dropped);
+    run_every_kind(dropping, lb, &sb, &nb);
+    ck_assert_uint_eq(na, nb);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(la[k] == lb[k], "loss %d: %.9g uncapped, %.9g recomputed", k, (double)la[k], (double)lb[k]);
+    for (size_t i = 0; i < na; i++)
+        ck_assert_msg(sa[i] == sb[i], "gradient or buffer element %zu: %.9g plain, %.9g recomputed", i, (double)sa[i],
+                      (double)sb[i]);
+
+    const struct tb_swap_stats *st = tb_exec_swap_stats(dropping);
+    ck_assert_uint_gt(st->drops, 0);
+    ck_assert_uint_ge(st->recomputes, st->drops);
+    ck_assert_uint_gt(st->recompute_bytes, 0);
+    ck_assert_uint_eq(st->swaps_out, 0);
+    bool kind_seen[TB_OP_KIND_COUNT] = { false };
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++)
+        if (dropped[i]) {
+            const struct tb_op *op =
+                tb_exec_step_op(dropping, (size_t)tb_schedule_tensor(s, i)->first_use, NULL, NULL, 0);
+            kind_seen[op->kind] = true;
+        }
+    for (int k = 1; k < TB_OP_KIND_COUNT; k++)
+        if (k != TB_OP_SOFTMAX_CE && k != TB_OP_BCE_LOGITS) /* a loss is all they write */
+            ck_assert_msg(kind_seen[k], "no output of a %s was dropped and recomputed", tb_op_kind_name(k));
+    /* What may not be dropped: a loss, the parameters, a gradient. */
+    uint32_t chain[64];
+    ck_assert_int_eq(tb_swap_recompute_steps(&dropping->mem, tensor_named(s, "conv1.weight"), 10, chain, 64), -1);
+    free(start);
+    free(sa);
+    free(sb);
+    tb_exec_free(plain);
+    tb_exec_free(dropping);
+    tb_graph_free(g);
+}
+END_TEST
+
 /* The swap space is capped: past the engine's limit a swap-out fails naming the limit and
  * what to change, instead of taking host memory until the OOM killer comes; what the
  * copies held is counted and given back. */
@@ -727,6 +875,7 @@ int main(void)
     tcase_add_test(tc, inference_graph_shares_parameters);
     tcase_add_test(tc, parameters_enumerable_by_name);
     tcase_add_test(tc, estimate_bounds_the_measured_step);
+    tcase_add_test(tc, recomputing_every_op_kind_is_bit_identical);
     suite_add_tcase(s, tc);
     tc = tcase_create("oom");
     tcase_add_checked_fixture(tc, open_tiny_engine, close_engine);

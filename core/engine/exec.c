@@ -310,6 +310,7 @@ void tb_exec_free(struct tb_exec *x)
     free(x->pins);
     free(x->seconds);
     free(x->starts);
+    tb_exec_recompute_free(x);
     tb_exec_trace_free(x);
     free(x);
 }
@@ -401,7 +402,11 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
             goto fail;
         }
     }
-    rc = tb_swapmem_init(&x->mem, e->ops, e->ctx, e->device, x->s, x->t, x->pins, &e->swap, err);
+    struct tb_swap_rebuild rb;
+    rc = tb_exec_recompute_init(x, &rb, err);
+    if (rc)
+        goto fail;
+    rc = tb_swapmem_init(&x->mem, e->ops, e->ctx, e->device, x->s, x->t, x->pins, &e->swap, &rb, err);
     x->mem.space_used = &e->swap_space_used;
     x->mem.space_limit = &e->swap_space_limit;
     x->mem.space_why = e->swap_space_why;
@@ -501,6 +506,7 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
      * element indices of every rank's share start at 0). Rank 0 keeps one process's. */
     if (x->e->comm)
         step ^= (uint64_t)x->e->comm->rank * 0xD1B54A32D192ED03ull;
+    x->fwd_step = step; /* recomputation replays the same draws */
     for (size_t k = 0; k < x->s->nforward; k++) {
         const struct tb_gop *o = &x->g->ops[k];
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];

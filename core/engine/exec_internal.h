@@ -28,6 +28,14 @@ struct tb_exec {
     struct tb_swap_mem mem; /* residency and swapping of t[] */
     bool mem_ready;
     struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
+    /* Recomputation (recompute.c), all owned: */
+    uint64_t fwd_step;  /* the step value the latest forward ran its ops with */
+    uint32_t *producer; /* [ntensors] the forward step writing tensor i; UINT32_MAX: none */
+    uint8_t *keep;      /* [ntensors] never dropped: the graph's outputs and losses */
+    uint32_t *temps;    /* [ntensors] rebuilt only to rebuild another: freed after */
+    size_t ntemps;
+    uint8_t *mark;       /* [nops] scratch of a chain walk */
+    uint32_t *chain_buf; /* scratch for a chain */
 };
 
 /* Shared by the forward (exec.c) and backward (exec_backward.c) passes:
@@ -42,6 +50,12 @@ int tb_exec_alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err
 void *tb_exec_device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err);
 bool tb_exec_room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err);
 void tb_exec_retire(struct tb_exec *x, size_t step);
+
+/* Recomputation (recompute.c): init fills *rb, what the memory manager calls to drop and
+ * rebuild this executor's activations; free releases what init made (safe after a failed
+ * or no init). */
+int tb_exec_recompute_init(struct tb_exec *x, struct tb_swap_rebuild *rb, struct tb_err *err);
+void tb_exec_recompute_free(struct tb_exec *x);
 
 /* Tracing (trace.c): records the event before (end = false) or after the op of step k on
  * the compute stream while a step is traced; frees the events at the executor's end. */

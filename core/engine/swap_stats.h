@@ -15,6 +15,12 @@ struct tb_swap_stats {
     double stall_seconds;     /* the training thread waiting for swap copies */
     uint64_t evicting_allocs; /* allocations that fitted only after moving tensors out */
     uint64_t host_bytes;      /* pinned host memory held for copies */
+    /* Recomputation (tb_swap_drop): tensors dropped and their bytes; forward ops run again
+     * to rebuild them, the bytes those runs rebuilt (dropped tensors, and what they needed
+     * that was gone) and the time they took on the training thread. */
+    uint64_t drops, drop_bytes;
+    uint64_t recomputes, recompute_bytes;
+    double recompute_seconds;
 };
 
 /* A policy instance, shared by the executors of a run (not owned). */

@@ -252,6 +252,32 @@ int tb_swap_out_until(struct tb_swap_mem *m, const size_t *order, size_t n, uint
     return rc;
 }
 
+int tb_swap_recompute_steps(const struct tb_swap_mem *m, size_t i, size_t step, uint32_t *steps, size_t max)
+{
+    if (!m->rb.chain || i >= m->s->ntensors || step >= m->s->nsteps)
+        return -1;
+    return m->rb.chain(m->rb.arg, i, step, steps, max);
+}
+
+bool tb_swap_droppable(const struct tb_swap_mem *m, size_t i)
+{
+    return m->rb.droppable && i < m->s->ntensors && m->s->tensors[i].kind == TB_SCHED_ACTIVATION && m->pins[i] == 0 &&
+           (m->res[i] == TB_RES_DEVICE || m->res[i] == TB_RES_BOTH) && m->rb.droppable(m->rb.arg, i, m->now);
+}
+
+int tb_swap_drop(struct tb_swap_mem *m, size_t i, struct tb_err *err)
+{
+    (void)err; /* dropping frees; it cannot fail */
+    if (!tb_swap_droppable(m, i))
+        return TB_OK;
+    m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
+    m->t[i].data = NULL;
+    m->res[i] = TB_RES_DROPPED;
+    m->stats.drops++;
+    m->stats.drop_bytes += m->s->tensors[i].bytes;
+    return TB_OK;
+}
+
 /* Queues the copy of tensor i (on the host only) into the device block data. */
 int tb_swapmem_start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *err)
 {
@@ -293,7 +319,7 @@ int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err)
 
 int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void *be_ctx, int device,
                     const struct tb_schedule *s, struct tb_tensor *t, const uint32_t *pins,
-                    const struct tb_swap_policy *policy, struct tb_err *err)
+                    const struct tb_swap_policy *policy, const struct tb_swap_rebuild *rb, struct tb_err *err)
 {
     memset(m, 0, sizeof *m);
     m->be = be;
@@ -302,6 +328,9 @@ int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void
     m->s = s;
     m->t = t;
     m->pins = pins;
+    m->now = SIZE_MAX;
+    if (rb)
+        m->rb = *rb;
     if (policy)
         m->policy = *policy;
     const size_t n = s->ntensors ? s->ntensors : 1;

@@ -19,6 +19,16 @@ struct tb_trace_copy {
     struct tb_event *start, *end;
 };
 
+/* Recomputation, the executor's (recompute.c; all NULL: nothing is ever dropped): whether
+ * tensor i may be dropped while step `now` runs; the steps that would rebuild i before
+ * `step` (tb_swap_recompute_steps); rebuilding dropped tensor i before step `step`. */
+struct tb_swap_rebuild {
+    bool (*droppable)(const void *arg, size_t i, size_t now);
+    int (*chain)(const void *arg, size_t i, size_t step, uint32_t *steps, size_t max);
+    int (*rebuild)(void *arg, size_t step, size_t i, struct tb_err *err);
+    void *arg;
+};
+
 struct tb_swap_mem {
     const struct tb_backend_ops *be;
     void *be_ctx;
@@ -51,13 +61,16 @@ struct tb_swap_mem {
     void **loose[TB_OP_MAX_IN];
     size_t loose_bytes[TB_OP_MAX_IN];
     uint32_t nloose;
+    struct tb_swap_rebuild rb;
+    size_t now; /* the step running, or about to (SIZE_MAX: none yet) */
 };
 
 /* Sets m up for executor tensors t (and their pins) of schedule s, with a policy (may be
- * NULL: none). Calls the policy's plan(). On failure everything is released. */
+ * NULL: none) and the executor's recomputation (may be NULL: none). Calls the policy's
+ * plan(). On failure everything is released. */
 int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void *be_ctx, int device,
                     const struct tb_schedule *s, struct tb_tensor *t, const uint32_t *pins,
-                    const struct tb_swap_policy *policy, struct tb_err *err);
+                    const struct tb_swap_policy *policy, const struct tb_swap_rebuild *rb, struct tb_err *err);
 /* Waits for every copy, frees host copies and events (device blocks are the executor's
  * to free, after tb_swapmem_drop). */
 void tb_swapmem_fini(struct tb_swap_mem *m);
@@ -89,6 +102,9 @@ void tb_swapmem_drop(struct tb_swap_mem *m, size_t i);
  * after_step marks what the step wrote and runs the policy's hook. */
 int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err);
 int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err);
+/* Makes tensor i resident for step `step`: brought back from the host (the step waits:
+ * stall), its copy waited for, or rebuilt when dropped. Its last-used clock is set. */
+int tb_swapmem_resident(struct tb_swap_mem *m, size_t step, size_t i, struct tb_err *err);
 /* Brings tensor i back to the device and waits for it (reading an output a policy moved
  * out). */
 int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err);

@@ -272,8 +272,56 @@ void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *po
     return last_resort(m, step, bytes, true, err);
 }
 
+int tb_swapmem_resident(struct tb_swap_mem *m, size_t step, size_t i, struct tb_err *err)
+{
+    switch (m->res[i]) {
+    case TB_RES_DROPPED: {
+        int rc = m->rb.rebuild ? m->rb.rebuild(m->rb.arg, step, i, err)
+                               : tb_err_set(err, TB_ERR_RUNTIME, "%s was dropped and nothing can rebuild it",
+                                            m->s->tensors[i].name);
+        if (rc)
+            return rc;
+        break;
+    }
+    case TB_RES_HOST: {
+        /* Not brought back in time: fetch it now and wait. */
+        int perr;
+        void *p = tb_swapmem_alloc(m, step, tb_swapmem_bytes(m, i), &perr, err);
+        if (!p)
+            return perr ? perr : tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s", m->s->tensors[i].name);
+        int rc = tb_swapmem_start_in(m, i, p, err);
+        if (rc)
+            return rc;
+        m->stats.demand_ins++;
+    }
+        /* fall through */
+    case TB_RES_MOVING_IN: {
+        double t0 = tb_now();
+        int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
+        m->stats.stall_seconds += tb_now() - t0;
+        if (rc)
+            return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
+        m->res[i] = TB_RES_BOTH;
+        break;
+    }
+    case TB_RES_MOVING_OUT: {
+        /* Needed again before its copy finished: keep the block, and the copy. */
+        double t0 = tb_now();
+        m->be->event_sync(m->be_ctx, m->ev[i]);
+        m->stats.stall_seconds += tb_now() - t0;
+        m->res[i] = TB_RES_BOTH;
+        break;
+    }
+    default:
+        break;
+    }
+    m->used[i] = m->clock;
+    return TB_OK;
+}
+
 int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *err)
 {
+    m->now = step;
     tb_swapmem_settle_outs(m, false);
     if (m->policy.ops && m->policy.ops->before_step) {
         int rc = m->policy.ops->before_step(m->policy.ctx, m, step, err);
@@ -282,48 +330,17 @@ int tb_swapmem_before_step(struct tb_swap_mem *m, size_t step, struct tb_err *er
     }
     const struct tb_sched_step *st = &m->s->steps[step];
     for (uint32_t k = 0; k < st->ntensors; k++) {
-        const uint32_t i = st->tensors[k];
-        switch (m->res[i]) {
-        case TB_RES_HOST: {
-            /* Not brought back in time: fetch it now and wait. */
-            int perr;
-            void *p = tb_swapmem_alloc(m, step, tb_swapmem_bytes(m, i), &perr, err);
-            if (!p)
-                return perr ? perr
-                            : tb_err_set(err, TB_ERR_NOMEM, "no device memory to swap in %s", m->s->tensors[i].name);
-            int rc = tb_swapmem_start_in(m, i, p, err);
-            if (rc)
-                return rc;
-            m->stats.demand_ins++;
-        }
-            /* fall through */
-        case TB_RES_MOVING_IN: {
-            double t0 = tb_now();
-            int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
-            m->stats.stall_seconds += tb_now() - t0;
-            if (rc)
-                return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
-            m->res[i] = TB_RES_BOTH;
-            break;
-        }
-        case TB_RES_MOVING_OUT: {
-            /* Needed again before its copy finished: keep the block, and the copy. */
-            double t0 = tb_now();
-            m->be->event_sync(m->be_ctx, m->ev[i]);
-            m->stats.stall_seconds += tb_now() - t0;
-            m->res[i] = TB_RES_BOTH;
-            break;
-        }
-        default:
-            break;
-        }
-        m->used[i] = m->clock;
+        int rc = tb_swapmem_resident(m, step, st->tensors[k], err);
+        if (rc)
+            return rc;
     }
     return TB_OK;
 }
 
 int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err)
 {
+    if (m->res[i] == TB_RES_DROPPED)
+        return tb_swapmem_resident(m, m->s->nsteps, i, err);
     if (m->res[i] == TB_RES_HOST) {
         int perr;
         void *p = tb_swapmem_alloc(m, SIZE_MAX, tb_swapmem_bytes(m, i), &perr, err);

@@ -68,6 +68,11 @@ struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct
         sum.stall_seconds += a->stall_seconds;
         sum.evicting_allocs += a->evicting_allocs;
         sum.host_bytes += a->host_bytes;
+        sum.drops += a->drops;
+        sum.drop_bytes += a->drop_bytes;
+        sum.recomputes += a->recomputes;
+        sum.recompute_bytes += a->recompute_bytes;
+        sum.recompute_seconds += a->recompute_seconds;
     }
     return sum;
 }
@@ -84,6 +89,11 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
     d.demand_ins -= m->demand_ins;
     d.stall_seconds -= m->stall_seconds;
     d.evicting_allocs -= m->evicting_allocs;
+    d.drops -= m->drops;
+    d.drop_bytes -= m->drop_bytes;
+    d.recomputes -= m->recomputes;
+    d.recompute_bytes -= m->recompute_bytes;
+    d.recompute_seconds -= m->recompute_seconds;
     *mark = now_;
     return d;
 }
@@ -116,6 +126,9 @@ static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r,
     fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->skipped, r->swap.bytes_out,
             r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in);
     csv_number(f, r->swap.stall_seconds);
+    fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->swap.drop_bytes, r->swap.recomputes,
+            r->swap.recompute_bytes);
+    csv_number(f, r->swap.recompute_seconds);
     fprintf(f, ",%d,", rep->ranks);
     csv_number(f, r->steps ? r->allreduce : NAN);
     fputc(',', f);
@@ -137,6 +150,11 @@ static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch
             r->swap.bytes_out, r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in, r->swap.demand_ins,
             r->swap.evicting_allocs);
     json_number(f, r->swap.stall_seconds);
+    fprintf(f,
+            ",\"drops\":%" PRIu64 ",\"drop_bytes\":%" PRIu64 ",\"recomputes\":%" PRIu64 ",\"recompute_bytes\":%" PRIu64
+            ",\"recompute_seconds\":",
+            r->swap.drops, r->swap.drop_bytes, r->swap.recomputes, r->swap.recompute_bytes);
+    json_number(f, r->swap.recompute_seconds);
     fprintf(f, "},\"ranks\":%d,\"allreduce_seconds\":", rep->ranks);
     json_number(f, r->steps ? r->allreduce : NAN);
     fputs(",\"allreduce_wait_seconds\":", f);

@@ -222,6 +222,18 @@ struct tb_backend_ops {
     void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
     /* Optional. The layout conversions ops made since create (struct tb_reorder_stats). */
     void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
+
+    /* ---- ABI 1.11: recomputation (trainbig/swap.h, tb_swap_drop) ---- */
+    /* Optional. Runs op's forward again, on the compute stream, to rebuild outputs the core
+     * dropped: the same op, state, step and input values as a forward that already ran, and
+     * the outputs must come out bit for bit as that forward wrote them, with nothing else
+     * changed. For a batch norm in training, out[1] and out[2] hold the save_mean and
+     * save_invstd that forward wrote and are read, not written: y is rebuilt from them, the
+     * running statistics are left alone and no collective runs. For every other kind it may
+     * be op_forward itself. NULL: the core re-runs op_forward, and never drops the output
+     * of a batch norm in training. */
+    int (*op_recompute)(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
+                        const struct tb_tensor *out, struct tb_err *err);
 };
 
 #ifdef __cplusplus

@@ -38,6 +38,7 @@ enum tb_residency {
     TB_RES_BOTH,       /* on the device, with a current copy on the host */
     TB_RES_MOVING_OUT, /* being copied to the host; device memory freed when done */
     TB_RES_MOVING_IN,  /* being copied to the device */
+    TB_RES_DROPPED,    /* freed by tb_swap_drop: rebuilt by recomputation before its next use (ABI 1.11) */
 };
 
 /* The memory manager as a policy sees it; valid during a hook call. */
@@ -72,6 +73,34 @@ int tb_swap_out_until(struct tb_swap_mem *m, const size_t *order, size_t n, uint
  * TB_ERR_NOMEM without side effects when the device cannot hold it now. A tensor that is
  * not on the host only is left alone (TB_OK). */
 int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err);
+
+/* ---- ABI 1.11: recomputation ----
+ *
+ * Instead of moving an activation to the host, a policy may drop it: its device memory is
+ * freed at once, with no copy, and before the next step that uses it the core rebuilds it
+ * by running again, on the compute stream, the forward ops that produced it, from tensors
+ * still held (on the device, or brought back from the host) and from tensors it rebuilds
+ * the same way first (those no later step needs are freed again right after). Re-run ops
+ * see the step's seed, so dropout masks and other random draws are replayed, not drawn
+ * again; a batch norm in training is rebuilt from the statistics its forward saved, and
+ * its running statistics are not updated twice (the backend's op_recompute). Values are
+ * what the forward wrote, bit for bit on the CPU backend.
+ *
+ * Only activations can be dropped, and only those whose producers the core can re-run
+ * before the next use: not a graph's outputs or losses, and not a training batch norm's
+ * output on a backend without op_recompute. */
+
+/* The forward steps that would run again to rebuild tensor i, were it dropped, before step
+ * `step` (which the schedule says uses it), from what the schedule keeps alive there, in
+ * the order they would run, into steps[0..max-1]: their number, or -1 when it cannot be
+ * rebuilt there or takes more than max. A policy prices a recomputation with its measured
+ * times of these steps. */
+int tb_swap_recompute_steps(const struct tb_swap_mem *m, size_t i, size_t step, uint32_t *steps, size_t max);
+/* Whether tb_swap_drop(m, i) would act: an activation on the device, not used by the step
+ * running now, that can be rebuilt before its next use. */
+bool tb_swap_droppable(const struct tb_swap_mem *m, size_t i);
+/* Drops tensor i (see above). One that is not droppable is left alone (TB_OK). */
+int tb_swap_drop(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 
 struct tb_swap_ops {
     /* ---- ABI 1.0 ---- */

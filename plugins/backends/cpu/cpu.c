@@ -613,6 +613,12 @@ static int cpu_op_forward(void *ctx, const struct tb_op *op, void *state, uint64
     return tb_cpu_op_forward(ctx, op, state, step, in, out, err);
 }
 
+static int cpu_op_recompute(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
+                            const struct tb_tensor *out, struct tb_err *err)
+{
+    return tb_cpu_op_recompute(ctx, op, state, step, in, out, err);
+}
+
 static int cpu_op_backward(void *ctx, const struct tb_op *op, void *state, const struct tb_tensor *in,
                            const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                            struct tb_err *err)
@@ -660,6 +666,7 @@ static const struct tb_backend_ops cpu_ops = {
     .sgd_update = cpu_sgd_update,
     .op_describe = cpu_op_describe,
     .reorder_stats = cpu_reorder_stats,
+    .op_recompute = cpu_op_recompute,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -249,12 +249,37 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         double inv = 1.0 / sqrt(var + eps);
         save_mean[c] = (float)mean;
         save_invstd[c] = (float)inv;
-        scale[c] = (float)(gamma[c] * inv);
+        /* From the saved float, so that bn_recompute, which has only it, gets these bits. */
+        scale[c] = (float)(gamma[c] * (double)save_invstd[c]);
         rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * mean);
         rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * var * count / (count - 1));
     }
     /* save_mean is the float mean: y is centred on exactly what backward will see. */
     affine(x, y, save_mean, scale, beta, &wk);
+    return TB_OK;
+}
+
+/* The backend's op_recompute for a batch norm in training: y again, from the statistics
+ * forward saved in out[1] and out[2] (read), exactly as forward computed it; the running
+ * statistics are left alone and no collective runs. */
+static int bn_recompute(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    if (!op->p.bn.training)
+        return bn_forward(cpu, op, state, step, in, out, err); /* touches nothing but y */
+    const struct tb_shape s = op->in[0].shape;
+    const size_t C = (size_t)s.c, P = (size_t)s.n * (size_t)s.h * (size_t)s.w;
+    if (C == 0 || P == 0)
+        return TB_OK;
+    const float *gamma = in[1].data, *save_mean = out[1].data, *save_invstd = out[2].data;
+    const struct walk wk = walk_of(cpu, op);
+    struct work w;
+    int rc = get_work(cpu, op, &wk, C, &w, err);
+    if (rc)
+        return rc;
+    for (size_t c = 0; c < C; c++)
+        w.f[c] = (float)(gamma[c] * (double)save_invstd[c]);
+    affine(in[0].data, out[0].data, save_mean, w.f, in[2].data, &wk);
     return TB_OK;
 }
 
@@ -349,4 +374,5 @@ const struct tb_cpu_kernel TB_CPU_KERNEL(batchnorm) = {
     .release = NULL,
     .forward = bn_forward,
     .backward = bn_backward,
+    .recompute = bn_recompute,
 };

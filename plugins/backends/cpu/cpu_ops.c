@@ -99,6 +99,13 @@ int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     return s->k->forward(cpu, op, s->inner, step, in, out, err);
 }
 
+int tb_cpu_op_recompute(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
+{
+    struct op_state *s = state;
+    return (s->k->recompute ? s->k->recompute : s->k->forward)(cpu, op, s->inner, step, in, out, err);
+}
+
 int tb_cpu_op_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                        struct tb_err *err)

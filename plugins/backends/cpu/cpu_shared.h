@@ -174,6 +174,9 @@ struct tb_cpu_kernel {
     tb_cpu_release_fn release;
     tb_cpu_forward_fn forward;
     tb_cpu_backward_fn backward;
+    /* The backend's op_recompute (trainbig/backend.h); NULL: forward, which for this kind
+     * changes nothing but its outputs. */
+    tb_cpu_forward_fn recompute;
 };
 
 /* The kernels, one row per op kind. Convolutions are oneDNN's, whatever the ISA
@@ -190,10 +193,11 @@ extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;
 #define TB_CPU_KERNEL(name) TB_CPU_KERNEL_OF(name, TB_CPU_KERNEL_ISA)
 #endif
 /* X(name, isa) for every kernel of one ISA's build. */
-#define TB_CPU_KERNELS(X, isa)                                                                                        \
-    X(batchnorm, isa)                                                                                                 \
-    X(relu, isa) X(sigmoid, isa) X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa) X(avgpool, isa)              \
-        X(resize, isa) X(concat, isa) X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa) \
+#define TB_CPU_KERNELS(X, isa)                                                                             \
+    X(batchnorm, isa)                                                                                      \
+    X(relu, isa)                                                                                           \
+    X(sigmoid, isa) X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa) X(avgpool, isa) X(resize, isa) \
+        X(concat, isa) X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa)     \
             X(dual_task, isa)
 #define TB_CPU_DECLARE_KERNEL(name, isa) extern const struct tb_cpu_kernel TB_CPU_KERNEL_OF(name, isa);
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, scalar)
@@ -210,6 +214,8 @@ int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, 
 void tb_cpu_op_release(void *state);
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err);
+int tb_cpu_op_recompute(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
+                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err);
 int tb_cpu_op_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                        struct tb_err *err);
