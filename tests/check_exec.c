@@ -654,6 +654,7 @@ START_TEST(recomputing_every_op_kind_is_bit_identical)
         off += tb_shape_elems(p->value.desc.shape);
     }
     memset(dropped, 0, sizeof dropped);
+    tb_exec_trace_begin(dropping);
     run_every_kind(dropping, lb, &sb, &nb);
     ck_assert_uint_eq(na, nb);
     for (int k = 0; k < 4; k++)
@@ -667,6 +668,18 @@ START_TEST(recomputing_every_op_kind_is_bit_identical)
     ck_assert_uint_ge(st->recomputes, st->drops);
     ck_assert_uint_gt(st->recompute_bytes, 0);
     ck_assert_uint_eq(st->swaps_out, 0);
+    /* The trace has each op run again, on the compute track, marked. */
+    struct tb_trace_span *sp;
+    size_t nsp, reruns = 0;
+    ck_assert_msg(tb_exec_trace_spans(dropping, &sp, &nsp, &err) == TB_OK, "%s", err.msg);
+    for (size_t i = 0; i < nsp; i++)
+        if (sp[i].recompute) {
+            ck_assert_int_eq(sp[i].track, 0);
+            ck_assert(sp[i].dur >= 0);
+            reruns++;
+        }
+    ck_assert_uint_eq(reruns, st->recomputes);
+    free(sp);
     bool kind_seen[TB_OP_KIND_COUNT] = { false };
     for (size_t i = 0; i < tb_schedule_tensors(s); i++)
         if (dropped[i]) {

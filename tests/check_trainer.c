@@ -507,6 +507,7 @@ START_TEST(capped_swapping_is_bit_identical)
             ck_assert_msg(csv_column_sum(csv, "recomputes") > 0, "the capped hybrid run did not recompute");
             ck_assert(csv_column_sum(csv, "recompute_bytes") > 0);
             ck_assert(csv_column_sum(csv, "drop_bytes") > 0);
+            ck_assert(csv_column_sum(csv, "recomputed_share") > 0);
         }
         free(csv);
         free(eb);

@@ -5,7 +5,13 @@
  *
  * The search doubles the value until a step runs out of device memory, then bisects
  * between the last that fitted and the first that did not. Each probe is a real step
- * (tb_time_steps: the setup `trainbig train` makes, warm-up steps, a timed step). */
+ * (tb_time_steps: the setup `trainbig train` makes, warm-up steps, a timed step).
+ *
+ * A step that fits may still be slow. So each swapping policy also gets the largest
+ * value whose step costs at most 1.25 times the step of the largest value that fits
+ * without swapping, scaled per pixel (per image, varying the batch): the size a policy
+ * makes worth training at, not merely possible. Found by bisection too, taking the step
+ * time as growing with the value. */
 #include "config.h"
 
 #include "tools/fit_internal.h"
@@ -67,6 +73,47 @@ static int probe(const struct probe_ctx *c, const char *policy, int value, struc
     return tb_fit_probe(c->path, c->policy, c->sets, c->nsets, extra, 1, policy, TIMED_STEPS, t, err);
 }
 
+/* Pixels per step at `value`, relative: images for a batch, crop side squared for a crop. */
+static double pixels(bool batch, int value)
+{
+    return batch ? (double)value : (double)value * value;
+}
+
+/* The largest value in [start, fits] (`fits` fitted, its step fit_s) whose step under
+ * `policy` takes at most WITHIN times per_px x its pixels; 0 when not even start does. */
+#define WITHIN 1.25
+static int largest_within(const struct probe_ctx *c, bool batch, const char *policy, int start, int fits, double fit_s,
+                          double per_px, struct tb_err *err)
+{
+    if (fit_s <= WITHIN * per_px * pixels(batch, fits))
+        return fits;
+    if (fits <= start)
+        return 0;
+    struct tb_step_timing t0;
+    const int r0 = probe(c, policy, start, &t0, err);
+    if (r0 < 0)
+        return -1;
+    if (!r0 || t0.step_s > WITHIN * per_px * pixels(batch, start))
+        return 0;              /* the smallest is not within: nothing is */
+    int lo = start, hi = fits; /* lo is within, hi is not */
+    while (hi - lo > (batch ? 1 : 8)) {
+        int mid = lo + (hi - lo) / 2;
+        if (!batch)
+            mid -= mid % 8;
+        if (mid <= lo)
+            break;
+        struct tb_step_timing t;
+        const int r = probe(c, policy, mid, &t, err);
+        if (r < 0)
+            return -1;
+        if (r && t.step_s <= WITHIN * per_px * pixels(batch, mid))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 int tb_fit(const char *path, const char *policy, const char *const *sets, int nsets, const char *vary, FILE *out,
            struct tb_err *err)
 {
@@ -76,14 +123,18 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
     if (nsets >= MAX_SETS)
         return tb_err_set(err, TB_ERR_CONFIG, "at most %d --set options with fit", MAX_SETS - 1);
     const struct probe_ctx c = { path, policy, sets, nsets, batch ? "train.batch" : "dataset.crop" };
-    static const char *const policies[] = { "none", "lru", "prefetch" };
+    static const char *const policies[] = { "none", "lru", "prefetch", "hybrid" };
+    enum { NPOL = sizeof policies / sizeof policies[0] };
     const int start = batch ? 2 : 64; /* batch norm trains on 2 images or more */
-    int largest[3] = { 0 };
-    fprintf(out, "fit: the largest %s whose training step completes with the configured device memory\n",
-            batch ? "batch" : "training crop");
-    fprintf(out, "%-9s %8s %10s %14s %9s %9s %12s\n", "policy", vary, "step ms", "no-swap step", "overhead", "stall %",
-            "vs none");
-    for (int k = 0; k < 3; k++) {
+    int largest[NPOL] = { 0 };
+    double none_per_px = 0; /* none's step per pixel at its largest value */
+    fprintf(out,
+            "fit: the largest %s whose training step completes with the configured device memory; and the "
+            "largest whose step is within %.2fx of none's largest, per pixel\n",
+            batch ? "batch" : "training crop", WITHIN);
+    fprintf(out, "%-9s %8s %10s %14s %9s %9s %12s %14s %12s\n", "policy", vary, "step ms", "no-swap step", "overhead",
+            "stall %", "vs none", "within 1.25x", "vs none");
+    for (int k = 0; k < NPOL; k++) {
         struct tb_step_timing best = { 0 }, t;
         int lo = 0, hi = 0; /* lo fits (0: nothing yet), hi does not (0: not found yet) */
         for (int v = start; v <= MAX_VALUE; v *= 2) {
@@ -129,8 +180,18 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
             const double px = batch ? (double)lo / largest[0] : ((double)lo * lo) / ((double)largest[0] * largest[0]);
             snprintf(gain, sizeof gain, "%.2fx", px);
         }
-        fprintf(out, "%-9s %8d %10.0f %14s %9s %8.1f%% %12s\n", policies[k], lo, best.step_s * 1e3, ref_ms, over,
-                100.0 * best.stall_s / best.step_s, gain);
+        char within[32] = "-", within_gain[32] = "-";
+        if (k == 0) {
+            none_per_px = best.step_s / pixels(batch, lo);
+        } else if (none_per_px > 0) {
+            const int w = largest_within(&c, batch, policies[k], start, lo, best.step_s, none_per_px, err);
+            if (w < 0)
+                return tb_err_prefix(err, "fit, within %.2fx, swap %s", WITHIN, policies[k]);
+            snprintf(within, sizeof within, "%d", w);
+            snprintf(within_gain, sizeof within_gain, "%.2fx", pixels(batch, w) / pixels(batch, largest[0]));
+        }
+        fprintf(out, "%-9s %8d %10.0f %14s %9s %8.1f%% %12s %14s %12s\n", policies[k], lo, best.step_s * 1e3, ref_ms,
+                over, 100.0 * best.stall_s / best.step_s, gain, within, within_gain);
         fflush(out);
     }
     tb_err_clear(err);

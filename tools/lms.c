@@ -62,7 +62,7 @@
 
 #include "tools/lms_internal.h"
 
-const char *const tb_lms_policies[TB_LMS_NPOL] = { "lru", "prefetch" };
+const char *const tb_lms_policies[TB_LMS_NPOL] = { "lru", "prefetch", "hybrid" };
 
 enum { MAX_SETS = 20 };
 
@@ -247,7 +247,8 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
             for (int p = 0; p < o->nplat; p++)
                 for (int q = 0; q < TB_LMS_NPOL; q++) {
                     struct tb_lms_case *c = &sz->cases[mode][p][q];
-                    if (c->failed || (mode == TB_LMS_CONTROL && strcmp(tb_lms_policies[q], "prefetch") != 0))
+                    if (c->failed || (mode == TB_LMS_CONTROL && strcmp(tb_lms_policies[q], "prefetch") != 0) ||
+                        (!o->hybrid && strcmp(tb_lms_policies[q], "hybrid") == 0))
                         continue;
                     struct runset cs;
                     if (base_sets(&cs, false, o, o->sizes[z], o->batch))

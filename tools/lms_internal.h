@@ -12,7 +12,7 @@
 
 enum {
     TB_LMS_MAX_PLAT = 4,
-    TB_LMS_NPOL = 2,  /* lru, prefetch */
+    TB_LMS_NPOL = 3,  /* lru, prefetch, hybrid */
     TB_LMS_NMODE = 3, /* the link as emulated, at the reference's balance, the control */
     TB_LMS_AS_IS = 0,
     TB_LMS_REF = 1,
@@ -38,6 +38,7 @@ struct tb_lms_options {
     bool spans;                        /* keep the larger size's last round's step as spans: uncapped,
                                         * and under prefetch on each platform (cpu: at the reference's
                                         * balance) */
+    bool hybrid;                       /* measure the hybrid policy too (its cases are not run otherwise) */
     const char *const *user;           /* assignments added to every run */
     int nuser;
     /* Called when the preamble is measured (size -1) and after each size (0, 1), with the

@@ -216,6 +216,10 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         out->ops_s = ops / steps;
         out->out_bytes = (double)(a->bytes_out - before.bytes_out) / steps;
         out->in_bytes = (double)(a->bytes_in - before.bytes_in) / steps;
+        out->drop_bytes = (double)(a->drop_bytes - before.drop_bytes) / steps;
+        out->recompute_bytes = (double)(a->recompute_bytes - before.recompute_bytes) / steps;
+        out->recompute_s = (a->recompute_seconds - before.recompute_seconds) / steps;
+        out->transient_bytes = (double)tb_exec_transient_bytes(x);
         struct tb_mem_stats ms = { 0 };
         r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);
         out->peak = ms.peak;

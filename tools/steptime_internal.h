@@ -17,10 +17,14 @@ struct tb_step_timing {
     double ops_s;               /* per step: the ops' own time, forward and backward (each op's kernels, not
                                  * the memory manager's work around them) */
     double out_bytes, in_bytes; /* per step: swapped out and in */
-    uint64_t peak;              /* device memory, over the timed steps */
-    double conv_flops;          /* per step: the convolutions' (tb_graph_conv_flops) */
-    uint64_t params;            /* trainable parameters (elements) */
-    int width, height, batch;   /* what was trained on */
+    /* Per step: activations dropped for recomputation, what recomputation rebuilt and the
+     * time it took (part of the step, not of ops_s); and every activation and gradient the
+     * step makes, the whole the shares kept, swapped and recomputed are of. */
+    double drop_bytes, recompute_bytes, recompute_s, transient_bytes;
+    uint64_t peak;            /* device memory, over the timed steps */
+    double conv_flops;        /* per step: the convolutions' (tb_graph_conv_flops) */
+    uint64_t params;          /* trainable parameters (elements) */
+    int width, height, batch; /* what was trained on */
 };
 
 /* Loads `path` (NULL: an empty configuration), applies the `nsets` assignments, and times

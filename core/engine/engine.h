@@ -124,16 +124,21 @@ void tb_exec_trace_begin(struct tb_exec *x);
 int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err);
 /* What was traced since tb_exec_trace_begin, as spans (waits for the copies first): the
  * ops on track 0 in schedule order, then the copies, host to device on track 1, device to
- * host on track 2. *spans is the caller's to free; the names are the executor's. */
+ * host on track 2, then the forward ops run again to rebuild dropped tensors (track 0,
+ * marked recompute). *spans is the caller's to free; the names are the executor's. */
 struct tb_trace_span {
     int track;         /* 0 compute (an op), 1 host to device, 2 device to host (a swap copy) */
     double start, dur; /* seconds, from the traced step's first op */
-    uint64_t bytes;    /* a copy's; 0 for an op */
+    uint64_t bytes;    /* a copy's, or what a recomputation rebuilt; 0 for an op */
     const char *name;  /* the op's step or the tensor's; valid while the executor lives */
+    bool recompute;    /* track 0: an op run again to rebuild a dropped tensor */
 };
 int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t *n, struct tb_err *err);
 /* The memory manager's counters: swaps, bytes each way, stall (cumulative). */
 const struct tb_swap_stats *tb_exec_swap_stats(const struct tb_exec *x);
+/* The bytes of every activation and gradient one run of the graph makes: what the shares
+ * kept, swapped and recomputed are of. */
+uint64_t tb_exec_transient_bytes(const struct tb_exec *x);
 /* ------------------------------------------------------------------ optimizer */
 
 /* One SGD step over every trainable parameter that has a gradient (trainbig/backend.h's

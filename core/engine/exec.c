@@ -175,6 +175,15 @@ static bool transient(const struct tb_exec *x, size_t i)
     return k == TB_SCHED_ACTIVATION || k == TB_SCHED_GRADIENT;
 }
 
+uint64_t tb_exec_transient_bytes(const struct tb_exec *x)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        if (transient(x, i))
+            sum += x->s->tensors[i].bytes;
+    return sum;
+}
+
 /* Out of device memory for `bytes` of `what` at step `step`: say for what, how full the
  * device is (and how fragmented), what holds it, and what to change. */
 static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t bytes, struct tb_err *err)

@@ -25,6 +25,14 @@ struct tb_exec {
      * queued it, so the trace places ops by when the device ran them, as it places copies */
     struct tb_event **op_ev;
     size_t nop_ev;
+    /* The recomputations of a traced step (recompute.c records, trace.c reports), owned. */
+    struct tb_trace_rerun {
+        uint32_t step;                /* the forward step whose op ran again */
+        uint64_t bytes;               /* what it rebuilt */
+        double t0, t1;                /* host clock, where events cannot say */
+        struct tb_event *start, *end; /* on the compute stream, or NULL */
+    } * reruns;
+    size_t nreruns, reruns_cap;
     struct tb_swap_mem mem; /* residency and swapping of t[] */
     bool mem_ready;
     struct tb_grad_sync sync; /* data parallelism: the gradient all-reduce plan */
@@ -60,6 +68,12 @@ void tb_exec_recompute_free(struct tb_exec *x);
 /* Tracing (trace.c): records the event before (end = false) or after the op of step k on
  * the compute stream while a step is traced; frees the events at the executor's end. */
 void tb_exec_trace_mark(struct tb_exec *x, size_t k, bool end);
+/* While a step is traced: an event recorded on the compute stream now (NULL otherwise, or
+ * when none can be), and the record of forward step k's op run again between two such
+ * events (host times t0, t1), having rebuilt `bytes`; the events become the trace's. */
+struct tb_event *tb_exec_trace_event(struct tb_exec *x);
+void tb_exec_trace_rerun(struct tb_exec *x, size_t k, uint64_t bytes, double t0, double t1, struct tb_event *start,
+                         struct tb_event *end);
 void tb_exec_trace_free(struct tb_exec *x);
 
 #endif

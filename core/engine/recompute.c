@@ -139,6 +139,7 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
         }
     }
     const double t0 = tb_now();
+    struct tb_event *ev0 = rc == TB_OK ? tb_exec_trace_event(x) : NULL;
     if (rc == TB_OK) {
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
         do {
@@ -156,7 +157,9 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
         } while (tb_exec_room_for_op(x, at, &rc, err));
     }
     struct tb_swap_stats *st = &x->mem.stats;
-    st->recompute_seconds += tb_now() - t0;
+    const double t1 = tb_now();
+    st->recompute_seconds += t1 - t0;
+    tb_exec_trace_rerun(x, k, rebuilt, t0, t1, ev0, ev0 ? tb_exec_trace_event(x) : NULL);
     for (uint32_t j = 0; j < npinned; j++)
         x->pins[pinned[j]]--;
     for (uint32_t j = 0; j < o->op.nout; j++)

@@ -1,7 +1,9 @@
 /* core/engine/trace.c: a Chrome trace (Perfetto) of one step: the ops on the compute track,
  * the swap copies on the two copy tracks, placed by the backend's events (event_time) so
  * that on a GPU both follow the device's clock, not the host's, which runs ahead of it.
- * A step whose op events cannot be recorded falls back to the host's times. */
+ * Forward ops run again to rebuild dropped tensors (recompute.c) are on the compute track
+ * too, in the category "recompute". A step whose op events cannot be recorded falls back
+ * to the host's times. */
 #include "config.h"
 
 #include "core/engine/exec_internal.h"
@@ -19,8 +21,58 @@ void tb_exec_trace_mark(struct tb_exec *x, size_t k, bool end)
         x->e->ops->event_record(x->e->ctx, x->op_ev[2 * k + end], TB_STREAM_COMPUTE);
 }
 
+struct tb_event *tb_exec_trace_event(struct tb_exec *x)
+{
+    if (!x->mem.tracing || !x->e->event_time)
+        return NULL;
+    struct tb_event *ev = x->e->ops->event_create(x->e->ctx, x->e->device);
+    if (ev && x->e->ops->event_record(x->e->ctx, ev, TB_STREAM_COMPUTE) != TB_OK) {
+        x->e->ops->event_destroy(x->e->ctx, ev);
+        ev = NULL;
+    }
+    return ev;
+}
+
+static void drop_event(struct tb_exec *x, struct tb_event *ev)
+{
+    if (ev)
+        x->e->ops->event_destroy(x->e->ctx, ev);
+}
+
+void tb_exec_trace_rerun(struct tb_exec *x, size_t k, uint64_t bytes, double t0, double t1, struct tb_event *start,
+                         struct tb_event *end)
+{
+    if (x->mem.tracing && x->nreruns == x->reruns_cap) {
+        const size_t cap = x->reruns_cap ? 2 * x->reruns_cap : 32;
+        struct tb_trace_rerun *more = realloc(x->reruns, cap * sizeof *more);
+        if (more) {
+            x->reruns = more;
+            x->reruns_cap = cap;
+        }
+    }
+    if (!x->mem.tracing || x->nreruns == x->reruns_cap) { /* not traced, or left out of the trace */
+        drop_event(x, start);
+        drop_event(x, end);
+        return;
+    }
+    x->reruns[x->nreruns++] = (struct tb_trace_rerun){ (uint32_t)k, bytes, t0, t1, start, end };
+}
+
+static void clear_reruns(struct tb_exec *x)
+{
+    for (size_t i = 0; i < x->nreruns; i++) {
+        drop_event(x, x->reruns[i].start);
+        drop_event(x, x->reruns[i].end);
+    }
+    x->nreruns = 0;
+}
+
 void tb_exec_trace_free(struct tb_exec *x)
 {
+    clear_reruns(x);
+    free(x->reruns);
+    x->reruns = NULL;
+    x->reruns_cap = 0;
     for (size_t i = 0; i < x->nop_ev; i++)
         if (x->op_ev[i])
             x->e->ops->event_destroy(x->e->ctx, x->op_ev[i]);
@@ -32,6 +84,7 @@ void tb_exec_trace_free(struct tb_exec *x)
 void tb_exec_trace_begin(struct tb_exec *x)
 {
     tb_swapmem_trace_clear(&x->mem);
+    clear_reruns(x);
     x->mem.tracing = true;
     if (!x->op_ev && x->e->event_time && (x->op_ev = calloc(2 * x->s->nsteps + 1, sizeof *x->op_ev))) {
         x->nop_ev = 2 * x->s->nsteps;
@@ -73,14 +126,16 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
     *n = 0;
     if (!x->e->event_time) {
         tb_swapmem_trace_clear(m);
+        clear_reruns(x);
         return tb_err_set(err, TB_ERR_RUNTIME, "this backend cannot time its copies (event_time, ABI 1.4)");
     }
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_COMPUTE);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_D2H);
-    struct tb_trace_span *sp = malloc((x->s->nsteps + m->ntrace + 1) * sizeof *sp);
+    struct tb_trace_span *sp = malloc((x->s->nsteps + m->ntrace + x->nreruns + 1) * sizeof *sp);
     if (!sp) {
         tb_swapmem_trace_clear(m);
+        clear_reruns(x);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory for the trace");
     }
     double t0 = 0;
@@ -103,9 +158,30 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
             .name = x->s->tensors[tc->tensor].name,
         };
     }
-    *n = x->s->nsteps + m->ntrace;
+    size_t n_all = x->s->nsteps + m->ntrace;
+    for (size_t r = 0; r < x->nreruns; r++) {
+        const struct tb_trace_rerun *rr = &x->reruns[r];
+        double a = rr->t0, b = rr->t1;
+        if (rr->start && rr->end) {
+            const double ea = x->e->event_time(x->e->ctx, rr->start), eb = x->e->event_time(x->e->ctx, rr->end);
+            if (ea > 0 && eb >= ea) {
+                a = ea;
+                b = eb;
+            }
+        }
+        sp[n_all++] = (struct tb_trace_span){
+            .track = 0,
+            .start = a - t0,
+            .dur = b - a,
+            .bytes = rr->bytes,
+            .name = x->s->steps[rr->step].name,
+            .recompute = true,
+        };
+    }
+    *n = n_all;
     *spans = sp;
     tb_swapmem_trace_clear(m);
+    clear_reruns(x);
     return TB_OK;
 }
 
@@ -131,7 +207,12 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
     for (size_t i = 0; i < n; i++) {
         fputs("{\"name\":", f);
         json_name(f, sp[i].name);
-        if (sp[i].track == 0)
+        if (sp[i].track == 0 && sp[i].recompute)
+            fprintf(f,
+                    ",\"cat\":\"recompute\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
+                    "\"args\":{\"recompute\":true,\"bytes\":%" PRIu64 "}},\n",
+                    sp[i].start * 1e6, sp[i].dur * 1e6, sp[i].bytes);
+        else if (sp[i].track == 0)
             fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
                     sp[i].start * 1e6, sp[i].dur * 1e6);
         else

@@ -98,6 +98,16 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
     return d;
 }
 
+/* Shares of the epoch's training activation and gradient bytes (steps x step_bytes) that
+ * went to the host and that were dropped for recomputation (the rest stayed); NaN
+ * without steps. A tensor moved out twice in a step counts twice. */
+static void shares(const struct tb_epoch_row *r, double *swapped, double *recomputed)
+{
+    const double all = (double)r->steps * (double)r->step_bytes;
+    *swapped = all > 0 ? (double)r->swap.bytes_out / all : NAN;
+    *recomputed = all > 0 ? (double)r->swap.drop_bytes / all : NAN;
+}
+
 /* ------------------------------------------------------------------ rows */
 
 static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r, const double *means)
@@ -129,6 +139,12 @@ static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r,
     fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->swap.drop_bytes, r->swap.recomputes,
             r->swap.recompute_bytes);
     csv_number(f, r->swap.recompute_seconds);
+    double sw, rc;
+    shares(r, &sw, &rc);
+    fputc(',', f);
+    csv_number(f, sw);
+    fputc(',', f);
+    csv_number(f, rc);
     fprintf(f, ",%d,", rep->ranks);
     csv_number(f, r->steps ? r->allreduce : NAN);
     fputc(',', f);
@@ -155,6 +171,12 @@ static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch
             ",\"recompute_seconds\":",
             r->swap.drops, r->swap.drop_bytes, r->swap.recomputes, r->swap.recompute_bytes);
     json_number(f, r->swap.recompute_seconds);
+    double sw, rc;
+    shares(r, &sw, &rc);
+    fputs(",\"swapped_share\":", f);
+    json_number(f, sw);
+    fputs(",\"recomputed_share\":", f);
+    json_number(f, rc);
     fprintf(f, "},\"ranks\":%d,\"allreduce_seconds\":", rep->ranks);
     json_number(f, r->steps ? r->allreduce : NAN);
     fputs(",\"allreduce_wait_seconds\":", f);
@@ -257,9 +279,12 @@ void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row 
     if (r->skipped)
         so += (size_t)snprintf(skipped, sizeof skipped, ", %" PRIu64 " bad samples skipped", r->skipped);
     if (r->swap.swaps_out || r->swap.swaps_in)
-        snprintf(skipped + so, sizeof skipped - so, ", swapped %.2f GiB out and %.2f GiB in, stalled %.2f s",
-                 (double)r->swap.bytes_out / 1073741824.0, (double)r->swap.bytes_in / 1073741824.0,
-                 r->swap.stall_seconds);
+        so += (size_t)snprintf(
+            skipped + so, sizeof skipped - so, ", swapped %.2f GiB out and %.2f GiB in, stalled %.2f s",
+            (double)r->swap.bytes_out / 1073741824.0, (double)r->swap.bytes_in / 1073741824.0, r->swap.stall_seconds);
+    if (r->swap.recomputes && so < sizeof skipped)
+        snprintf(skipped + so, sizeof skipped - so, ", recomputed %.2f GiB (%" PRIu64 " ops, %.2f s)",
+                 (double)r->swap.recompute_bytes / 1073741824.0, r->swap.recomputes, r->swap.recompute_seconds);
     char frag[128] = "";
     if (r->frag_known)
         snprintf(frag, sizeof frag, " (now %.1f MiB free, largest block %.1f MiB: fragmentation %.0f%%)",

@@ -65,6 +65,7 @@ struct tb_epoch_row {
     bool frag_known;
     uint64_t free_bytes, largest_free;
     struct tb_swap_stats swap; /* this epoch's, training and validation */
+    uint64_t step_bytes;       /* the activations and gradients one training step makes */
     bool validated;
 };
 

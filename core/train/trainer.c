@@ -389,6 +389,7 @@ static int report_epoch(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_
 {
     r->skipped = t->skipped; /* training's and validation's */
     r->swap = tb_report_swap_since(&t->swap_mark, t->tx, t->vx);
+    r->step_bytes = tb_exec_transient_bytes(t->tx);
     int rc = tb_report_gather_ranks(r, t->world->size, err);
     if (rc)
         return rc;
