@@ -422,6 +422,7 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
     if (rc)
         goto fail;
     x->mem.release_scratch = e->release_scratch;
+    x->mem.op_seconds = x->seconds;
     x->mem_ready = true;
     rc = tb_grad_sync_plan(&x->sync, e, g, x->s, x->param, err);
     if (rc)

@@ -259,6 +259,11 @@ int tb_swap_recompute_steps(const struct tb_swap_mem *m, size_t i, size_t step, 
     return m->rb.chain(m->rb.arg, i, step, steps, max);
 }
 
+double tb_swap_op_seconds(const struct tb_swap_mem *m, size_t step)
+{
+    return m->op_seconds && step < m->s->nsteps ? m->op_seconds[step] : 0;
+}
+
 bool tb_swap_droppable(const struct tb_swap_mem *m, size_t i)
 {
     return m->rb.droppable && i < m->s->ntensors && m->s->tensors[i].kind == TB_SCHED_ACTIVATION && m->pins[i] == 0 &&

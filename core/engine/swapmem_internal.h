@@ -62,7 +62,8 @@ struct tb_swap_mem {
     size_t loose_bytes[TB_OP_MAX_IN];
     uint32_t nloose;
     struct tb_swap_rebuild rb;
-    size_t now; /* the step running, or about to (SIZE_MAX: none yet) */
+    const double *op_seconds; /* the executor's [nsteps], or NULL */
+    size_t now;               /* the step running, or about to (SIZE_MAX: none yet) */
 };
 
 /* Sets m up for executor tensors t (and their pins) of schedule s, with a policy (may be

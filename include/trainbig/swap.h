@@ -96,6 +96,9 @@ int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err);
  * rebuilt there or takes more than max. A policy prices a recomputation with its measured
  * times of these steps. */
 int tb_swap_recompute_steps(const struct tb_swap_mem *m, size_t i, size_t step, uint32_t *steps, size_t max);
+/* The seconds the op of step `step` itself took the last time it ran (its kernels, not
+ * the waits for copies or the recomputations around it); 0 before it has run. */
+double tb_swap_op_seconds(const struct tb_swap_mem *m, size_t step);
 /* Whether tb_swap_drop(m, i) would act: an activation on the device, not used by the step
  * running now, that can be rebuilt before its next use. */
 bool tb_swap_droppable(const struct tb_swap_mem *m, size_t i);

@@ -14,15 +14,18 @@
  *   re-runs.
  *
  * Which of the two (hybrid): Capuchin's rule (Peng et al., ASPLOS 2020) made explicit
- * with the platform's link. A swap costs nothing while the link can carry it during
- * compute; the copies planned so far fill each direction of the link, and the part of a
- * new swap's copy that no longer fits in the step's compute time is exposed: the step
- * waits for it. A recomputation always costs its ops' time on the compute stream. Each
- * time, the candidate with the lower expected cost per byte freed is taken, a swap on a
- * tie. This is a greedy choice, not an optimum: an ILP over every tensor's gaps (Checkmate)
- * would need the same op times and link model, and a solver run per plan for networks of
- * hundreds of ops, where the greedy walk takes milliseconds and re-plans as often as the
- * measured times drift.
+ * with the platform's link. A swap whose copies the link can carry while the steps
+ * compute costs nothing, so one is taken wherever there is one. Once the steps are timed,
+ * "can carry" counts the copies already planned: each direction of the link has each
+ * step's time to give, a swap's copy out takes the spare time of the steps after its
+ * last use and its copy back (with a 1.5x margin) that of the steps before its next use,
+ * and a swap that does not fit there would make the step wait. Where no swap fits, the
+ * recomputation that costs least per byte freed is taken instead, rather than a copy the
+ * step would wait for. This is a greedy choice, not an optimum: an ILP over every
+ * tensor's gaps (Checkmate) would need the same op times and link model and a solver run
+ * per plan for networks of hundreds of ops (GLPK's exact search does not bound that
+ * time), where this walk takes milliseconds and plans again as often as the measured
+ * times drift.
  *
  * "Far enough" and "early enough" are the keys threshold and ahead (in steps). With
  * either at 0 (the default) the policy tunes itself: until it has timed one whole
@@ -45,7 +48,7 @@
 
 enum { DEFAULT_THRESHOLD = 8, DEFAULT_AHEAD = 2, MAX_CHAIN = 64 };
 
-int planner_create(const struct tb_section *cfg, const char *name, bool recompute, bool replan, void **ctx,
+int planner_create(const struct tb_section *cfg, const char *name, bool recompute, bool adaptive, void **ctx,
                    struct tb_err *err)
 {
     struct planner *p = calloc(1, sizeof *p);
@@ -56,7 +59,7 @@ int planner_create(const struct tb_section *cfg, const char *name, bool recomput
     p->ahead = (int)tb_section_int(cfg, "ahead");
     p->min_size = tb_section_size(cfg, "min_size");
     p->recompute = recompute;
-    p->replan = replan;
+    p->adaptive = adaptive;
     *ctx = p; /* the caller's until destroy */
     return TB_OK;
 }
@@ -143,11 +146,6 @@ static void window(const struct planner *p, const struct plan *pl, const double 
     }
 }
 
-/* The copies planned so far, seconds of each direction of the link. */
-struct link_load {
-    double out, in;
-};
-
 /* Each direction's rate while both copy (the duplex figure, where known), and the fixed
  * cost of a copy. */
 static void link_rates(const struct plan *pl, double *d2h, double *h2d, double *latency)
@@ -162,35 +160,48 @@ static void link_rates(const struct plan *pl, double *d2h, double *h2d, double *
     *latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
 }
 
-/* A swap of tensor i: seconds of its copy out and of its copy back. */
-static void copy_seconds(const struct plan *pl, size_t i, double *t_out, double *t_in)
+/* Takes `need` seconds of link time from the steps' spare time (seconds[j] - busy[j]),
+ * from step `from` up to `to` (exclusive; dir > 0) or down from `from` to `to` (dir < 0),
+ * booking it with commit; the step after the last one used (dir > 0) or the last one used
+ * (dir < 0), or UINT32_MAX when the spare time runs out first. */
+static uint32_t fill(const struct plan *pl, double *busy, uint32_t from, uint32_t to, int dir, double need, bool commit)
+{
+    uint32_t j = from;
+    while (need > 0) {
+        if (dir > 0 ? j >= to : j <= to)
+            return UINT32_MAX;
+        if (dir < 0)
+            j--;
+        const double spare = pl->seconds[j] - busy[j];
+        if (spare > 0) {
+            const double take = spare < need ? spare : need;
+            need -= take;
+            if (commit)
+                busy[j] += take;
+        }
+        if (dir > 0)
+            j++;
+    }
+    return j;
+}
+
+/* hybrid, once the steps are timed: the window of a swap of tensor i between uses u and v
+ * given the copies booked so far on each direction of the link (out[], in[]: seconds per
+ * step): its copy out takes the spare link time of the steps after u, its copy back (with
+ * prefetch's 1.5x margin) that of the steps before v; it is off the device from e, when
+ * the copy out is done, to s, when the copy back starts. False where the spare time
+ * cannot carry them: the copies would be exposed. With commit the copies are booked. */
+static bool loaded_window(const struct plan *pl, double *out, double *in, size_t i, uint32_t u, uint32_t v, bool commit,
+                          uint32_t *e, uint32_t *s)
 {
     double d2h, h2d, latency;
     link_rates(pl, &d2h, &h2d, &latency);
     const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-    *t_out = bytes / d2h + latency;
-    *t_in = bytes / h2d + latency;
-}
-
-static void carry(const struct plan *pl, struct link_load *load, size_t i)
-{
-    double t_out, t_in;
-    copy_seconds(pl, i, &t_out, &t_in);
-    load->out += t_out;
-    load->in += t_in;
-}
-
-/* The seconds of a swap of tensor i that the step's compute (`step_s`) cannot cover, with
- * the copies planned so far on the link: what its copies add to the busier direction
- * beyond the step. */
-static double exposed(const struct plan *pl, const struct link_load *load, double step_s, size_t i)
-{
-    double t_out, t_in;
-    copy_seconds(pl, i, &t_out, &t_in);
-    const double before = load->out > load->in ? load->out : load->in;
-    const double after = load->out + t_out > load->in + t_in ? load->out + t_out : load->in + t_in;
-    const double over_before = before > step_s ? before - step_s : 0, over_after = after > step_s ? after - step_s : 0;
-    return over_after - over_before;
+    *e = fill(pl, out, u + 1, v, +1, bytes / d2h + latency, commit);
+    if (*e == UINT32_MAX)
+        return false;
+    *s = fill(pl, in, v, *e, -1, 1.5 * (bytes / h2d + latency), commit);
+    return *s != UINT32_MAX && *e <= *s;
 }
 
 /* Whether tensor i (a candidate: taken[i] is set) has uses u < k < v with nothing planned
@@ -255,17 +266,6 @@ static struct pick cheapest_drop(const struct plan *pl, uint8_t **taken, double 
     return best;
 }
 
-/* Whether dropping beats swapping `swap`: the swap's exposed copy time per byte against
- * the recomputation's time per byte. Before the steps are timed nothing is known of
- * either: swap, as prefetch does. */
-static bool drop_wins(const struct plan *pl, const struct link_load *load, double step_s, size_t swap, struct pick drop)
-{
-    if (!pl->tuned)
-        return false;
-    const double swap_cost = exposed(pl, load, step_s, swap) / (double)tb_schedule_tensor(pl->s, swap)->bytes;
-    return drop.cost / (double)tb_schedule_tensor(pl->s, drop.i)->bytes < swap_cost;
-}
-
 /* Plans which tensors go out where, so that device memory stays within the budget at
  * every step: walking the steps in order, where the tensors live at a step would not fit,
  * the one (not used by that step) whose next use is farthest away goes out after its
@@ -278,13 +278,16 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
     pl->out_after = calloc(N, sizeof *pl->out_after);
     pl->in_before = calloc(N, sizeof *pl->in_before);
     pl->drop_after = calloc(N, sizeof *pl->drop_after);
-    struct link_load load = { 0 };
     double *before = calloc(N + 1, sizeof *before);            /* before[k]: time of steps 0..k-1 */
     double *mem = calloc(N + 1, sizeof *mem);                  /* bytes of transient tensors on the device */
     uint8_t **taken = calloc(pl->ntensors + 1, sizeof *taken); /* [i][gap]: planned out */
     double **rcost = p->recompute ? calloc(pl->ntensors + 1, sizeof *rcost) : NULL; /* [i][gap], see price() */
-    int rc =
-        !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !taken || (p->recompute && !rcost);
+    /* hybrid, timed: the link time booked per step, each direction */
+    const bool loaded = p->adaptive && pl->tuned;
+    double *out_busy = loaded ? calloc(N + 1, sizeof *out_busy) : NULL;
+    double *in_busy = loaded ? calloc(N + 1, sizeof *in_busy) : NULL;
+    int rc = !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !taken ||
+             (p->recompute && !rcost) || (loaded && (!out_busy || !in_busy));
     for (size_t k = 0; k < N && !rc; k++)
         before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 1.0);
     for (size_t i = 0; i < pl->ntensors && !rc; i++) {
@@ -312,7 +315,12 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 if (p->threshold && v - u <= (uint32_t)p->threshold)
                     continue;
                 uint32_t e, s;
-                window(p, pl, before, i, u, v, &e, &s);
+                if (loaded) {
+                    if (!loaded_window(pl, out_busy, in_busy, i, u, v, false, &e, &s))
+                        continue;
+                } else {
+                    window(p, pl, before, i, u, v, &e, &s);
+                }
                 if (!(e <= k && k < s))
                     continue;
                 if (best == SIZE_MAX || v > best_v ||
@@ -324,10 +332,12 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                     best_s = s;
                 }
             }
+            /* A swap the link hides costs nothing: it goes first. Without one, the cheapest
+             * recomputation rather than a copy the step would wait for. */
             struct pick drop = { SIZE_MAX, 0, 0 };
-            if (p->recompute)
+            if (p->recompute && best == SIZE_MAX)
                 drop = cheapest_drop(pl, taken, rcost, k);
-            if (drop.i != SIZE_MAX && (best == SIZE_MAX || drop_wins(pl, &load, before[N], best, drop))) {
+            if (drop.i != SIZE_MAX) {
                 const uint32_t u = pl->uses[drop.i][drop.gap], v = pl->uses[drop.i][drop.gap + 1];
                 taken[drop.i][drop.gap] = 1;
                 const double bytes = (double)tb_schedule_tensor(pl->s, drop.i)->bytes;
@@ -338,8 +348,8 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
             }
             if (best == SIZE_MAX)
                 break; /* nothing can go: the memory manager evicts on demand */
-            if (p->recompute)
-                carry(pl, &load, best);
+            if (loaded)
+                loaded_window(pl, out_busy, in_busy, best, pl->uses[best][best_gap], best_v, true, &best_e, &best_s);
             taken[best][best_gap] = 1;
             const double bytes = (double)tb_schedule_tensor(pl->s, best)->bytes;
             for (uint32_t j = best_e; j < best_s; j++)
@@ -353,6 +363,8 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
     for (size_t i = 0; rcost && i < pl->ntensors; i++)
         free(rcost[i]);
     free(rcost);
+    free(out_busy);
+    free(in_busy);
     free(taken);
     free(before);
     free(mem);
@@ -456,7 +468,9 @@ int planner_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_
     struct plan *pl = find_plan(p, m);
     if (!pl || step >= pl->nsteps)
         return TB_OK;
-    pl->now[step] = tb_now() - pl->t0;
+    /* hybrid: the op's own time, which copies can hide behind and a recomputation costs;
+     * prefetch: the step's, waits included. */
+    pl->now[step] = p->adaptive ? tb_swap_op_seconds(m, step) : tb_now() - pl->t0;
     if (!pl->tuned)
         pl->seconds[step] = pl->now[step];
     for (const uint32_t *i = pl->drop_after[step]; i && *i != UINT32_MAX; i++) {
@@ -480,7 +494,7 @@ int planner_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_
         double total = 0;
         for (size_t k = 0; k < pl->nsteps; k++)
             total += pl->now[k];
-        if (!p->replan || (total < 1.25 * pl->planned && total > 0.75 * pl->planned))
+        if (!p->adaptive || (total < 1.25 * pl->planned && total > 0.75 * pl->planned))
             return TB_OK;
         memcpy(pl->seconds, pl->now, pl->nsteps * sizeof *pl->seconds);
     }

@@ -39,13 +39,13 @@ struct planner {
     int threshold, ahead; /* 0: tuned */
     uint64_t min_size;
     bool recompute; /* hybrid: drop and recompute where that costs less than a swap */
-    bool replan;    /* plan again when measured step times drift */
+    bool adaptive;  /* plan from the ops' own times (tb_swap_op_seconds), and again when they drift */
     struct plan plans[MAX_EXECUTORS];
 };
 
 /* A planner for the policy `name` (a string that outlives it), from the keys threshold,
- * ahead and min_size of cfg; recompute and replan as above. */
-int planner_create(const struct tb_section *cfg, const char *name, bool recompute, bool replan, void **ctx,
+ * ahead and min_size of cfg; recompute and adaptive as above. */
+int planner_create(const struct tb_section *cfg, const char *name, bool recompute, bool adaptive, void **ctx,
                    struct tb_err *err);
 void planner_destroy(void *ctx);
 /* The tb_swap_ops hooks. */
