@@ -10,8 +10,8 @@
  * A step that fits may still be slow. So each swapping policy also gets the largest
  * value whose step costs at most 1.25 times the step of the largest value that fits
  * without swapping, scaled per pixel (per image, varying the batch): the size a policy
- * makes worth training at, not merely possible. Found by bisection too, taking the step
- * time as growing with the value. */
+ * makes worth training at, not merely possible. Found by bisection between none's largest
+ * and the policy's, taking the step time as growing with the value. */
 #include "config.h"
 
 #include "tools/fit_internal.h"
@@ -79,8 +79,9 @@ static double pixels(bool batch, int value)
     return batch ? (double)value : (double)value * value;
 }
 
-/* The largest value in [start, fits] (`fits` fitted, its step fit_s) whose step under
- * `policy` takes at most WITHIN times per_px x its pixels; 0 when not even start does. */
+/* The largest value in [start, fits] (start: none's largest; `fits` fitted, its step fit_s)
+ * whose step under `policy` takes at most WITHIN times per_px x its pixels; 0 when not
+ * even start does. */
 #define WITHIN 1.25
 static int largest_within(const struct probe_ctx *c, bool batch, const char *policy, int start, int fits, double fit_s,
                           double per_px, struct tb_err *err)
@@ -184,7 +185,7 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
         if (k == 0) {
             none_per_px = best.step_s / pixels(batch, lo);
         } else if (none_per_px > 0) {
-            const int w = largest_within(&c, batch, policies[k], start, lo, best.step_s, none_per_px, err);
+            const int w = largest_within(&c, batch, policies[k], largest[0], lo, best.step_s, none_per_px, err);
             if (w < 0)
                 return tb_err_prefix(err, "fit, within %.2fx, swap %s", WITHIN, policies[k]);
             snprintf(within, sizeof within, "%d", w);
