@@ -118,6 +118,7 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
 {
     const struct tb_gop *o = &x->g->ops[k];
     uint32_t pinned[TB_OP_MAX_IN + TB_OP_MAX_OUT], npinned = 0;
+    const size_t base = x->ntemps; /* temps[base..]: the inputs rebuilt for this op alone */
     void *scratch[TB_OP_MAX_OUT] = { NULL };
     uint64_t rebuilt = 0;
     int rc = TB_OK;
@@ -165,6 +166,10 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
     for (uint32_t j = 0; j < o->op.nout; j++)
         if (scratch[j])
             x->e->ops->mem_free(x->e->ctx, x->e->device, scratch[j]);
+    /* Its rebuilt inputs go at once, so that a chain holds a few tensors at a time, not
+     * all of them (one another op of the chain reads too is rebuilt again). */
+    while (x->ntemps > base)
+        tb_swapmem_drop(&x->mem, x->temps[--x->ntemps]);
     if (rc)
         return tb_err_prefix(err, "recomputing %s for step %s", o->name,
                              at < x->s->nsteps ? x->s->steps[at].name : "a read");
@@ -176,7 +181,9 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
 static int hold(struct tb_exec *x, size_t at, uint32_t id, uint32_t *pinned, uint32_t *npinned, struct tb_err *err)
 {
     int rc;
-    if (activation(x, id) && tb_swap_residency(&x->mem, id) == TB_RES_NONE) {
+    const enum tb_residency r = tb_swap_residency(&x->mem, id);
+    /* Freed, or rebuilt for another op of this chain and dropped again: a temp. */
+    if (activation(x, id) && (r == TB_RES_NONE || (r == TB_RES_DROPPED && !alive_at(x, id, at)))) {
         if (x->producer[id] == UINT32_MAX)
             return tb_err_set(err, TB_ERR_RUNTIME, "internal error: %s is needed to recompute and has no producer",
                               x->s->tensors[id].name);

@@ -16,12 +16,17 @@
  * Which of the two (hybrid): Capuchin's rule (Peng et al., ASPLOS 2020) made explicit
  * with the platform's link. A swap whose copies the link can carry while the steps
  * compute costs nothing, so one is taken wherever there is one. Once the steps are timed,
- * "can carry" counts the copies already planned: each direction of the link has each
- * step's time to give, a swap's copy out takes the spare time of the steps after its
- * last use and its copy back (with a 1.5x margin) that of the steps before its next use,
- * and a swap that does not fit there would make the step wait. Where no swap fits, the
+ * "can carry" counts the copies already planned as the copy streams run them: each
+ * direction of the link is a queue, first in, first out, so a copy waits for every copy
+ * issued before it. A swap's copy out must be done by the step that needs its room, its
+ * copy back (with a 1.5x margin) before its next use, and neither may make a copy already
+ * planned miss its own time; a swap that cannot would make a step wait. (Booking each
+ * copy on whatever link time is left, in the order they are chosen rather than issued,
+ * let a late choice delay copies planned before it: the copies out of the forward's last
+ * tensors then ran into the backward, which waited on them.) Where no swap fits, the
  * recomputation that costs least per byte freed is taken instead, rather than a copy the
- * step would wait for. This is a greedy choice, not an optimum: an ILP over every
+ * step would wait for; its rebuild's own memory is counted at the step it runs before.
+ * This is a greedy choice, not an optimum: an ILP over every
  * tensor's gaps (Checkmate) would need the same op times and link model and a solver run
  * per plan for networks of hundreds of ops (GLPK's exact search does not bound that
  * time), where this walk takes milliseconds and plans again as often as the measured
@@ -33,8 +38,13 @@
  * each step's measured time and the link's bandwidth (the platform's, or 12 GB/s without
  * one), a tensor is moved out only where the compute between two uses covers its copies
  * out and back, and brought back from the first step that leaves time for the copy in.
- * hybrid measures on and plans again when a training step's time has moved by more than
- * a quarter from the one it planned with. When memory is short anyway (a prefetch that
+ * hybrid measures on: it plans again after its second step (the first is slow: kernels
+ * are set up, memory is touched for the first time), when a training step's time has
+ * moved by more than a quarter from the one it planned with, and after a step in which
+ * the memory manager had to make room, which the plan had not left: an op's scratch
+ * space, which no schedule shows, or free memory split into blocks too small. The plan
+ * then keeps that many bytes more free at that step (at most twice the ask, so that it
+ * does not grow without end). When memory is short anyway (a prefetch that
  * does not fit waits for the step that needs it; an allocation that does not fit), the
  * tensors whose next use is farthest away go out first. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -87,6 +97,9 @@ static void free_plan(struct plan *pl)
     free(pl->nuses);
     free(pl->seconds);
     free(pl->now);
+    free(pl->reserve);
+    free(pl->made);
+    free(pl->made_bytes);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -160,48 +173,99 @@ static void link_rates(const struct plan *pl, double *d2h, double *h2d, double *
     *latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
 }
 
-/* Takes `need` seconds of link time from the steps' spare time (seconds[j] - busy[j]),
- * from step `from` up to `to` (exclusive; dir > 0) or down from `from` to `to` (dir < 0),
- * booking it with commit; the step after the last one used (dir > 0) or the last one used
- * (dir < 0), or UINT32_MAX when the spare time runs out first. */
-static uint32_t fill(const struct plan *pl, double *busy, uint32_t from, uint32_t to, int dir, double need, bool commit)
+/* One direction of the link as its copy stream runs it: first in, first out. A copy
+ * issued at `at` (seconds into the step) starts when the copies issued before it are
+ * done, and each must be done by its deadline: an out copy by the step from which the
+ * plan counts its memory as free, an in copy (with prefetch's half-again margin) before
+ * the step that reads it. Kept sorted by `at`. */
+struct copy {
+    double at, seconds, deadline;
+};
+
+struct queue {
+    struct copy *c;
+    size_t n, cap;
+};
+
+/* Where a copy issued at `at` joins the queue: after those issued at or before it. */
+static size_t queue_slot(const struct queue *q, double at)
 {
-    uint32_t j = from;
-    while (need > 0) {
-        if (dir > 0 ? j >= to : j <= to)
-            return UINT32_MAX;
-        if (dir < 0)
-            j--;
-        const double spare = pl->seconds[j] - busy[j];
-        if (spare > 0) {
-            const double take = spare < need ? spare : need;
-            need -= take;
-            if (commit)
-                busy[j] += take;
-        }
-        if (dir > 0)
-            j++;
-    }
+    size_t j = q->n;
+    while (j > 0 && q->c[j - 1].at > at)
+        j--;
     return j;
 }
 
-/* hybrid, once the steps are timed: the window of a swap of tensor i between uses u and v
- * given the copies booked so far on each direction of the link (out[], in[]: seconds per
- * step): its copy out takes the spare link time of the steps after u, its copy back (with
- * prefetch's 1.5x margin) that of the steps before v; it is off the device from e, when
- * the copy out is done, to s, when the copy back starts. False where the spare time
- * cannot carry them: the copies would be exposed. With commit the copies are booked. */
-static bool loaded_window(const struct plan *pl, double *out, double *in, size_t i, uint32_t u, uint32_t v, bool commit,
-                          uint32_t *e, uint32_t *s)
+/* Runs the queue with a copy (at, seconds) added: false when a queued copy would miss its
+ * deadline; *end: when the new one is done. */
+static bool queue_try(const struct queue *q, double at, double seconds, double *end)
 {
+    const size_t slot = queue_slot(q, at);
+    double t = 0;
+    for (size_t j = 0; j <= q->n; j++) {
+        if (j == slot) {
+            t = (at > t ? at : t) + seconds;
+            *end = t;
+        }
+        if (j == q->n)
+            break;
+        t = (q->c[j].at > t ? q->c[j].at : t) + q->c[j].seconds;
+        if (t > q->c[j].deadline * (1 + 1e-9))
+            return false;
+    }
+    return true;
+}
+
+static int queue_add(struct queue *q, double at, double seconds, double deadline)
+{
+    if (q->n == q->cap) {
+        const size_t cap = q->cap ? 2 * q->cap : 64;
+        struct copy *c = realloc(q->c, cap * sizeof *c);
+        if (!c)
+            return -1;
+        q->c = c;
+        q->cap = cap;
+    }
+    const size_t slot = queue_slot(q, at);
+    memmove(&q->c[slot + 1], &q->c[slot], (q->n - slot) * sizeof *q->c);
+    q->c[slot] = (struct copy){ at, seconds, deadline };
+    q->n++;
+    return 0;
+}
+
+/* hybrid, once the steps are timed: the window of a swap of tensor i between uses u and v
+ * given the copies planned so far on each direction of the link, each a FIFO queue: its
+ * copy out is issued after u, its memory counted free from e, the first step that starts
+ * after the copy is done; its copy back is issued before s, the latest step from which it
+ * is done with prefetch's 1.5x margin before v, and the copies queued behind it still
+ * meet theirs. False where there is no such window (the copies would make a step wait).
+ * With commit the copies are queued (*err: out of memory doing so). */
+static bool loaded_window(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
+                          uint32_t u, uint32_t v, uint32_t k, bool commit, uint32_t *e, uint32_t *s, int *err)
+{
+    *err = 0;
     double d2h, h2d, latency;
     link_rates(pl, &d2h, &h2d, &latency);
     const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-    *e = fill(pl, out, u + 1, v, +1, bytes / d2h + latency, commit);
-    if (*e == UINT32_MAX)
+    const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
+    double done;
+    if (!queue_try(out, before[u + 1], t_out, &done))
         return false;
-    *s = fill(pl, in, v, *e, -1, 1.5 * (bytes / h2d + latency), commit);
-    return *s != UINT32_MAX && *e <= *s;
+    for (*e = u + 1; *e <= k && before[*e] < done;)
+        ++*e;
+    if (*e > k)
+        return false; /* not off the device by the step that needs the room */
+    const double due = before[v] - 0.5 * t_in;
+    for (*s = v - 1; *s > k; --*s) {
+        double back;
+        if (!queue_try(in, before[*s], t_in, &back))
+            continue;
+        if (back > due)
+            continue;
+        *err = commit && (queue_add(out, before[u + 1], t_out, before[*e]) || queue_add(in, before[*s], t_in, due));
+        return !*err;
+    }
+    return false;
 }
 
 /* Whether tensor i (a candidate: taken[i] is set) has uses u < k < v with nothing planned
@@ -219,47 +283,64 @@ static bool gap_around(const struct plan *pl, uint8_t *const *taken, size_t i, s
     return true;
 }
 
-/* A recomputation candidate: tensor i, dropped over its gap `gap`, for `cost` seconds. */
+/* A recomputation candidate: tensor i, dropped over its gap `gap`: its rebuild takes
+ * `seconds` and, while it runs, `bytes` on the device besides the tensor. */
 struct pick {
     size_t i;
     uint32_t gap;
-    double cost;
+    double seconds, bytes;
 };
 
-/* What rebuilding tensor i before step v costs: the measured time of the forward steps it
- * re-runs (before the first step is timed, one unit each, as the steps are counted); -1
- * when it cannot be rebuilt there. */
-static double price(const struct plan *pl, size_t i, uint32_t v)
+/* What rebuilding tensor i before step v costs (pick's seconds and bytes), or false when
+ * it cannot be rebuilt there. The time: the measured time of the forward steps it re-runs
+ * (before the first step is timed, one unit each, as the steps are counted). The memory:
+ * a chain of several holds an input and an output of its ops at a time (the executor
+ * frees a rebuilt input once its op has run again), so twice the largest tensor the
+ * steps before the last one make. */
+static bool price(const struct plan *pl, size_t i, uint32_t v, struct pick *c)
 {
     uint32_t steps[MAX_CHAIN];
     const int n = tb_swap_recompute_steps(pl->m, i, v, steps, MAX_CHAIN);
     if (n < 0)
-        return -1;
-    double cost = 0;
-    for (int j = 0; j < n; j++)
-        cost += pl->tuned ? pl->seconds[steps[j]] : 1.0;
-    return cost;
+        return false;
+    c->seconds = c->bytes = 0;
+    for (int j = 0; j < n; j++) {
+        c->seconds += pl->tuned ? pl->seconds[steps[j]] : 1.0;
+        if (j + 1 < n && 2 * pl->made_bytes[steps[j]] > c->bytes)
+            c->bytes = 2 * pl->made_bytes[steps[j]];
+    }
+    return true;
 }
 
+/* A tensor's rebuild, priced once per plan: known says whether price() ran. */
+struct price {
+    bool known, ok;
+    double seconds, bytes;
+};
+
 /* Of the tensors off the device nowhere yet around step k, the one whose rebuild costs the
- * least per byte; i = SIZE_MAX when none can be. rcost[i][gap] caches price() + 1 (0:
- * not priced yet). */
-static struct pick cheapest_drop(const struct plan *pl, uint8_t **taken, double **rcost, size_t k)
+ * least time per byte; i = SIZE_MAX when none can be. rcost[i][gap] caches the prices. */
+static struct pick cheapest_drop(const struct plan *pl, uint8_t **taken, struct price **rcost, size_t k)
 {
-    struct pick best = { SIZE_MAX, 0, 0 };
+    struct pick best = { SIZE_MAX, 0, 0, 0 };
     double best_ratio = 0;
     for (size_t i = 0; i < pl->ntensors; i++) {
         uint32_t a;
         if (tb_schedule_tensor(pl->s, i)->kind != TB_SCHED_ACTIVATION || !gap_around(pl, taken, i, k, &a))
             continue;
-        const uint32_t v = pl->uses[i][a + 1];
-        if (rcost[i][a] == 0)
-            rcost[i][a] = price(pl, i, v) + 1;
-        if (rcost[i][a] < 1)
+        struct price *c = &rcost[i][a];
+        if (!c->known) {
+            struct pick q = { 0 };
+            c->known = true;
+            c->ok = price(pl, i, pl->uses[i][a + 1], &q);
+            c->seconds = q.seconds;
+            c->bytes = q.bytes;
+        }
+        if (!c->ok)
             continue;
-        const double cost = rcost[i][a] - 1, ratio = cost / (double)tb_schedule_tensor(pl->s, i)->bytes;
+        const double ratio = c->seconds / (double)tb_schedule_tensor(pl->s, i)->bytes;
         if (best.i == SIZE_MAX || ratio < best_ratio) {
-            best = (struct pick){ i, a, cost };
+            best = (struct pick){ i, a, c->seconds, c->bytes };
             best_ratio = ratio;
         }
     }
@@ -281,15 +362,16 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
     double *before = calloc(N + 1, sizeof *before);            /* before[k]: time of steps 0..k-1 */
     double *mem = calloc(N + 1, sizeof *mem);                  /* bytes of transient tensors on the device */
     uint8_t **taken = calloc(pl->ntensors + 1, sizeof *taken); /* [i][gap]: planned out */
-    double **rcost = p->recompute ? calloc(pl->ntensors + 1, sizeof *rcost) : NULL; /* [i][gap], see price() */
-    /* hybrid, timed: the link time booked per step, each direction */
+    struct price **rcost = p->recompute ? calloc(pl->ntensors + 1, sizeof *rcost) : NULL; /* [i][gap] */
+    /* hybrid, timed: the copies planned on each direction of the link */
     const bool loaded = p->adaptive && pl->tuned;
-    double *out_busy = loaded ? calloc(N + 1, sizeof *out_busy) : NULL;
-    double *in_busy = loaded ? calloc(N + 1, sizeof *in_busy) : NULL;
-    int rc = !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !taken ||
-             (p->recompute && !rcost) || (loaded && (!out_busy || !in_busy));
-    for (size_t k = 0; k < N && !rc; k++)
+    struct queue outq = { 0 }, inq = { 0 };
+    int rc =
+        !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !taken || (p->recompute && !rcost);
+    for (size_t k = 0; k < N && !rc; k++) {
         before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 1.0);
+        mem[k] = pl->reserve[k];
+    }
     for (size_t i = 0; i < pl->ntensors && !rc; i++) {
         const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
         if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->first_use < 0)
@@ -316,7 +398,8 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                     continue;
                 uint32_t e, s;
                 if (loaded) {
-                    if (!loaded_window(pl, out_busy, in_busy, i, u, v, false, &e, &s))
+                    int nomem;
+                    if (!loaded_window(pl, before, &outq, &inq, i, u, v, (uint32_t)k, false, &e, &s, &nomem))
                         continue;
                 } else {
                     window(p, pl, before, i, u, v, &e, &s);
@@ -334,7 +417,7 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
             }
             /* A swap the link hides costs nothing: it goes first. Without one, the cheapest
              * recomputation rather than a copy the step would wait for. */
-            struct pick drop = { SIZE_MAX, 0, 0 };
+            struct pick drop = { SIZE_MAX, 0, 0, 0 };
             if (p->recompute && best == SIZE_MAX)
                 drop = cheapest_drop(pl, taken, rcost, k);
             if (drop.i != SIZE_MAX) {
@@ -343,13 +426,18 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 const double bytes = (double)tb_schedule_tensor(pl->s, drop.i)->bytes;
                 for (uint32_t j = u + 1; j < v; j++)
                     mem[j] -= bytes;
+                mem[v] += drop.bytes; /* the rebuild's own, before step v */
                 rc = push(&pl->drop_after[u], (uint32_t)drop.i);
                 continue;
             }
             if (best == SIZE_MAX)
-                break; /* nothing can go: the memory manager evicts on demand */
-            if (loaded)
-                loaded_window(pl, out_busy, in_busy, best, pl->uses[best][best_gap], best_v, true, &best_e, &best_s);
+                break;    /* nothing can go: the memory manager evicts on demand */
+            if (loaded) { /* the same window as found above, now queued */
+                loaded_window(pl, before, &outq, &inq, best, pl->uses[best][best_gap], best_v, (uint32_t)k, true,
+                              &best_e, &best_s, &rc);
+                if (rc)
+                    break;
+            }
             taken[best][best_gap] = 1;
             const double bytes = (double)tb_schedule_tensor(pl->s, best)->bytes;
             for (uint32_t j = best_e; j < best_s; j++)
@@ -363,8 +451,8 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
     for (size_t i = 0; rcost && i < pl->ntensors; i++)
         free(rcost[i]);
     free(rcost);
-    free(out_busy);
-    free(in_busy);
+    free(outq.c);
+    free(inq.c);
     free(taken);
     free(before);
     free(mem);
@@ -396,7 +484,10 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
     pl->nuses = calloc(pl->ntensors + 1, sizeof *pl->nuses);
     pl->seconds = calloc(pl->nsteps + 1, sizeof *pl->seconds);
     pl->now = calloc(pl->nsteps + 1, sizeof *pl->now);
-    if (!pl->uses || !pl->nuses || !pl->seconds || !pl->now) {
+    pl->reserve = calloc(pl->nsteps + 1, sizeof *pl->reserve);
+    pl->made = calloc(pl->nsteps + 1, sizeof *pl->made);
+    pl->made_bytes = calloc(pl->nsteps + 1, sizeof *pl->made_bytes);
+    if (!pl->uses || !pl->nuses || !pl->seconds || !pl->now || !pl->reserve || !pl->made || !pl->made_bytes) {
         free_plan(pl);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     }
@@ -405,6 +496,8 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
         size_t n = tb_schedule_step_tensors(s, k, &ids);
         for (size_t j = 0; j < n; j++) {
             const struct tb_sched_tensor *t = tb_schedule_tensor(s, ids[j]);
+            if (t->kind == TB_SCHED_ACTIVATION && t->first_use == (int32_t)k && (double)t->bytes > pl->made_bytes[k])
+                pl->made_bytes[k] = (double)t->bytes;
             if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->bytes < p->min_size)
                 continue;
             uint32_t **u = &pl->uses[ids[j]];
@@ -494,10 +587,12 @@ int planner_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_
         double total = 0;
         for (size_t k = 0; k < pl->nsteps; k++)
             total += pl->now[k];
-        if (!p->adaptive || (total < 1.25 * pl->planned && total > 0.75 * pl->planned))
+        pl->pass++;
+        if (!p->adaptive || (pl->replans > 1 && !pl->grown && total < 1.25 * pl->planned && total > 0.75 * pl->planned))
             return TB_OK;
         memcpy(pl->seconds, pl->now, pl->nsteps * sizeof *pl->seconds);
     }
+    pl->grown = false;
     pl->planned = 0;
     for (size_t k = 0; k < pl->nsteps; k++)
         pl->planned += pl->seconds[k];
@@ -529,9 +624,22 @@ static int by_next_use_desc(const void *a, const void *b)
 /* Out first: what is needed last. */
 int planner_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t bytes, struct tb_err *err)
 {
-    struct plan *pl = find_plan(ctx, m);
+    struct planner *p = ctx;
+    struct plan *pl = find_plan(p, m);
     if (!pl)
         return TB_OK;
+    if (p->adaptive && pl->tuned && step < pl->nsteps && pl->made[step] != pl->pass + 1) {
+        /* The plan left too little room here: keep that much more free next time. */
+        pl->made[step] = pl->pass + 1;
+        if (pl->reserve[step] < 2.0 * (double)bytes) {
+            /* Bounded: twice the ask at most, so that the memory split in a way no plan
+             * foresees does not grow it step after step. */
+            pl->reserve[step] += (double)bytes;
+            if (pl->reserve[step] > 2.0 * (double)bytes)
+                pl->reserve[step] = 2.0 * (double)bytes;
+            pl->grown = true;
+        }
+    }
     size_t *cand = malloc((pl->ntensors + 1) * sizeof *cand), n = 0;
     if (!cand)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");

@@ -32,6 +32,14 @@ struct plan {
     struct tb_link link; /* the platform's, when has_link */
     bool has_link;
     uint32_t replans; /* plans made from measured times */
+    /* hybrid: bytes the plan keeps free at each step besides its tensors, learnt where the
+     * memory manager had to make room during a step (an op's scratch, memory too split for
+     * a block); grown: added to since the last plan; pass, made[]: the training step
+     * counted, and the last in which each step made room (one ask per step and pass). */
+    double *reserve;
+    double *made_bytes; /* [nsteps] the largest activation each step makes */
+    uint32_t *made, pass;
+    bool grown;
 };
 
 struct planner {
