@@ -134,15 +134,27 @@ static int push(uint32_t **list, uint32_t i)
     return 0;
 }
 
+/* Each direction's rate (with duplex: while both copy, the duplex figure where known),
+ * and the fixed cost of a copy: the platform's, or 12 GB/s and 10 us without one. */
+static void link_rates(const struct plan *pl, bool duplex, double *d2h, double *h2d, double *latency)
+{
+    const struct tb_link *link = pl->has_link ? &pl->link : NULL;
+    *d2h = link && link->d2h_bytes_per_s > 0 ? link->d2h_bytes_per_s : 12e9;
+    *h2d = link && link->h2d_bytes_per_s > 0 ? link->h2d_bytes_per_s : 12e9;
+    if (duplex && link && link->duplex_bytes_per_s > 0) {
+        *d2h = link->duplex_bytes_per_s < *d2h ? link->duplex_bytes_per_s : *d2h;
+        *h2d = link->duplex_bytes_per_s < *h2d ? link->duplex_bytes_per_s : *h2d;
+    }
+    *latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
+}
+
 /* The window in which tensor i, used at u and next at v, is off the device when moved out
  * after u: from e (its copy out done) to s (its copy back starts); e >= s: none. */
 static void window(const struct planner *p, const struct plan *pl, const double *before, size_t i, uint32_t u,
                    uint32_t v, uint32_t *e, uint32_t *s)
 {
-    const struct tb_link *link = pl->has_link ? &pl->link : NULL;
-    const double h2d = link && link->h2d_bytes_per_s > 0 ? link->h2d_bytes_per_s : 12e9;
-    const double d2h = link && link->d2h_bytes_per_s > 0 ? link->d2h_bytes_per_s : 12e9;
-    const double latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
+    double d2h, h2d, latency;
+    link_rates(pl, false, &d2h, &h2d, &latency);
     const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
     const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
     const uint32_t ahead = (uint32_t)(p->ahead ? p->ahead : DEFAULT_AHEAD);
@@ -157,20 +169,6 @@ static void window(const struct planner *p, const struct plan *pl, const double 
         *e = u + 2;
         *s = v > u + ahead ? v - ahead : u + 1;
     }
-}
-
-/* Each direction's rate while both copy (the duplex figure, where known), and the fixed
- * cost of a copy. */
-static void link_rates(const struct plan *pl, double *d2h, double *h2d, double *latency)
-{
-    const struct tb_link *link = pl->has_link ? &pl->link : NULL;
-    *d2h = link && link->d2h_bytes_per_s > 0 ? link->d2h_bytes_per_s : 12e9;
-    *h2d = link && link->h2d_bytes_per_s > 0 ? link->h2d_bytes_per_s : 12e9;
-    if (link && link->duplex_bytes_per_s > 0) {
-        *d2h = link->duplex_bytes_per_s < *d2h ? link->duplex_bytes_per_s : *d2h;
-        *h2d = link->duplex_bytes_per_s < *h2d ? link->duplex_bytes_per_s : *h2d;
-    }
-    *latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
 }
 
 /* One direction of the link as its copy stream runs it: first in, first out. A copy
@@ -245,7 +243,7 @@ static bool loaded_window(const struct plan *pl, const double *before, struct qu
 {
     *err = 0;
     double d2h, h2d, latency;
-    link_rates(pl, &d2h, &h2d, &latency);
+    link_rates(pl, true, &d2h, &h2d, &latency);
     const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
     const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
     double done;
