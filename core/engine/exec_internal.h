@@ -40,7 +40,7 @@ struct tb_exec {
     uint64_t fwd_step;  /* the step value the latest forward ran its ops with */
     uint32_t *producer; /* [ntensors] the forward step writing tensor i; UINT32_MAX: none */
     uint8_t *keep;      /* [ntensors] never dropped: the graph's outputs and losses */
-    uint32_t *temps;    /* [ntensors] rebuilt only to rebuild another: freed after */
+    uint32_t *temps;    /* [ntensors] rebuilt only to rebuild another: freed once read */
     size_t ntemps;
     uint8_t *mark;       /* [nops] scratch of a chain walk */
     uint32_t *chain_buf; /* scratch for a chain */

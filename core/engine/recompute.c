@@ -203,15 +203,11 @@ static int hold(struct tb_exec *x, size_t at, uint32_t id, uint32_t *pinned, uin
 static int rebuild(void *arg, size_t at, size_t i, struct tb_err *err)
 {
     struct tb_exec *x = arg;
-    const size_t base = x->ntemps;
     const uint32_t k = x->producer[i];
-    int rc = k == UINT32_MAX
-                 ? tb_err_set(err, TB_ERR_RUNTIME, "internal error: dropped %s has no producer", x->s->tensors[i].name)
-                 : rerun(x, at, k, i, err);
-    /* What was rebuilt only for this goes again. */
-    while (x->ntemps > base)
-        tb_swapmem_drop(&x->mem, x->temps[--x->ntemps]);
-    return rc;
+    /* rerun frees what it rebuilt only for this. */
+    return k == UINT32_MAX
+               ? tb_err_set(err, TB_ERR_RUNTIME, "internal error: dropped %s has no producer", x->s->tensors[i].name)
+               : rerun(x, at, k, i, err);
 }
 
 int tb_exec_recompute_init(struct tb_exec *x, struct tb_swap_rebuild *rb, struct tb_err *err)

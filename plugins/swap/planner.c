@@ -98,7 +98,7 @@ static void free_plan(struct plan *pl)
     free(pl->seconds);
     free(pl->now);
     free(pl->reserve);
-    free(pl->made);
+    free(pl->room_pass);
     free(pl->made_bytes);
     memset(pl, 0, sizeof *pl);
 }
@@ -231,22 +231,28 @@ static int queue_add(struct queue *q, double at, double seconds, double deadline
     return 0;
 }
 
+/* A swap of tensor i on the link as hybrid plans it (duplex rates): its copies' times. */
+static void copy_seconds(const struct plan *pl, size_t i, double *t_out, double *t_in)
+{
+    double d2h, h2d, latency;
+    link_rates(pl, true, &d2h, &h2d, &latency);
+    const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
+    *t_out = bytes / d2h + latency;
+    *t_in = bytes / h2d + latency;
+}
+
 /* hybrid, once the steps are timed: the window of a swap of tensor i between uses u and v
  * given the copies planned so far on each direction of the link, each a FIFO queue: its
  * copy out is issued after u, its memory counted free from e, the first step that starts
  * after the copy is done; its copy back is issued before s, the latest step from which it
- * is done with prefetch's 1.5x margin before v, and the copies queued behind it still
- * meet theirs. False where there is no such window (the copies would make a step wait).
- * With commit the copies are queued (*err: out of memory doing so). */
-static bool loaded_window(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
-                          uint32_t u, uint32_t v, uint32_t k, bool commit, uint32_t *e, uint32_t *s, int *err)
+ * is done with prefetch's 1.5x margin before v (its deadline: due), and the copies queued
+ * behind it still meet theirs. False where there is no such window (the copies would make
+ * a step wait). */
+static bool loaded_window(const struct plan *pl, const double *before, const struct queue *out, const struct queue *in,
+                          size_t i, uint32_t u, uint32_t v, uint32_t k, uint32_t *e, uint32_t *s)
 {
-    *err = 0;
-    double d2h, h2d, latency;
-    link_rates(pl, true, &d2h, &h2d, &latency);
-    const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-    const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
-    double done;
+    double t_out, t_in, done;
+    copy_seconds(pl, i, &t_out, &t_in);
     if (!queue_try(out, before[u + 1], t_out, &done))
         return false;
     for (*e = u + 1; *e <= k && before[*e] < done;)
@@ -256,14 +262,21 @@ static bool loaded_window(const struct plan *pl, const double *before, struct qu
     const double due = before[v] - 0.5 * t_in;
     for (*s = v - 1; *s > k; --*s) {
         double back;
-        if (!queue_try(in, before[*s], t_in, &back))
-            continue;
-        if (back > due)
-            continue;
-        *err = commit && (queue_add(out, before[u + 1], t_out, before[*e]) || queue_add(in, before[*s], t_in, due));
-        return !*err;
+        if (queue_try(in, before[*s], t_in, &back) && back <= due)
+            return true;
     }
     return false;
+}
+
+/* Queues the copies of the window loaded_window found (e, s); -1 when out of memory. */
+static int queue_swap(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
+                      uint32_t u, uint32_t v, uint32_t e, uint32_t s)
+{
+    double t_out, t_in;
+    copy_seconds(pl, i, &t_out, &t_in);
+    return queue_add(out, before[u + 1], t_out, before[e]) || queue_add(in, before[s], t_in, before[v] - 0.5 * t_in)
+               ? -1
+               : 0;
 }
 
 /* Whether tensor i (a candidate: taken[i] is set) has uses u < k < v with nothing planned
@@ -396,8 +409,7 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                     continue;
                 uint32_t e, s;
                 if (loaded) {
-                    int nomem;
-                    if (!loaded_window(pl, before, &outq, &inq, i, u, v, (uint32_t)k, false, &e, &s, &nomem))
+                    if (!loaded_window(pl, before, &outq, &inq, i, u, v, (uint32_t)k, &e, &s))
                         continue;
                 } else {
                     window(p, pl, before, i, u, v, &e, &s);
@@ -429,12 +441,10 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 continue;
             }
             if (best == SIZE_MAX)
-                break;    /* nothing can go: the memory manager evicts on demand */
-            if (loaded) { /* the same window as found above, now queued */
-                loaded_window(pl, before, &outq, &inq, best, pl->uses[best][best_gap], best_v, (uint32_t)k, true,
-                              &best_e, &best_s, &rc);
-                if (rc)
-                    break;
+                break; /* nothing can go: the memory manager evicts on demand */
+            if (loaded && queue_swap(pl, before, &outq, &inq, best, pl->uses[best][best_gap], best_v, best_e, best_s)) {
+                rc = 1;
+                break;
             }
             taken[best][best_gap] = 1;
             const double bytes = (double)tb_schedule_tensor(pl->s, best)->bytes;
@@ -483,9 +493,9 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
     pl->seconds = calloc(pl->nsteps + 1, sizeof *pl->seconds);
     pl->now = calloc(pl->nsteps + 1, sizeof *pl->now);
     pl->reserve = calloc(pl->nsteps + 1, sizeof *pl->reserve);
-    pl->made = calloc(pl->nsteps + 1, sizeof *pl->made);
+    pl->room_pass = calloc(pl->nsteps + 1, sizeof *pl->room_pass);
     pl->made_bytes = calloc(pl->nsteps + 1, sizeof *pl->made_bytes);
-    if (!pl->uses || !pl->nuses || !pl->seconds || !pl->now || !pl->reserve || !pl->made || !pl->made_bytes) {
+    if (!pl->uses || !pl->nuses || !pl->seconds || !pl->now || !pl->reserve || !pl->room_pass || !pl->made_bytes) {
         free_plan(pl);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     }
@@ -626,9 +636,9 @@ int planner_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t by
     struct plan *pl = find_plan(p, m);
     if (!pl)
         return TB_OK;
-    if (p->adaptive && pl->tuned && step < pl->nsteps && pl->made[step] != pl->pass + 1) {
+    if (p->adaptive && pl->tuned && step < pl->nsteps && pl->room_pass[step] != pl->pass + 1) {
         /* The plan left too little room here: keep that much more free next time. */
-        pl->made[step] = pl->pass + 1;
+        pl->room_pass[step] = pl->pass + 1;
         if (pl->reserve[step] < 2.0 * (double)bytes) {
             /* Bounded: twice the ask at most, so that the memory split in a way no plan
              * foresees does not grow it step after step. */

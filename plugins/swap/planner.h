@@ -34,11 +34,11 @@ struct plan {
     uint32_t replans; /* plans made from measured times */
     /* hybrid: bytes the plan keeps free at each step besides its tensors, learnt where the
      * memory manager had to make room during a step (an op's scratch, memory too split for
-     * a block); grown: added to since the last plan; pass, made[]: the training step
+     * a block); grown: added to since the last plan; pass, room_pass[]: the training step
      * counted, and the last in which each step made room (one ask per step and pass). */
     double *reserve;
     double *made_bytes; /* [nsteps] the largest activation each step makes */
-    uint32_t *made, pass;
+    uint32_t *room_pass, pass;
     bool grown;
 };
 
