@@ -142,22 +142,22 @@ static void print_size(const struct tb_lms_options *o, const struct tb_lms_resul
                 const double o_ = c->overhead, st = c->stall, sl = c->ops;
                 /* Shares of the step's activation and gradient bytes: out to the host, dropped for
                  * recomputation, the rest kept (a tensor moved out twice counts twice). */
-                const double all = c->last.transient_bytes > 0 ? c->last.transient_bytes : 1;
-                const double sw = 100 * c->last.out_bytes / all, dr = 100 * c->last.drop_bytes / all;
+                const double all = c->mid.transient_bytes > 0 ? c->mid.transient_bytes : 1;
+                const double sw = 100 * c->mid.out_bytes / all, dr = 100 * c->mid.drop_bytes / all;
                 char shares[32];
                 snprintf(shares, sizeof shares, "%.0f/%.0f/%.0f%%", sw + dr < 100 ? 100 - sw - dr : 0, sw, dr);
-                const double rc = 100 * c->last.recompute_s / sz->base_step_s;
+                const double rc = c->recompute;
                 if (pc->cuda) /* host-side times: see the note under the tables */
                     printf("    %-14s %-9s %8.0f %8.1f%% %12s %7s %9s %8s %7s %7s %11.1f %11.1f %9.0f %16s\n",
                            o->platforms[p], tb_lms_policies[q], c->step_s * 1e3, o_, range, "-", "-", "-", "-", "-",
-                           c->last.out_bytes / 1048576.0, c->last.in_bytes / 1048576.0,
-                           (double)c->last.peak / 1048576.0, shares);
+                           c->mid.out_bytes / 1048576.0, c->mid.in_bytes / 1048576.0, (double)c->mid.peak / 1048576.0,
+                           shares);
                 else
                     printf("    %-14s %-9s %8.0f %8.1f%% %12s %6.1f%% %8.1f%% %7.1f%% %6.1f%% %6.1f%% %11.1f %11.1f "
                            "%9.0f %16s\n",
                            o->platforms[p], tb_lms_policies[q], c->step_s * 1e3, o_, range, st, o_ - st, sl, rc,
-                           o_ - st - sl - rc, c->last.out_bytes / 1048576.0, c->last.in_bytes / 1048576.0,
-                           (double)c->last.peak / 1048576.0, shares);
+                           o_ - st - sl - rc, c->mid.out_bytes / 1048576.0, c->mid.in_bytes / 1048576.0,
+                           (double)c->mid.peak / 1048576.0, shares);
             }
     }
     if (pc->cuda && z == 1)
@@ -261,8 +261,8 @@ int main(int argc, char **argv)
         pc.plat_name = plat_name;
         printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of "
                "synthetic images, cuda backend on %s (%.1f GiB usable); device memory capped at %.0f%% of each "
-               "size's footprint; the real link, platform %s (%s); per run the median of %d steps after 2 warm-up "
-               "steps; medians over %d rounds\n",
+               "size's footprint; the real link, platform %s (%s); per run the median step of %d after 2 "
+               "warm-up steps; per case the median round of %d, its parts its own\n",
                o.batch, info.name, (double)info.capacity / (1u << 30), o.cap_fraction * 100, plat_name, plat_why,
                o.steps, o.rounds);
     } else {
@@ -271,7 +271,8 @@ int main(int argc, char **argv)
         o.nplat = NPLAT;
         printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of "
                "synthetic images, cpu backend%s; device memory capped at %.0f%% of each size's footprint; link "
-               "emulated per platform; per run the median of %d steps after 2 warm-up steps; medians over %d rounds\n",
+               "emulated per platform; per run the median step of %d after 2 warm-up steps; per case the median round "
+               "of %d, its parts its own\n",
                o.batch, o.threads ? "" : " (all cores)", o.cap_fraction * 100, o.steps, o.rounds);
     }
     o.progress = progress;

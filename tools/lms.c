@@ -45,8 +45,11 @@
  * own rates then, against which any copy hides behind this CPU's compute.
  *
  * Two-thread timings drift: each size repeats its uncapped run and all capped runs
- * `rounds` times; a run's overhead and stall are against its own round's uncapped step,
- * and the results are medians over the rounds, the overhead with its spread (min-max).
+ * `rounds` times; a run's overhead and its parts are against its own round's uncapped
+ * step. Each case reports its median round by overhead, with the spread over all rounds
+ * (min-max), and every part from that same round (and within a run, from its median
+ * step), so that stall, the ops' slowdown, recomputation and the rest add up to the
+ * overhead: medians taken part by part, over different rounds, do not.
  *
  * On the cuda backend the same cases run on the GPU's real link: nothing is emulated or
  * rescaled (that backend has no emulate_link or link_scale), so each case runs once per
@@ -211,12 +214,23 @@ static double link_rate(const struct tb_lms_options *o, const struct tb_lms_resu
 
 /* The per-round figures of every case of one size, filled by measure_size. */
 struct rounds {
-    double base_s[TB_LMS_MAX_ROUNDS], rate[TB_LMS_MAX_ROUNDS];
-    double step[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
+    double base_s[TB_LMS_MAX_ROUNDS], base_ops_s[TB_LMS_MAX_ROUNDS], rate[TB_LMS_MAX_ROUNDS];
     double over[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
-    double stall[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
-    double slower[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
+    struct tb_step_timing run[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
 };
+
+/* The round whose overhead is the median (of an even count, the lower of the middle two). */
+static int median_round(const double *over, int n)
+{
+    int by[TB_LMS_MAX_ROUNDS];
+    for (int i = 0; i < n; i++) { /* insertion sort of the rounds by overhead */
+        int j = i;
+        for (; j > 0 && over[by[j - 1]] > over[i]; j--)
+            by[j] = by[j - 1];
+        by[j] = i;
+    }
+    return by[(n - 1) / 2];
+}
 
 static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r, int z, struct rounds *m,
                         struct tb_err *err)
@@ -241,6 +255,7 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
         if (rc)
             return tb_err_prefix(err, "%dx%d uncapped", o->sizes[z], o->sizes[z]);
         m->base_s[round] = base.step_s;
+        m->base_ops_s[round] = base.ops_s;
         m->rate[round] = base.conv_flops / base.step_s; /* the step's achieved conv rate, this round */
         const double emu_rate = link_rate(o, r, z, round, m->rate[round], &best);
         for (int mode = 0; mode < nmode; mode++)
@@ -282,11 +297,8 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                         continue;
                     }
                     c->run = true;
-                    m->step[mode][p][q][round] = res.step_s;
                     m->over[mode][p][q][round] = 100.0 * (res.step_s / base.step_s - 1);
-                    m->stall[mode][p][q][round] = 100.0 * res.stall_s / base.step_s;
-                    m->slower[mode][p][q][round] = 100.0 * (res.ops_s - base.ops_s) / base.step_s;
-                    c->last = res;
+                    m->run[mode][p][q][round] = res;
                 }
     }
     sz->base_step_s = median(m->base_s, o->rounds);
@@ -299,11 +311,17 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                     c->run = false;
                     continue;
                 }
-                c->step_s = median(m->step[mode][p][q], o->rounds);
-                c->overhead = median(m->over[mode][p][q], o->rounds);
+                /* One round's figures, not each its own median: the parts of its overhead
+                 * (stall, the ops' slowdown, recomputation, the rest) add up. */
+                const int mid = median_round(m->over[mode][p][q], o->rounds);
+                const double base_s = m->base_s[mid];
+                c->mid = m->run[mode][p][q][mid];
+                c->step_s = c->mid.step_s;
+                c->overhead = m->over[mode][p][q][mid];
                 spread(m->over[mode][p][q], o->rounds, &c->lo, &c->hi);
-                c->stall = median(m->stall[mode][p][q], o->rounds);
-                c->ops = median(m->slower[mode][p][q], o->rounds);
+                c->stall = 100.0 * c->mid.stall_s / base_s;
+                c->ops = 100.0 * (c->mid.ops_s - m->base_ops_s[mid]) / base_s;
+                c->recompute = 100.0 * c->mid.recompute_s / base_s;
             }
     return TB_OK;
 }

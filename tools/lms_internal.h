@@ -52,10 +52,13 @@ struct tb_lms_case {
     bool run;    /* measured (the control runs prefetch only) */
     bool failed; /* a run failed: why */
     char why[160];
-    double step_s;              /* medians over the rounds */
-    double overhead, lo, hi;    /* % of the round's uncapped step: median, min, max */
-    double stall, ops;          /* % of the uncapped step: waiting for copies; the ops' own slowdown */
-    struct tb_step_timing last; /* the last round's run: bytes each way, peak */
+    /* The median round's (by overhead; of an even count, the lower middle one), so that
+     * the parts add up; the spread over all rounds. */
+    double step_s;
+    double overhead, lo, hi; /* % of the round's uncapped step: the median round's, min, max */
+    /* % of the round's uncapped step: waiting for copies; the ops' own slowdown; recomputing */
+    double stall, ops, recompute;
+    struct tb_step_timing mid; /* the median round's run: bytes each way, peak */
 };
 
 struct tb_lms_size {

@@ -19,9 +19,15 @@
 #include "core/train/run.h"
 #include "core/config/setup.h"
 
-static int cmp_double(const void *a, const void *b)
+/* One timed step: its time and what the swap did in it. */
+struct timed {
+    double step_s, stall_s, ops_s, recompute_s;
+    uint64_t out, in, drop, recompute;
+};
+
+static int by_step_time(const void *a, const void *b)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    double x = ((const struct timed *)a)->step_s, y = ((const struct timed *)b)->step_s;
     return x < y ? -1 : x > y;
 }
 
@@ -118,7 +124,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     struct tb_exec *x = NULL;
     void *ds = NULL;
     const struct tb_dataset_ops *dops = NULL;
-    double *times = NULL;
+    struct timed *times = NULL; /* the timed steps' */
     if (!rc)
         rc = tb_run_open(&r, s, err);
     if (!rc) {
@@ -172,17 +178,13 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     if (!rc && !(times = malloc((size_t)steps * sizeof *times)))
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     const int warmup = 2;
-    struct tb_swap_stats before = { 0 };
-    double drain = 0; /* the timed steps' ends, waiting for their last copies */
-    double ops = 0;   /* the timed steps' ops, forward and backward, as they ran */
     for (int k = 0; k < warmup + steps && !rc; k++) {
-        if (k == warmup) {
-            before = *tb_exec_swap_stats(x);
+        if (k == warmup)
             r.engine.ops->mem_reset_peak(r.engine.ctx, r.engine.device);
-        }
         const bool traced = (trace || spans) && k == warmup + steps - 1;
         if (traced)
             tb_exec_trace_begin(x);
+        const struct tb_swap_stats before = *tb_exec_swap_stats(x);
         double t0 = tb_now();
         rc = tb_exec_forward(x, (uint64_t)k, err);
         if (!rc)
@@ -194,11 +196,20 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         if (!rc)
             r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
         if (!rc && k >= warmup) {
-            times[k - warmup] = tb_now() - t0;
-            drain += tb_now() - t1;
+            const struct tb_swap_stats *a = tb_exec_swap_stats(x);
+            struct timed *t = &times[k - warmup];
+            t->step_s = tb_now() - t0;
+            /* its end waiting for its last copies out is stall too */
+            t->stall_s = a->stall_seconds - before.stall_seconds + (tb_now() - t1);
+            t->ops_s = 0;
             const double *sec = tb_exec_step_seconds(x);
             for (size_t i = 0; i < tb_schedule_steps(tb_exec_schedule(x)); i++)
-                ops += sec[i];
+                t->ops_s += sec[i];
+            t->recompute_s = a->recompute_seconds - before.recompute_seconds;
+            t->out = a->bytes_out - before.bytes_out;
+            t->in = a->bytes_in - before.bytes_in;
+            t->drop = a->drop_bytes - before.drop_bytes;
+            t->recompute = a->recompute_bytes - before.recompute_bytes;
         }
         if (!rc && traced && trace)
             rc = tb_exec_trace_write(x, trace, err);
@@ -209,16 +220,20 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         }
     }
     if (!rc) {
-        const struct tb_swap_stats *a = tb_exec_swap_stats(x);
-        qsort(times, (size_t)steps, sizeof *times, cmp_double);
-        out->step_s = times[steps / 2];
-        out->stall_s = (a->stall_seconds - before.stall_seconds + drain) / steps;
-        out->ops_s = ops / steps;
-        out->out_bytes = (double)(a->bytes_out - before.bytes_out) / steps;
-        out->in_bytes = (double)(a->bytes_in - before.bytes_in) / steps;
-        out->drop_bytes = (double)(a->drop_bytes - before.drop_bytes) / steps;
-        out->recompute_bytes = (double)(a->recompute_bytes - before.recompute_bytes) / steps;
-        out->recompute_s = (a->recompute_seconds - before.recompute_seconds) / steps;
+        /* Everything from the median step, not each figure's own mean or median: its
+         * parts (stall, ops, recomputation, the rest) then add up to its time, which
+         * figures from different steps do not when one step differs (a re-plan, a step
+         * another program slowed). */
+        qsort(times, (size_t)steps, sizeof *times, by_step_time);
+        const struct timed *t = &times[steps / 2];
+        out->step_s = t->step_s;
+        out->stall_s = t->stall_s;
+        out->ops_s = t->ops_s;
+        out->out_bytes = (double)t->out;
+        out->in_bytes = (double)t->in;
+        out->drop_bytes = (double)t->drop;
+        out->recompute_bytes = (double)t->recompute;
+        out->recompute_s = t->recompute_s;
         out->transient_bytes = (double)tb_exec_transient_bytes(x);
         struct tb_mem_stats ms = { 0 };
         r.engine.ops->mem_stats(r.engine.ctx, r.engine.device, &ms);

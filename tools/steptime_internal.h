@@ -10,14 +10,16 @@
 
 struct tb_trace_span;
 
+/* The timed steps' median step (by time), each figure that step's own: its parts add up
+ * to its time. */
 struct tb_step_timing {
-    double step_s;              /* median step time */
-    double stall_s;             /* per step: waiting for copies (the swap's stalls, and the end of the step
+    double step_s;              /* the step's time */
+    double stall_s;             /* waiting for copies (the swap's stalls, and the end of the step
                                  * waiting for its last copies out) */
-    double ops_s;               /* per step: the ops' own time, forward and backward (each op's kernels, not
+    double ops_s;               /* the ops' own time, forward and backward (each op's kernels, not
                                  * the memory manager's work around them) */
-    double out_bytes, in_bytes; /* per step: swapped out and in */
-    /* Per step: activations dropped for recomputation, what recomputation rebuilt and the
+    double out_bytes, in_bytes; /* swapped out and in */
+    /* Activations dropped for recomputation, what recomputation rebuilt and the
      * time it took (part of the step, not of ops_s); and every activation and gradient the
      * step makes, the whole the shares kept, swapped and recomputed are of. */
     double drop_bytes, recompute_bytes, recompute_s, transient_bytes;

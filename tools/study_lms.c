@@ -110,7 +110,7 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
             cell(md, &zs->cases[TB_LMS_CONTROL][p][1], false);
             const struct tb_lms_case *pf = &zs->cases[TB_LMS_REF][p][1];
             if (pf->run)
-                fprintf(md, " %.1f / %.1f |\n", pf->last.out_bytes / 1048576.0, pf->last.in_bytes / 1048576.0);
+                fprintf(md, " %.1f / %.1f |\n", pf->mid.out_bytes / 1048576.0, pf->mid.in_bytes / 1048576.0);
             else
                 fprintf(md, " - |\n");
         }
