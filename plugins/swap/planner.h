@@ -21,8 +21,11 @@ struct plan {
      * by UINT32_MAX. */
     uint32_t **out_after, **in_before, **drop_after;
     double *seconds; /* [nsteps] measured: what the plan was made with */
-    double *now;     /* [nsteps] measured in the step running (hybrid re-plans from them) */
-    double planned;  /* the sum of seconds[] */
+    double *now;     /* [nsteps] measured in the step running */
+    /* hybrid: [PLANNER_HISTORY][nsteps] the op times of the last training steps (a ring, by
+     * pass); it plans from each op's least of them. */
+    double *recent;
+    double planned; /* the sum of seconds[] */
     double t0;
     bool tuned;
     uint64_t capacity;   /* device memory, 0 = unlimited */
