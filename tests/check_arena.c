@@ -1,5 +1,5 @@
 /* check_arena: the backends' suballocator (plugins/backends/arena.c): splitting, coalescing
- * on both sides, best fit, the fragmentation numbers, exhaustion, growth by segments,
+ * on both sides, best fit, the fragmentation numbers, the blocks listed, exhaustion, growth by segments,
  * alignment, and a random sequence of allocations and frees checked against a model.
  *
  * The arena only does arithmetic on addresses, so the segments here are made-up ranges
@@ -134,6 +134,38 @@ START_TEST(fragmentation_numbers)
     ck_assert_uint_eq(tb_arena_alloc(&a, 5 * KiB), 0);
     ck_assert_uint_eq(stats().in_use, st.in_use);
     ck_assert(tb_arena_check(&a));
+}
+END_TEST
+
+/* The blocks as mem_blocks lists them: every one, free and handed out, in address order,
+ * a segment's first marked; the count even where out has no room for them. */
+START_TEST(blocks_are_listed_in_address_order)
+{
+    make_holes(); /* 4 holes, 4 walls, the filled tail */
+    ck_assert_int_eq(tb_arena_add(&a, BASE + 1024 * KiB, 8 * KiB), 0);
+    ck_assert_uint_eq(tb_arena_blocks(&a, NULL, 0), 10);
+    struct tb_mem_block b[10];
+    ck_assert_uint_eq(tb_arena_blocks(&a, b, 3), 10); /* only three written */
+    ck_assert_uint_eq(b[0].addr, holes[0]);
+    ck_assert_uint_eq(tb_arena_blocks(&a, b, 10), 10);
+    const size_t sizes[4] = { 4 * KiB, 2 * KiB, 3 * KiB, 2 * KiB };
+    uintptr_t at = BASE;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(b[2 * i].addr, holes[i]);
+        ck_assert_uint_eq(b[2 * i].bytes, sizes[i]);
+        ck_assert_uint_eq(b[2 * i].flags, TB_MEM_BLOCK_FREE | (i == 0 ? TB_MEM_BLOCK_FIRST : 0u));
+        ck_assert_uint_eq(b[2 * i + 1].bytes, Q);
+        ck_assert_uint_eq(b[2 * i + 1].flags, 0); /* a wall, handed out */
+        ck_assert_uint_eq(b[2 * i].addr, at);
+        at += sizes[i] + Q;
+    }
+    ck_assert_uint_eq(b[8].addr, at); /* the tail, handed out, to the segment's end */
+    ck_assert_uint_eq(b[8].addr + b[8].bytes, BASE + 64 * KiB);
+    ck_assert_uint_eq(b[8].flags, 0);
+    /* The second segment: one free block, the first of its region. */
+    ck_assert_uint_eq(b[9].addr, BASE + 1024 * KiB);
+    ck_assert_uint_eq(b[9].bytes, 8 * KiB);
+    ck_assert_uint_eq(b[9].flags, TB_MEM_BLOCK_FREE | TB_MEM_BLOCK_FIRST);
 }
 END_TEST
 
@@ -311,6 +343,7 @@ int main(void)
     tcase_add_test(tc, free_coalesces_on_both_sides);
     tcase_add_test(tc, best_fit_takes_the_smallest_hole_that_holds_it);
     tcase_add_test(tc, fragmentation_numbers);
+    tcase_add_test(tc, blocks_are_listed_in_address_order);
     tcase_add_test(tc, exhaustion_is_zero_and_changes_nothing);
     tcase_add_test(tc, growth_by_segments_never_spans_two);
     tcase_add_test(tc, segments_are_aligned_and_released_as_given);

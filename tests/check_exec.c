@@ -543,6 +543,64 @@ START_TEST(room_is_made_until_a_fragmented_allocation_fits)
 }
 END_TEST
 
+/* A policy that moves out the tensors of the cheapest address range (tb_swap_out_range),
+ * and counts what it moved. */
+static uint64_t range_moved;
+
+static int range_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t bytes, struct tb_err *err)
+{
+    (void)ctx;
+    (void)step;
+    uint64_t moved = 0;
+    int rc = tb_swap_out_range(m, bytes, NULL, true, &moved, err);
+    range_moved += moved;
+    return rc;
+}
+
+static const struct tb_swap_ops range_ops = { .make_room = range_make_room };
+
+/* The same fragmented memory: the range policy moves out one output, the one between the
+ * two free blocks, where the bytes-only one moved three; every value survives. */
+START_TEST(a_range_is_cleared_where_free_memory_is_split)
+{
+    enum { N = FRAG_C * FRAG_H * FRAG_W };
+    e.swap = (struct tb_swap_policy){ "range", &range_ops, NULL, NULL };
+    struct tb_graph *g = fragmenting_graph();
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
+    test_random(in, N, 4, -1.0f, 1.0f);
+    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    range_moved = 0;
+    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    const struct tb_schedule *s = tb_exec_schedule(x);
+    /* d lay between the free blocks (the small blocks go high: d is the lowest); it alone went. */
+    ck_assert_uint_eq(range_moved, 64u << 10);
+    ck_assert(tb_exec_resident(x, tensor_named(s, "relu0")));
+    ck_assert(tb_exec_resident(x, tensor_named(s, "relu1")));
+    ck_assert(tb_exec_resident(x, tensor_named(s, "relu2")));
+    ck_assert(!tb_exec_resident(x, tensor_named(s, "relu3")));
+    ck_assert_uint_eq(tb_exec_swap_stats(x)->bytes_out, 64u << 10);
+    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) {
+        ck_assert(out[i] == in[i]);
+        ck_assert(out[N + i] == in[i]);
+    }
+    static const char *const names[] = { "a", "b", "c", "d" };
+    for (int k = 0; k < 4; k++) {
+        ck_assert_msg(tb_exec_read(x, names[k], out, &err) == TB_OK, "%s", err.msg);
+        for (int i = 0; i < N; i++)
+            ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
+    }
+    free(in);
+    free(out);
+    tb_exec_free(x);
+    tb_graph_free(g);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ recomputation */
 
 /* A policy that drops, after every step, every activation it may (tb_swap_drop), so that
@@ -765,6 +823,66 @@ START_TEST(a_rebuild_chain_holds_few_tensors_at_once)
 }
 END_TEST
 
+/* A policy that drops a and b after step 1, and notes where a is after step 4 (below). */
+static size_t tensor_a, tensor_b;
+static enum tb_residency a_after_step4;
+
+static int drop_a_and_b(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    (void)ctx;
+    if (step == 1) {
+        int rc = tb_swap_drop(m, tensor_a, err);
+        return rc ? rc : tb_swap_drop(m, tensor_b, err);
+    }
+    if (step == 4)
+        a_after_step4 = tb_swap_residency(m, tensor_a);
+    return TB_OK;
+}
+
+static const struct tb_swap_ops drop_a_and_b_ops = { .after_step = drop_a_and_b };
+
+/* a = relu(image), b = relu(a), c = relu(image), d = relu(c), e = b + d, f = a + e: a is
+ * read at steps 1 and 5, b at 4. Both dropped after step 1, b's rebuild before step 4 reads
+ * a, which is rebuilt for it and then dropped again, as the policy left it, rather than
+ * kept on the device until step 5 (a plan counts that memory free); step 5 rebuilds it. */
+START_TEST(a_rebuild_leaves_what_it_read_where_the_policy_had_it)
+{
+    enum { N = 2 * 8 * 16 * 16 };
+    struct tb_graph *g = tb_graph_new(false);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(2, 8, 16, 16));
+    struct tb_node *na = tb_relu(g, img), *nb = tb_relu(g, na);
+    struct tb_node *nd = tb_relu(g, tb_relu(g, img));
+    tb_graph_output(g, "f", tb_add(g, na, tb_add(g, nb, nd)));
+    ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    e.swap = (struct tb_swap_policy){ "drop-a-and-b", &drop_a_and_b_ops, NULL, NULL };
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    const struct tb_schedule *s = tb_exec_schedule(x);
+    tensor_a = tensor_named(s, "relu0");
+    tensor_b = tensor_named(s, "relu1");
+    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    test_random(in, N, 5, -1.0f, 1.0f);
+    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    a_after_step4 = TB_RES_NONE;
+    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_eq(a_after_step4, TB_RES_DROPPED);
+    /* b once, a for it, a again for step 5 */
+    ck_assert_uint_eq(tb_exec_swap_stats(x)->recomputes, 3);
+    ck_assert_msg(tb_exec_read(x, "f", out, &err) == TB_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) {
+        const float r = in[i] > 0 ? in[i] : 0.0f;
+        ck_assert(out[i] == r + (r + r));
+    }
+    free(in);
+    free(out);
+    tb_exec_free(x);
+    e.swap = (struct tb_swap_policy){ 0 };
+    tb_graph_free(g);
+}
+END_TEST
+
 /* The swap space is capped: past the engine's limit a swap-out fails naming the limit and
  * what to change, instead of taking host memory until the OOM killer comes; what the
  * copies held is counted and given back. */
@@ -953,6 +1071,7 @@ int main(void)
     tcase_add_test(tc, estimate_bounds_the_measured_step);
     tcase_add_test(tc, recomputing_every_op_kind_is_bit_identical);
     tcase_add_test(tc, a_rebuild_chain_holds_few_tensors_at_once);
+    tcase_add_test(tc, a_rebuild_leaves_what_it_read_where_the_policy_had_it);
     suite_add_tcase(s, tc);
     tc = tcase_create("oom");
     tcase_add_checked_fixture(tc, open_tiny_engine, close_engine);
@@ -962,6 +1081,7 @@ int main(void)
     tc = tcase_create("fragmentation");
     tcase_add_checked_fixture(tc, open_fragmenting_engine, close_engine);
     tcase_add_test(tc, room_is_made_until_a_fragmented_allocation_fits);
+    tcase_add_test(tc, a_range_is_cleared_where_free_memory_is_split);
     tcase_add_test(tc, swap_space_is_capped);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

@@ -118,12 +118,23 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
 {
     const struct tb_gop *o = &x->g->ops[k];
     uint32_t pinned[TB_OP_MAX_IN + TB_OP_MAX_OUT], npinned = 0;
+    /* Inputs the policy had dropped that a later step uses: rebuilt for this op alone,
+     * they are dropped again after it, as the policy left them (a plan counts their memory
+     * free until then). One brought back from the host stays: its host copy is current,
+     * so a policy frees it for nothing, and it may well be needed soon (an eviction on
+     * demand put it there, not a plan). */
+    uint32_t away[TB_OP_MAX_IN + TB_OP_MAX_OUT], naway = 0;
     const size_t base = x->ntemps; /* temps[base..]: the inputs rebuilt for this op alone */
     void *scratch[TB_OP_MAX_OUT] = { NULL };
     uint64_t rebuilt = 0;
     int rc = TB_OK;
-    for (uint32_t j = 0; j < o->op.nin && rc == TB_OK; j++)
-        rc = hold(x, at, o->in[j]->id, pinned, &npinned, err);
+    for (uint32_t j = 0; j < o->op.nin && rc == TB_OK; j++) {
+        const uint32_t id = o->in[j]->id;
+        const enum tb_residency r = tb_swap_residency(&x->mem, id);
+        rc = hold(x, at, id, pinned, &npinned, err);
+        if (rc == TB_OK && r == TB_RES_DROPPED && alive_at(x, id, at))
+            away[naway++] = id;
+    }
     for (uint32_t j = 0; j < o->op.nout && rc == TB_OK; j++) {
         const uint32_t id = o->out[j]->id;
         if (bn_training(o) && j > 0) {
@@ -163,6 +174,12 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
     tb_exec_trace_rerun(x, k, rebuilt, t0, t1, ev0, ev0 ? tb_exec_trace_event(x) : NULL);
     for (uint32_t j = 0; j < npinned; j++)
         x->pins[pinned[j]]--;
+    for (uint32_t j = 0; j < naway && rc == TB_OK; j++) {
+        /* Not if the running step (or an op of this chain) holds it too. */
+        if (x->pins[away[j]])
+            continue;
+        rc = tb_swap_drop(&x->mem, away[j], err);
+    }
     for (uint32_t j = 0; j < o->op.nout; j++)
         if (scratch[j])
             x->e->ops->mem_free(x->e->ctx, x->e->device, scratch[j]);

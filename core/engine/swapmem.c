@@ -393,6 +393,7 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     free(m->host);
     free(m->ev);
     free(m->used);
+    free(m->blocks);
     memset(m, 0, sizeof *m);
 }
 

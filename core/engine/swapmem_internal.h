@@ -64,6 +64,9 @@ struct tb_swap_mem {
     struct tb_swap_rebuild rb;
     const double *op_seconds; /* the executor's [nsteps], or NULL */
     size_t now;               /* the step running, or about to (SIZE_MAX: none yet) */
+    /* tb_swap_out_range's: the backend's blocks, kept for reuse (owned; freed by fini). */
+    struct tb_mem_block *blocks;
+    size_t blocks_cap;
 };
 
 /* Sets m up for executor tensors t (and their pins) of schedule s, with a policy (may be

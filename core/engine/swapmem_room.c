@@ -357,3 +357,122 @@ int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err)
     }
     return TB_OK;
 }
+
+/* ------------------------------------------------------------------ ranges */
+
+/* A movable tensor's device block. */
+struct placed {
+    uintptr_t addr;
+    uint32_t i;
+};
+
+static int by_addr(const void *a, const void *b)
+{
+    const uintptr_t x = ((const struct placed *)a)->addr, y = ((const struct placed *)b)->addr;
+    return (x > y) - (x < y);
+}
+
+/* The movable tensor whose block starts at addr (tensors[0..n-1] sorted), or UINT32_MAX. */
+static uint32_t tensor_at(const struct placed *tensors, size_t n, uintptr_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (tensors[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && tensors[lo].addr == addr ? tensors[lo].i : UINT32_MAX;
+}
+
+/* The backend's blocks into m->blocks; their number, or SIZE_MAX when out of memory. */
+static size_t read_blocks(struct tb_swap_mem *m)
+{
+    for (;;) {
+        const size_t n = m->be->mem_blocks(m->be_ctx, m->device, m->blocks, m->blocks_cap);
+        if (n <= m->blocks_cap)
+            return n;
+        const size_t cap = n + n / 4 + 16; /* room for a few more by the next call */
+        struct tb_mem_block *b = realloc(m->blocks, cap * sizeof *b);
+        if (!b)
+            return SIZE_MAX;
+        m->blocks = b;
+        m->blocks_cap = cap;
+    }
+}
+
+int tb_swap_out_range(struct tb_swap_mem *m, uint64_t bytes, const double *cost, bool wait, uint64_t *moved,
+                      struct tb_err *err)
+{
+    if (moved)
+        *moved = 0;
+    if (!m->be->mem_blocks || !bytes)
+        return TB_OK;
+    const size_t n = read_blocks(m);
+    struct placed *tensors = malloc((m->s->ntensors + 1) * sizeof *tensors);
+    uint32_t *who = malloc((n + 1) * sizeof *who); /* block k's tensor; UINT32_MAX: free, or not one to move */
+    double *price = malloc((n + 1) * sizeof *price);
+    if (n == SIZE_MAX || !tensors || !who || !price) {
+        free(tensors);
+        free(who);
+        free(price);
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    }
+    size_t nt = 0;
+    for (size_t i = 0; i < m->s->ntensors; i++)
+        if (tb_swap_movable(m, i) && m->t[i].data)
+            tensors[nt++] = (struct placed){ (uintptr_t)m->t[i].data, (uint32_t)i };
+    qsort(tensors, nt, sizeof *tensors, by_addr);
+    /* The cheapest run [l, r] of free and movable blocks holding `bytes`: costs are never
+     * negative, so for each end r the shortest run that holds them is the cheapest. */
+    size_t l = 0, best_l = SIZE_MAX, best_r = 0;
+    uint64_t run = 0;
+    double run_cost = 0, best = 0;
+    for (size_t r = 0; r < n; r++) {
+        const struct tb_mem_block *b = &m->blocks[r];
+        if (b->flags & TB_MEM_BLOCK_FIRST) {
+            l = r;
+            run = 0;
+            run_cost = 0;
+        }
+        who[r] = UINT32_MAX;
+        price[r] = 0;
+        if (!(b->flags & TB_MEM_BLOCK_FREE)) {
+            const uint32_t i = tensor_at(tensors, nt, b->addr);
+            if (i == UINT32_MAX) {
+                /* Held by what cannot move: no run goes through it. */
+                l = r + 1;
+                run = 0;
+                run_cost = 0;
+                continue;
+            }
+            who[r] = i;
+            price[r] = cost ? cost[i] : (double)b->bytes * (tb_swap_residency(m, i) == TB_RES_BOTH ? 0.5 : 1.0);
+        }
+        run += b->bytes;
+        run_cost += price[r];
+        while (l < r && run - m->blocks[l].bytes >= bytes) {
+            run -= m->blocks[l].bytes;
+            run_cost -= price[l];
+            l++;
+        }
+        if (run >= bytes && (best_l == SIZE_MAX || run_cost < best)) {
+            best_l = l;
+            best_r = r;
+            best = run_cost;
+        }
+    }
+    int rc = TB_OK;
+    for (size_t k = best_l; best_l != SIZE_MAX && k <= best_r && rc == TB_OK; k++) {
+        if (who[k] == UINT32_MAX)
+            continue;
+        rc = tb_swap_out(m, who[k], wait, err);
+        if (rc == TB_OK && moved)
+            *moved += tb_swap_tensor_bytes(m, who[k]);
+    }
+    free(tensors);
+    free(who);
+    free(price);
+    return rc;
+}

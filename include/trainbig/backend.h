@@ -73,6 +73,15 @@ struct tb_mem_stats {
     uint64_t largest_free;
 };
 
+/* One block of device memory as the backend's allocator tiles it (mem_blocks, ABI 1.12). */
+struct tb_mem_block {
+    uintptr_t addr; /* its first byte: for a handed-out block, the pointer mem_alloc returned */
+    uint64_t bytes; /* its size, rounded as the allocator rounds */
+    uint32_t flags; /* TB_MEM_BLOCK_* */
+};
+#define TB_MEM_BLOCK_FREE 1u  /* free; otherwise handed out (a tensor's, a scratch block, anything) */
+#define TB_MEM_BLOCK_FIRST 2u /* the first of a region: not contiguous with the block before it */
+
 /* Opaque to the core; created and owned by the backend. */
 struct tb_event;
 
@@ -234,6 +243,15 @@ struct tb_backend_ops {
      * of a batch norm in training. */
     int (*op_recompute)(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
                         const struct tb_tensor *out, struct tb_err *err);
+
+    /* ---- ABI 1.12: fragmentation (trainbig/swap.h, tb_swap_out_range) ---- */
+    /* Optional. The device memory's blocks, free and handed out, in address order, region
+     * by region (a region: memory reserved in one piece, which no block spans), into
+     * out[0..max-1]; returns how many there are, which may be more than max (call again
+     * with room for them all). The core reads it, when free bytes suffice for an allocation
+     * that does not fit, to find the blocks whose freeing would join the free ones around
+     * them into one large enough. NULL: the core cannot tell where free memory lies. */
+    size_t (*mem_blocks)(void *ctx, int device, struct tb_mem_block *out, size_t max);
 };
 
 #ifdef __cplusplus

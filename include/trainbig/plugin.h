@@ -50,7 +50,7 @@ extern "C" {
  *   1.9  SDK functions: opening user-named files as regular files only (file.h)
  *   1.10 ops: the dual-task regulariser, TB_OP_DUAL_TASK and its parameters (ops.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 11
+#define TB_ABI_MINOR 12
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

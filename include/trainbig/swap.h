@@ -105,6 +105,22 @@ bool tb_swap_droppable(const struct tb_swap_mem *m, size_t i);
 /* Drops tensor i (see above). One that is not droppable is left alone (TB_OK). */
 int tb_swap_drop(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 
+/* ---- ABI 1.12: fragmentation ----
+ *
+ * Free device memory can add up to an allocation and still be split into blocks none of
+ * which holds it. Moving tensors out in any order that ignores where they lie (least
+ * recently used, next use farthest away) then frees much more than the allocation needs
+ * before two free blocks happen to meet. This moves out instead the tensors of one address
+ * range: of the runs of adjacent blocks, each free or a movable tensor's, that would hold
+ * `bytes` once freed, the one whose tensors cost least: cost[i] for tensor i (the policy's
+ * price: a copy, how soon it is needed again), or, where cost is NULL, its bytes, half
+ * that when its host copy is current (its copy out is already done). *moved (may be NULL)
+ * gets the bytes of the tensors moved: 0 when there is no such run, or the backend cannot
+ * say where its blocks lie (backend mem_blocks); the policy then moves tensors its own
+ * way. wait and failures as tb_swap_out. */
+int tb_swap_out_range(struct tb_swap_mem *m, uint64_t bytes, const double *cost, bool wait, uint64_t *moved,
+                      struct tb_err *err);
+
 struct tb_swap_ops {
     /* ---- ABI 1.0 ---- */
     /* As tb_backend_ops.create, from the validated [swap] section. */

@@ -351,6 +351,18 @@ void tb_arena_stats(const struct tb_arena *a, struct tb_arena_stats *out)
     };
 }
 
+size_t tb_arena_blocks(const struct tb_arena *a, struct tb_mem_block *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->nsegs; i++)
+        for (const struct tb_arena_block *b = a->segs[i].first; b; b = b->next, n++)
+            if (n < max)
+                out[n] = (struct tb_mem_block){ b->addr, b->size,
+                                                (b->free ? TB_MEM_BLOCK_FREE : 0u) |
+                                                    (b == a->segs[i].first ? TB_MEM_BLOCK_FIRST : 0u) };
+    return n;
+}
+
 bool tb_arena_check(const struct tb_arena *a)
 {
     uint64_t reserved = 0, in_use = 0;

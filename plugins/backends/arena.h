@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <trainbig/backend.h>
 
 #define TB_ARENA_BINS 64
 
@@ -74,6 +75,10 @@ size_t tb_arena_free(struct tb_arena *a, uintptr_t addr);
 /* The size of the handed-out block at addr, or 0 when there is none. */
 size_t tb_arena_live_size(const struct tb_arena *a, uintptr_t addr);
 void tb_arena_stats(const struct tb_arena *a, struct tb_arena_stats *out);
+/* Every block, free and handed out, in address order segment by segment, into
+ * out[0..max-1] (the backend's mem_blocks; a segment's first block is marked
+ * TB_MEM_BLOCK_FIRST); returns the number of blocks, which may be more than max. */
+size_t tb_arena_blocks(const struct tb_arena *a, struct tb_mem_block *out, size_t max);
 /* Checks every invariant (blocks tile each segment, no two free neighbours, the bins are
  * sorted and hold exactly the free blocks, the byte counts add up): for tests. */
 bool tb_arena_check(const struct tb_arena *a);

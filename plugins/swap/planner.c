@@ -25,7 +25,12 @@
  * let a late choice delay copies planned before it: the copies out of the forward's last
  * tensors then ran into the backward, which waited on them.) Where no swap fits, the
  * recomputation that costs least per byte freed is taken instead, rather than a copy the
- * step would wait for; its rebuild's own memory is counted at the step it runs before.
+ * step would wait for; its rebuild's own memory is counted at the step it runs before,
+ * and what it reads may not be on the host then: a drop whose rebuild would read a tensor
+ * planned swapped out at that step is not taken, nor is a tensor swapped out over a step
+ * at which a planned rebuild reads it (the executor would bring it back on demand and
+ * wait for it). A read that is dropped then is rebuilt too (and dropped again after: the
+ * plan's count of the memory stays true), its rebuild's time added to the price.
  * This is a greedy choice, not an optimum: an ILP over every
  * tensor's gaps (Checkmate) would need the same op times and link model and a solver run
  * per plan for networks of hundreds of ops (GLPK's exact search does not bound that
@@ -47,9 +52,14 @@
  * does not grow without end). Its plans take each op's least time over the last three
  * steps: on a busy machine one step's ops can run slow, and copies planned to hide
  * behind them are exposed when the next runs at the usual speed (at 160x160 on two
- * cores, one round in three swapped half as much again and stalled 14-25%). When memory is short anyway (a prefetch
- * that does not fit waits for the step that needs it; an allocation that does not fit), the tensors whose next use is
- * farthest away go out first. */
+ * cores, one round in three swapped half as much again and stalled 14-25%). When memory
+ * is short anyway (a prefetch that does not fit waits for the step that needs it; an
+ * allocation that does not fit), the tensors whose next use is farthest away go out
+ * first; but where the free bytes would hold the allocation and no free block does, the
+ * tensors of the cheapest address range that joins free blocks into one large enough go
+ * instead (tb_swap_out_range): at 176x176 under a 256 MiB cap, the dual task's 38 MiB of
+ * scratch found 57-91 MiB free in blocks of at most 33, and eviction by next use moved
+ * 45 MiB and more before the blocks met. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
 #include <string.h>
@@ -283,19 +293,82 @@ static int queue_swap(const struct plan *pl, const double *before, struct queue 
                : 0;
 }
 
-/* Whether tensor i (a candidate: taken[i] is set) has uses u < k < v with nothing planned
- * for that gap yet; *gap: the index of u in its uses. */
-static bool gap_around(const struct plan *pl, uint8_t *const *taken, size_t i, size_t k, uint32_t *gap)
+/* Whether tensor i may be swapped: large enough that its copies are not mostly the link's
+ * fixed cost. Any activation may be dropped: a rebuild pays no copy. */
+static bool swappable(const struct planner *p, const struct plan *pl, size_t i)
 {
-    if (!taken[i])
+    return pl->uses[i] && tb_schedule_tensor(pl->s, i)->bytes >= p->min_size;
+}
+
+/* Steps [from, to): where a tensor is off the device over one of its gaps; dropped, or
+ * on the host. */
+struct span {
+    uint32_t from, to;
+    bool dropped;
+};
+
+/* A tensor's rebuild, priced once per plan (known: price() ran): its time, the memory it
+ * holds while it runs, and the activations its ops read that it does not make itself,
+ * which must be on the device when it runs (owned). */
+struct price {
+    bool known, ok;
+    double seconds, bytes;
+    uint32_t *reads;
+    uint32_t nreads;
+};
+
+/* What the walk has planned so far. Per tensor and gap (between uses a and a + 1):
+ * whether it is off the device there (taken), over which steps (off) and, for a drop,
+ * its rebuild's price (rcost, hybrid). Per tensor: the steps at which a planned rebuild
+ * reads it (needed), where it must stay on the device. */
+struct walk {
+    uint8_t **taken;
+    struct span **off;
+    struct price **rcost;
+    uint32_t **needed;
+    uint32_t *nneeded;
+};
+
+/* The gap of tensor i around step k: its uses a and a + 1 with uses[a] < k < uses[a+1];
+ * false when k is not inside one. */
+static bool gap_at(const struct plan *pl, size_t i, size_t k, uint32_t *gap)
+{
+    if (!pl->uses[i] || pl->nuses[i] < 2)
         return false;
     uint32_t a = 0;
     while (a + 1 < pl->nuses[i] && pl->uses[i][a + 1] <= k)
         a++;
-    if (a + 1 >= pl->nuses[i] || taken[i][a] || !(pl->uses[i][a] < k && k < pl->uses[i][a + 1]))
+    if (a + 1 >= pl->nuses[i] || !(pl->uses[i][a] < k && k < pl->uses[i][a + 1]))
         return false;
     *gap = a;
     return true;
+}
+
+/* Whether tensor i has uses u < k < v with nothing planned for that gap yet; *gap: the
+ * index of u in its uses. */
+static bool gap_around(const struct plan *pl, const struct walk *w, size_t i, size_t k, uint32_t *gap)
+{
+    return w->taken[i] && gap_at(pl, i, k, gap) && !w->taken[i][*gap];
+}
+
+/* What the plan has of tensor i at step k: NULL where it is on the device, else the span
+ * it is off in. */
+static const struct span *off_at(const struct plan *pl, const struct walk *w, size_t i, uint32_t k)
+{
+    uint32_t a;
+    return w->taken[i] && gap_at(pl, i, k, &a) && w->taken[i][a] && w->off[i][a].from <= k && k < w->off[i][a].to
+               ? &w->off[i][a]
+               : NULL;
+}
+
+/* Whether a planned rebuild reads tensor i at a step in [from, to): it may not be on the
+ * host there. */
+static bool needed_within(const struct walk *w, size_t i, uint32_t from, uint32_t to)
+{
+    for (uint32_t j = 0; j < w->nneeded[i]; j++)
+        if (from <= w->needed[i][j] && w->needed[i][j] < to)
+            return true;
+    return false;
 }
 
 /* A recomputation candidate: tensor i, dropped over its gap `gap`: its rebuild takes
@@ -306,60 +379,120 @@ struct pick {
     double seconds, bytes;
 };
 
-/* What rebuilding tensor i before step v costs (pick's seconds and bytes), or false when
- * it cannot be rebuilt there. The time: the measured time of the forward steps it re-runs
- * (before the first step is timed, one unit each, as the steps are counted). The memory:
- * a chain of several holds an input and an output of its ops at a time (the executor
- * frees a rebuilt input once its op has run again), so twice the largest tensor the
- * steps before the last one make. */
-static bool price(const struct plan *pl, size_t i, uint32_t v, struct pick *c)
+/* Prices rebuilding tensor i before step v into c (c->ok false when it cannot be rebuilt
+ * there). The time: the measured time of the forward steps it re-runs (before the first
+ * step is timed, one unit each, as the steps are counted). The memory: a chain of several
+ * holds an input and an output of its ops at a time (the executor frees a rebuilt input
+ * once its op has run again), so twice the largest tensor the steps before the last one
+ * make. The reads: the activations of its steps that none of them makes (an activation's
+ * first step is the one that makes it). -1 when out of memory. */
+static int price(const struct plan *pl, size_t i, uint32_t v, struct price *c)
 {
     uint32_t steps[MAX_CHAIN];
     const int n = tb_swap_recompute_steps(pl->m, i, v, steps, MAX_CHAIN);
-    if (n < 0)
-        return false;
+    c->known = true;
+    c->ok = n >= 0;
     c->seconds = c->bytes = 0;
     for (int j = 0; j < n; j++) {
         c->seconds += pl->tuned ? pl->seconds[steps[j]] : 1.0;
         if (j + 1 < n && 2 * pl->made_bytes[steps[j]] > c->bytes)
             c->bytes = 2 * pl->made_bytes[steps[j]];
     }
-    return true;
+    for (int j = 0; j < n; j++) {
+        const uint32_t *ids;
+        const size_t nt = tb_schedule_step_tensors(pl->s, steps[j], &ids);
+        for (size_t q = 0; q < nt; q++) {
+            const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, ids[q]);
+            bool made = ids[q] == i;
+            for (int r = 0; r < n && !made; r++)
+                made = t->first_use == (int32_t)steps[r];
+            if (made || t->kind != TB_SCHED_ACTIVATION)
+                continue;
+            uint32_t *grown = realloc(c->reads, (c->nreads + 1) * sizeof *grown);
+            if (!grown)
+                return -1;
+            c->reads = grown;
+            c->reads[c->nreads++] = ids[q];
+        }
+    }
+    return 0;
 }
 
-/* A tensor's rebuild, priced once per plan: known says whether price() ran. */
-struct price {
-    bool known, ok;
-    double seconds, bytes;
-};
-
 /* Of the tensors off the device nowhere yet around step k, the one whose rebuild costs the
- * least time per byte; i = SIZE_MAX when none can be. rcost[i][gap] caches the prices. */
-static struct pick cheapest_drop(const struct plan *pl, uint8_t **taken, struct price **rcost, size_t k)
+ * least time per byte; i = SIZE_MAX when none can be. What a rebuild reads must not be on
+ * the host then (it would be brought back on demand, and waited for); a read that is
+ * dropped then is rebuilt with it (and dropped again after), its own rebuild's time and
+ * memory added.
+ * *rc: -1 when out of memory. */
+static struct pick cheapest_drop(const struct plan *pl, struct walk *w, size_t k, int *rc)
 {
     struct pick best = { SIZE_MAX, 0, 0, 0 };
     double best_ratio = 0;
-    for (size_t i = 0; i < pl->ntensors; i++) {
+    for (size_t i = 0; i < pl->ntensors && !*rc; i++) {
         uint32_t a;
-        if (tb_schedule_tensor(pl->s, i)->kind != TB_SCHED_ACTIVATION || !gap_around(pl, taken, i, k, &a))
+        if (tb_schedule_tensor(pl->s, i)->kind != TB_SCHED_ACTIVATION || !gap_around(pl, w, i, k, &a))
             continue;
-        struct price *c = &rcost[i][a];
-        if (!c->known) {
-            struct pick q = { 0 };
-            c->known = true;
-            c->ok = price(pl, i, pl->uses[i][a + 1], &q);
-            c->seconds = q.seconds;
-            c->bytes = q.bytes;
-        }
+        const uint32_t v = pl->uses[i][a + 1];
+        struct price *c = &w->rcost[i][a];
+        if (!c->known && price(pl, i, v, c))
+            *rc = -1;
         if (!c->ok)
             continue;
-        const double ratio = c->seconds / (double)tb_schedule_tensor(pl->s, i)->bytes;
+        double seconds = c->seconds, bytes = c->bytes;
+        bool on_host = false;
+        for (uint32_t j = 0; j < c->nreads && !on_host; j++) {
+            const uint32_t y = c->reads[j];
+            const struct span *o = off_at(pl, w, y, v);
+            uint32_t g;
+            if (o && !o->dropped)
+                on_host = true;
+            else if (o && gap_at(pl, y, v, &g)) {
+                /* rebuilt first, and held while this rebuild runs */
+                seconds += w->rcost[y][g].seconds;
+                bytes += (double)tb_schedule_tensor(pl->s, y)->bytes + w->rcost[y][g].bytes;
+            }
+        }
+        if (on_host)
+            continue;
+        const double ratio = seconds / (double)tb_schedule_tensor(pl->s, i)->bytes;
         if (best.i == SIZE_MAX || ratio < best_ratio) {
-            best = (struct pick){ i, a, c->seconds, c->bytes };
+            best = (struct pick){ i, a, seconds, bytes };
             best_ratio = ratio;
         }
     }
     return best;
+}
+
+/* Records that a planned rebuild reads tensor i at step v. -1 when out of memory. */
+static int need(struct walk *w, size_t i, uint32_t v)
+{
+    uint32_t *grown = realloc(w->needed[i], (w->nneeded[i] + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    w->needed[i] = grown;
+    w->needed[i][w->nneeded[i]++] = v;
+    return 0;
+}
+
+static void free_walk(struct walk *w, const struct plan *pl)
+{
+    for (size_t i = 0; i < pl->ntensors; i++) {
+        if (w->taken)
+            free(w->taken[i]);
+        if (w->off)
+            free(w->off[i]);
+        if (w->needed)
+            free(w->needed[i]);
+        for (uint32_t a = 0; w->rcost && w->rcost[i] && a < pl->nuses[i]; a++)
+            free(w->rcost[i][a].reads);
+        if (w->rcost)
+            free(w->rcost[i]);
+    }
+    free(w->taken);
+    free(w->off);
+    free(w->needed);
+    free(w->nneeded);
+    free(w->rcost);
 }
 
 /* Plans which tensors go out where, so that device memory stays within the budget at
@@ -370,33 +503,40 @@ static struct pick cheapest_drop(const struct plan *pl, uint8_t **taken, struct 
 static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
 {
     free_actions(pl);
-    const size_t N = pl->nsteps;
+    const size_t N = pl->nsteps, T = pl->ntensors;
     pl->out_after = calloc(N, sizeof *pl->out_after);
     pl->in_before = calloc(N, sizeof *pl->in_before);
     pl->drop_after = calloc(N, sizeof *pl->drop_after);
-    double *before = calloc(N + 1, sizeof *before);            /* before[k]: time of steps 0..k-1 */
-    double *mem = calloc(N + 1, sizeof *mem);                  /* bytes of transient tensors on the device */
-    uint8_t **taken = calloc(pl->ntensors + 1, sizeof *taken); /* [i][gap]: planned out */
-    struct price **rcost = p->recompute ? calloc(pl->ntensors + 1, sizeof *rcost) : NULL; /* [i][gap] */
+    double *before = calloc(N + 1, sizeof *before); /* before[k]: time of steps 0..k-1 */
+    double *mem = calloc(N + 1, sizeof *mem);       /* bytes of transient tensors on the device */
+    struct walk w = {
+        .taken = calloc(T + 1, sizeof *w.taken),
+        .off = calloc(T + 1, sizeof *w.off),
+        .rcost = p->recompute ? calloc(T + 1, sizeof *w.rcost) : NULL,
+        .needed = calloc(T + 1, sizeof *w.needed),
+        .nneeded = calloc(T + 1, sizeof *w.nneeded),
+    };
     /* hybrid, timed: the copies planned on each direction of the link */
     const bool loaded = p->adaptive && pl->tuned;
     struct queue outq = { 0 }, inq = { 0 };
-    int rc =
-        !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !taken || (p->recompute && !rcost);
+    int rc = !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !w.taken || !w.off ||
+             (p->recompute && !w.rcost) || !w.needed || !w.nneeded;
     for (size_t k = 0; k < N && !rc; k++) {
         before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 1.0);
         mem[k] = pl->reserve[k];
     }
-    for (size_t i = 0; i < pl->ntensors && !rc; i++) {
+    for (size_t i = 0; i < T && !rc; i++) {
         const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
         if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->first_use < 0)
             continue;
         const size_t last = t->last_use < (int32_t)N ? (size_t)t->last_use : N - 1;
         for (size_t k = (size_t)t->first_use; k <= last; k++)
             mem[k] += (double)t->bytes;
-        if (pl->uses[i] && pl->nuses[i] > 1 && !(taken[i] = calloc(pl->nuses[i], 1)))
+        if (!pl->uses[i] || pl->nuses[i] < 2)
+            continue;
+        if (!(w.taken[i] = calloc(pl->nuses[i], 1)) || !(w.off[i] = calloc(pl->nuses[i], sizeof **w.off)))
             rc = 1;
-        if (rcost && taken[i] && !(rcost[i] = calloc(pl->nuses[i], sizeof **rcost)))
+        if (!rc && w.rcost && !(w.rcost[i] = calloc(pl->nuses[i], sizeof **w.rcost)))
             rc = 1;
     }
     const double budget = pl->capacity > 0 ? (double)pl->capacity - pl->persistent - (double)pl->capacity / 20 : 0;
@@ -404,9 +544,9 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
         while (mem[k] > budget && !rc) {
             size_t best = SIZE_MAX;
             uint32_t best_gap = 0, best_v = 0, best_e = 0, best_s = 0;
-            for (size_t i = 0; i < pl->ntensors; i++) {
+            for (size_t i = 0; i < T; i++) {
                 uint32_t a;
-                if (!gap_around(pl, taken, i, k, &a))
+                if (!swappable(p, pl, i) || !gap_around(pl, &w, i, k, &a))
                     continue;
                 const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
                 if (p->threshold && v - u <= (uint32_t)p->threshold)
@@ -418,7 +558,7 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 } else {
                     window(p, pl, before, i, u, v, &e, &s);
                 }
-                if (!(e <= k && k < s))
+                if (!(e <= k && k < s) || needed_within(&w, i, e, s))
                     continue;
                 if (best == SIZE_MAX || v > best_v ||
                     (v == best_v && tb_schedule_tensor(pl->s, i)->bytes > tb_schedule_tensor(pl->s, best)->bytes)) {
@@ -433,24 +573,29 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
              * recomputation rather than a copy the step would wait for. */
             struct pick drop = { SIZE_MAX, 0, 0, 0 };
             if (p->recompute && best == SIZE_MAX)
-                drop = cheapest_drop(pl, taken, rcost, k);
+                drop = cheapest_drop(pl, &w, k, &rc);
             if (drop.i != SIZE_MAX) {
                 const uint32_t u = pl->uses[drop.i][drop.gap], v = pl->uses[drop.i][drop.gap + 1];
-                taken[drop.i][drop.gap] = 1;
+                w.taken[drop.i][drop.gap] = 1;
+                w.off[drop.i][drop.gap] = (struct span){ u + 1, v, true };
+                const struct price *c = &w.rcost[drop.i][drop.gap];
+                for (uint32_t j = 0; j < c->nreads && !rc; j++)
+                    rc = need(&w, c->reads[j], v);
                 const double bytes = (double)tb_schedule_tensor(pl->s, drop.i)->bytes;
                 for (uint32_t j = u + 1; j < v; j++)
                     mem[j] -= bytes;
                 mem[v] += drop.bytes; /* the rebuild's own, before step v */
-                rc = push(&pl->drop_after[u], (uint32_t)drop.i);
+                rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
                 continue;
             }
-            if (best == SIZE_MAX)
+            if (best == SIZE_MAX || rc)
                 break; /* nothing can go: the memory manager evicts on demand */
             if (loaded && queue_swap(pl, before, &outq, &inq, best, pl->uses[best][best_gap], best_v, best_e, best_s)) {
                 rc = 1;
                 break;
             }
-            taken[best][best_gap] = 1;
+            w.taken[best][best_gap] = 1;
+            w.off[best][best_gap] = (struct span){ best_e, best_s, false };
             const double bytes = (double)tb_schedule_tensor(pl->s, best)->bytes;
             for (uint32_t j = best_e; j < best_s; j++)
                 mem[j] -= bytes;
@@ -458,14 +603,9 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                  push(&pl->in_before[best_s], (uint32_t)best);
         }
     }
-    for (size_t i = 0; taken && i < pl->ntensors; i++)
-        free(taken[i]);
-    for (size_t i = 0; rcost && i < pl->ntensors; i++)
-        free(rcost[i]);
-    free(rcost);
+    free_walk(&w, pl);
     free(outq.c);
     free(inq.c);
-    free(taken);
     free(before);
     free(mem);
     return rc ? tb_err_set(err, TB_ERR_NOMEM, "out of memory") : TB_OK;
@@ -512,7 +652,7 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
             const struct tb_sched_tensor *t = tb_schedule_tensor(s, ids[j]);
             if (t->kind == TB_SCHED_ACTIVATION && t->first_use == (int32_t)k && (double)t->bytes > pl->made_bytes[k])
                 pl->made_bytes[k] = (double)t->bytes;
-            if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->bytes < p->min_size)
+            if (t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT)
                 continue;
             uint32_t **u = &pl->uses[ids[j]];
             uint32_t *grown = realloc(*u, (pl->nuses[ids[j]] + 1) * sizeof **u);
@@ -544,20 +684,6 @@ int planner_before_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb
     if (!pl || step >= pl->nsteps)
         return TB_OK;
     pl->t0 = tb_now();
-    if (!pl->tuned && pl->capacity) {
-        /* What is on the device besides transient tensors, at its largest. */
-        double transient = 0;
-        for (size_t i = 0; i < pl->ntensors; i++) {
-            const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
-            enum tb_residency r = tb_swap_residency(m, i);
-            if ((t->kind == TB_SCHED_ACTIVATION || t->kind == TB_SCHED_GRADIENT) && r != TB_RES_NONE &&
-                r != TB_RES_HOST && r != TB_RES_DROPPED)
-                transient += (double)t->bytes;
-        }
-        const double other = (double)tb_swap_in_use(m) - transient;
-        if (step == 0 || other > pl->measured)
-            pl->measured = other;
-    }
     for (const uint32_t *i = pl->in_before[step]; i && *i != UINT32_MAX; i++) {
         struct tb_err e;
         tb_err_clear(&e);
@@ -664,11 +790,20 @@ int planner_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t by
             pl->grown = true;
         }
     }
+    /* Enough bytes free, but split: the tensors of the cheapest address range that joins
+     * free blocks into one large enough, rather than tensors wherever they lie. */
+    const uint64_t cap = tb_swap_capacity(m), use = tb_swap_in_use(m);
+    if (cap && use < cap && cap - use >= bytes) {
+        uint64_t moved = 0;
+        int rc = tb_swap_out_range(m, bytes, NULL, false, &moved, err);
+        if (rc || moved)
+            return rc;
+    }
     size_t *cand = malloc((pl->ntensors + 1) * sizeof *cand), n = 0;
     if (!cand)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < pl->ntensors; i++)
-        if (pl->uses[i] && tb_swap_movable(m, i))
+        if (swappable(p, pl, i) && tb_swap_movable(m, i))
             cand[n++] = i;
     sort_plan = pl; /* hooks run one at a time, on the training thread */
     sort_step = step == SIZE_MAX ? 0 : step;

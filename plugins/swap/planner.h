@@ -15,7 +15,7 @@ struct plan {
     struct tb_swap_mem *m;
     const struct tb_schedule *s;
     size_t nsteps, ntensors;
-    uint32_t **uses; /* [ntensors]: the steps touching tensor i, ascending; NULL if not movable */
+    uint32_t **uses; /* [ntensors]: the steps touching tensor i, ascending; NULL unless an activation or gradient */
     uint32_t *nuses;
     /* Actions: out_after[k], in_before[k] and drop_after[k] list tensors, each terminated
      * by UINT32_MAX. */

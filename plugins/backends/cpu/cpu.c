@@ -397,6 +397,13 @@ static void cpu_mem_stats(void *ctx, int device, struct tb_mem_stats *out)
     tb_cpu_memory_stats(&cpu->memory, out);
 }
 
+static size_t cpu_mem_blocks(void *ctx, int device, struct tb_mem_block *out, size_t max)
+{
+    struct tb_cpu *cpu = ctx;
+    (void)device;
+    return tb_cpu_memory_blocks(&cpu->memory, out, max);
+}
+
 static void cpu_mem_reset_peak(void *ctx, int device)
 {
     struct tb_cpu *cpu = ctx;
@@ -667,6 +674,7 @@ static const struct tb_backend_ops cpu_ops = {
     .op_describe = cpu_op_describe,
     .reorder_stats = cpu_reorder_stats,
     .op_recompute = cpu_op_recompute,
+    .mem_blocks = cpu_mem_blocks,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

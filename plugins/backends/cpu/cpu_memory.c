@@ -199,6 +199,14 @@ void tb_cpu_memory_stats(struct tb_cpu_memory *m, struct tb_mem_stats *out)
     pthread_mutex_unlock(&m->lock);
 }
 
+size_t tb_cpu_memory_blocks(struct tb_cpu_memory *m, struct tb_mem_block *out, size_t max)
+{
+    pthread_mutex_lock(&m->lock);
+    const size_t n = tb_arena_blocks(&m->arena, out, max);
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
 void tb_cpu_memory_reset_peak(struct tb_cpu_memory *m)
 {
     pthread_mutex_lock(&m->lock);

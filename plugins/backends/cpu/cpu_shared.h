@@ -50,6 +50,8 @@ void tb_cpu_memory_fini(struct tb_cpu_memory *m);
 void *tb_cpu_memory_alloc(struct tb_cpu_memory *m, size_t bytes);
 void tb_cpu_memory_free(struct tb_cpu_memory *m, void *ptr);
 void tb_cpu_memory_stats(struct tb_cpu_memory *m, struct tb_mem_stats *out);
+/* The arena's blocks (the backend's mem_blocks). */
+size_t tb_cpu_memory_blocks(struct tb_cpu_memory *m, struct tb_mem_block *out, size_t max);
 void tb_cpu_memory_reset_peak(struct tb_cpu_memory *m);
 
 /* ------------------------------------------------------------------ streams (cpu_streams.c) */

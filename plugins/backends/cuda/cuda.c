@@ -339,6 +339,13 @@ static void cuda_mem_stats(void *ctx, int device, struct tb_mem_stats *out)
     tb_cuda_memory_stats(&cuda->memory, out);
 }
 
+static size_t cuda_mem_blocks(void *ctx, int device, struct tb_mem_block *out, size_t max)
+{
+    struct tb_cuda *cuda = ctx;
+    (void)device;
+    return tb_cuda_memory_blocks(&cuda->memory, out, max);
+}
+
 static void cuda_mem_reset_peak(void *ctx, int device)
 {
     struct tb_cuda *cuda = ctx;
@@ -560,6 +567,7 @@ static const struct tb_backend_ops cuda_ops = {
     .comm_attach = cuda_comm_attach,
     .allreduce_start = cuda_allreduce_start,
     .allreduce_wait = cuda_allreduce_wait,
+    .mem_blocks = cuda_mem_blocks,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -128,6 +128,14 @@ void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr)
         tb_plog(TB_LOG_ERROR, "mem_free of %p, which this device did not hand out: ignored", ptr);
 }
 
+size_t tb_cuda_memory_blocks(struct tb_cuda_memory *m, struct tb_mem_block *out, size_t max)
+{
+    pthread_mutex_lock(&m->lock);
+    const size_t n = tb_arena_blocks(&m->arena, out, max);
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
 void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out)
 {
     pthread_mutex_lock(&m->lock);

@@ -48,6 +48,8 @@ void tb_cuda_memory_fini(struct tb_cuda_memory *m);
 void *tb_cuda_memory_alloc(struct tb_cuda_memory *m, size_t bytes);
 void tb_cuda_memory_free(struct tb_cuda_memory *m, void *ptr);
 void tb_cuda_memory_stats(struct tb_cuda_memory *m, struct tb_mem_stats *out);
+/* The arena's blocks (the backend's mem_blocks). */
+size_t tb_cuda_memory_blocks(struct tb_cuda_memory *m, struct tb_mem_block *out, size_t max);
 void tb_cuda_memory_reset_peak(struct tb_cuda_memory *m);
 /* `bytes` of the device were taken outside the arena after create (NCCL's buffers): a
  * growing arena's capacity shrinks by them, never below what it holds; a fixed one keeps
