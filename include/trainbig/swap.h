@@ -80,11 +80,12 @@ int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err);
  * freed at once, with no copy, and before the next step that uses it the core rebuilds it
  * by running again, on the compute stream, the forward ops that produced it, from tensors
  * still held (on the device, or brought back from the host) and from tensors it rebuilds
- * the same way first (those no later step needs are freed again right after). Re-run ops
- * see the step's seed, so dropout masks and other random draws are replayed, not drawn
- * again; a batch norm in training is rebuilt from the statistics its forward saved, and
- * its running statistics are not updated twice (the backend's op_recompute). Values are
- * what the forward wrote, bit for bit on the CPU backend.
+ * the same way first (those no later step needs are freed again right after, and those
+ * the policy had dropped are dropped again: the step that uses them rebuilds them).
+ * Re-run ops see the step's seed, so dropout masks and other random draws are replayed,
+ * not drawn again; a batch norm in training is rebuilt from the statistics its forward
+ * saved, and its running statistics are not updated twice (the backend's op_recompute).
+ * Values are what the forward wrote, bit for bit on the CPU backend.
  *
  * Only activations can be dropped, and only those whose producers the core can re-run
  * before the next use: not a graph's outputs or losses, and not a training batch norm's

@@ -309,7 +309,7 @@ struct span {
 
 /* A tensor's rebuild, priced once per plan (known: price() ran): its time, the memory it
  * holds while it runs, and the activations its ops read that it does not make itself,
- * which must be on the device when it runs (owned). */
+ * which may not be on the host when it runs (owned). */
 struct price {
     bool known, ok;
     double seconds, bytes;
@@ -320,7 +320,7 @@ struct price {
 /* What the walk has planned so far. Per tensor and gap (between uses a and a + 1):
  * whether it is off the device there (taken), over which steps (off) and, for a drop,
  * its rebuild's price (rcost, hybrid). Per tensor: the steps at which a planned rebuild
- * reads it (needed), where it must stay on the device. */
+ * reads it (needed), where it may not be on the host. */
 struct walk {
     uint8_t **taken;
     struct span **off;
