@@ -45,8 +45,12 @@
  * own rates then, against which any copy hides behind this CPU's compute.
  *
  * Two-thread timings drift: each size repeats its uncapped run and all capped runs
- * `rounds` times; a run's overhead and its parts are against its own round's uncapped
- * step. Each case reports its median round by overhead, with the spread over all rounds
+ * `rounds` times; a run's overhead and its parts are against an uncapped step of its own
+ * round, timed just before its group (the policies of one platform and mode): one
+ * uncapped run per round, against which a round's cases ran over several minutes, put
+ * the same swaps under prefetch and hybrid 15 points apart (the machine's speed had
+ * moved between them, not the policies). The round's first uncapped run also gives the
+ * emulated link its rate (below). Each case reports its median round by overhead, with the spread over all rounds
  * (min-max), and every part from that same round (and within a run, from its median
  * step), so that stall, the ops' slowdown, recomputation and the rest add up to the
  * overhead: medians taken part by part, over different rounds, do not.
@@ -214,7 +218,10 @@ static double link_rate(const struct tb_lms_options *o, const struct tb_lms_resu
 
 /* The per-round figures of every case of one size, filled by measure_size. */
 struct rounds {
-    double base_s[TB_LMS_MAX_ROUNDS], base_ops_s[TB_LMS_MAX_ROUNDS], rate[TB_LMS_MAX_ROUNDS];
+    double base_s[TB_LMS_MAX_ROUNDS], rate[TB_LMS_MAX_ROUNDS];
+    /* the uncapped step timed just before each group of cases */
+    double group_s[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_MAX_ROUNDS];
+    double group_ops_s[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_MAX_ROUNDS];
     double over[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
     struct tb_step_timing run[TB_LMS_NMODE][TB_LMS_MAX_PLAT][TB_LMS_NPOL][TB_LMS_MAX_ROUNDS];
 };
@@ -255,11 +262,22 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
         if (rc)
             return tb_err_prefix(err, "%dx%d uncapped", o->sizes[z], o->sizes[z]);
         m->base_s[round] = base.step_s;
-        m->base_ops_s[round] = base.ops_s;
         m->rate[round] = base.conv_flops / base.step_s; /* the step's achieved conv rate, this round */
         const double emu_rate = link_rate(o, r, z, round, m->rate[round], &best);
         for (int mode = 0; mode < nmode; mode++)
-            for (int p = 0; p < o->nplat; p++)
+            for (int p = 0; p < o->nplat; p++) {
+                /* The group's own uncapped step: the first group's is the one just run. */
+                struct tb_step_timing gb = base;
+                if (mode > 0 || p > 0) {
+                    if (base_sets(&rs, false, o, o->sizes[z], o->batch))
+                        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+                    const int grc = tb_time_steps(o->config, rs.sets, rs.n, o->steps, &gb, err);
+                    free(rs.sets);
+                    if (grc)
+                        return tb_err_prefix(err, "%dx%d uncapped", o->sizes[z], o->sizes[z]);
+                }
+                m->group_s[mode][p][round] = gb.step_s;
+                m->group_ops_s[mode][p][round] = gb.ops_s;
                 for (int q = 0; q < TB_LMS_NPOL; q++) {
                     struct tb_lms_case *c = &sz->cases[mode][p][q];
                     if (c->failed || (mode == TB_LMS_CONTROL && strcmp(tb_lms_policies[q], "prefetch") != 0) ||
@@ -297,9 +315,10 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                         continue;
                     }
                     c->run = true;
-                    m->over[mode][p][q][round] = 100.0 * (res.step_s / base.step_s - 1);
+                    m->over[mode][p][q][round] = 100.0 * (res.step_s / gb.step_s - 1);
                     m->run[mode][p][q][round] = res;
                 }
+            }
     }
     sz->base_step_s = median(m->base_s, o->rounds);
     sz->rate = median(m->rate, o->rounds);
@@ -314,13 +333,13 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                 /* One round's figures, not each its own median: the parts of its overhead
                  * (stall, the ops' slowdown, recomputation, the rest) add up. */
                 const int mid = median_round(m->over[mode][p][q], o->rounds);
-                const double base_s = m->base_s[mid];
+                const double base_s = m->group_s[mode][p][mid];
                 c->mid = m->run[mode][p][q][mid];
                 c->step_s = c->mid.step_s;
                 c->overhead = m->over[mode][p][q][mid];
                 spread(m->over[mode][p][q], o->rounds, &c->lo, &c->hi);
                 c->stall = 100.0 * c->mid.stall_s / base_s;
-                c->ops = 100.0 * (c->mid.ops_s - m->base_ops_s[mid]) / base_s;
+                c->ops = 100.0 * (c->mid.ops_s - m->group_ops_s[mode][p][mid]) / base_s;
                 c->recompute = 100.0 * c->mid.recompute_s / base_s;
             }
     return TB_OK;
