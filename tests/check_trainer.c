@@ -468,15 +468,21 @@ static double jsonl_last(const char *jsonl, const char *key)
 {
     FILE *f = fopen(jsonl, "r");
     ck_assert_msg(f != NULL, "%s", jsonl);
-    char line[8192], last[8192] = "";
-    while (fgets(line, sizeof line, f))
-        memcpy(last, line, sizeof last);
+    char *line = NULL, *last = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        free(last);
+        last = strdup(line);
+    }
+    free(line);
     fclose(f);
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *at = strstr(last, pat);
+    const char *at = last ? strstr(last, pat) : NULL;
     ck_assert_msg(at != NULL, "%s: no %s in its last line", jsonl, key);
-    return strtod(at + strlen(pat), NULL);
+    const double v = strtod(at + strlen(pat), NULL);
+    free(last);
+    return v;
 }
 
 /* Large model support changes no value: the same training with device memory capped

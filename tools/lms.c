@@ -50,10 +50,10 @@
  * uncapped run per round, against which a round's cases ran over several minutes, put
  * the same swaps under prefetch and hybrid 15 points apart (the machine's speed had
  * moved between them, not the policies). The round's first uncapped run also gives the
- * emulated link its rate (below). Each case reports its median round by overhead, with the spread over all rounds
- * (min-max), and every part from that same round (and within a run, from its median
- * step), so that stall, the ops' slowdown, recomputation and the rest add up to the
- * overhead: medians taken part by part, over different rounds, do not.
+ * emulated link its rate (below). Each case reports its median round by overhead, with
+ * the spread over all rounds (min-max), and every part from that same round (and within
+ * a run, from its median step), so that stall, the ops' slowdown, recomputation and the
+ * rest add up to the overhead: medians taken part by part, over different rounds, do not.
  *
  * On the cuda backend the same cases run on the GPU's real link: nothing is emulated or
  * rescaled (that backend has no emulate_link or link_scale), so each case runs once per
