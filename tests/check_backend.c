@@ -278,6 +278,45 @@ START_TEST(copies_round_trip)
 }
 END_TEST
 
+/* The first byte of p[from, to) that is not `was`, or to. */
+static size_t untouched(const unsigned char *p, size_t from, size_t to, unsigned char was)
+{
+    while (from < to && p[from] == was)
+        from++;
+    return from;
+}
+
+/* Copies at any alignment and length land whole and touch nothing around them: the
+ * copy engines store large copies in aligned 64-byte pieces, the ends apart. */
+START_TEST(copies_at_odd_offsets_and_lengths)
+{
+    static const size_t shifts[][3] = { { 3, 5, BIG - 64 - 7 }, { 13, 0, (256u << 10) + 1 }, { 0, 9, 300 } };
+    unsigned char *host = b.ops.backend->host_alloc(b.ctx, BIG), *back = b.ops.backend->host_alloc(b.ctx, BIG);
+    unsigned char *dev = b.ops.backend->mem_alloc(b.ctx, 0, BIG);
+    ck_assert(host && back && dev);
+    struct tb_err err;
+    tb_err_clear(&err);
+    for (size_t c = 0; c < sizeof shifts / sizeof *shifts; c++) {
+        const size_t from = shifts[c][0], to = shifts[c][1], n = shifts[c][2];
+        for (size_t i = 0; i < BIG; i++)
+            host[i] = (unsigned char)(i * 11 + c);
+        memset(dev, 0xee, BIG);
+        memset(back, 0xdd, BIG);
+        ck_assert_int_eq(b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_H2D, dev + to, host + from, n, &err), TB_OK);
+        ck_assert_int_eq(b.ops.backend->stream_sync(b.ctx, 0, TB_STREAM_H2D), TB_OK);
+        ck_assert_int_eq(b.ops.backend->copy_async(b.ctx, 0, TB_STREAM_D2H, back + from, dev + to, n, &err), TB_OK);
+        ck_assert_int_eq(b.ops.backend->stream_sync(b.ctx, 0, TB_STREAM_D2H), TB_OK);
+        ck_assert_int_eq(memcmp(host + from, back + from, n), 0);
+        ck_assert_uint_eq(untouched(dev, 0, to, 0xee), to);
+        ck_assert_uint_eq(untouched(dev, to + n, BIG, 0xee), BIG);
+        ck_assert_uint_eq(untouched(back, from + n, BIG, 0xdd), BIG);
+    }
+    b.ops.backend->mem_free(b.ctx, 0, dev);
+    b.ops.backend->host_free(b.ctx, host);
+    b.ops.backend->host_free(b.ctx, back);
+}
+END_TEST
+
 /* With the link throttled to 40 MB/s, an 8 MB copy takes at least 0.2 s: long enough that
  * an event recorded after it is certainly still pending when queried at once. */
 static void throttle(double bytes_per_s)
@@ -754,6 +793,7 @@ int main(void)
     tcase_add_checked_fixture(tc, open_uncapped, close_backend);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, copies_round_trip);
+    tcase_add_test(tc, copies_at_odd_offsets_and_lengths);
     tcase_add_test(tc, event_pending_until_its_work_is_done);
     tcase_add_test(tc, compute_waits_for_copy_event);
     tcase_add_test(tc, copy_after_wait_waits_on_other_stream);
