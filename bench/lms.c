@@ -40,8 +40,11 @@ enum { MAX_USER = 8, NPLAT = 2 };
 static const char *const platforms[NPLAT] = { "power9-nvlink", "x86-pcie" };
 static const double target[NPLAT] = { 10, 25 };
 
-static int usage(void)
+/* why: what was wrong, or NULL. */
+static int usage(const char *why)
 {
+    if (why)
+        fprintf(stderr, "bench/lms: %s\n", why);
     fprintf(stderr, "usage: bench/lms [--backend cpu|cuda] [--platform NAME] [--steps N] [--rounds R] [--cap FRACTION] "
                     "[--sizes A,B] [--batch B] [--threads T] [--trace FILE] [--set SECTION.KEY=VALUE]...\n");
     return 2;
@@ -211,7 +214,7 @@ int main(int argc, char **argv)
             sizes_given = true;
             i++;
         } else
-            return usage();
+            return usage(NULL);
     }
     o.user = user;
     o.nuser = nuser;
@@ -223,10 +226,13 @@ int main(int argc, char **argv)
         o.sizes[0] = pc.cuda ? 384 : 160;
         o.sizes[1] = pc.cuda ? 512 : 192;
     }
+    if (platform && !pc.cuda)
+        return usage("--platform is for --backend cuda (the real link's platform); on cpu every run emulates "
+                     "both power9-nvlink and x86-pcie");
     if (o.steps < 1 || o.rounds < 1 || o.rounds > TB_LMS_MAX_ROUNDS || o.batch < 1 || o.cap_fraction <= 0 ||
         o.cap_fraction >= 1 || o.sizes[0] < 16 || o.sizes[1] <= o.sizes[0] ||
-        (!pc.cuda && strcmp(o.backend, "cpu") != 0) || (platform && !pc.cuda))
-        return usage();
+        (!pc.cuda && strcmp(o.backend, "cpu") != 0))
+        return usage(NULL);
     setenv("TRAINBIG_LOG", "warn", 0);
     setvbuf(stdout, NULL, _IOLBF, 0); /* each line as it comes: a run takes minutes */
 
