@@ -478,6 +478,11 @@ static void open_fragmenting_engine(void)
     e.swap = (struct tb_swap_policy){ "bytes-only", &bytes_only_ops, NULL, NULL };
 }
 
+static void open_six_block_engine(void)
+{
+    open_engine_keys("threads = 2\ndevice_memory = 384K\n");
+}
+
 /* The 128 KiB concatenation does not fit in 96 KiB free. Moving out output a frees 64 KiB
  * more, enough bytes, but not beside the other free block; the policy, counting bytes,
  * then moves nothing: the core asks it for more than is free until the allocation
@@ -883,6 +888,84 @@ START_TEST(a_rebuild_leaves_what_it_read_where_the_policy_had_it)
 }
 END_TEST
 
+/* A policy that drops t and moves p out after step 1 (below), and makes no room itself. */
+static size_t tensor_p, tensor_t;
+
+static int drop_t_move_p(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    (void)ctx;
+    if (step != 1)
+        return TB_OK;
+    int rc = tb_swap_drop(m, tensor_t, err);
+    return rc ? rc : tb_swap_out(m, tensor_p, true, err);
+}
+
+static int no_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t bytes, struct tb_err *err)
+{
+    (void)ctx;
+    (void)m;
+    (void)step;
+    (void)bytes;
+    (void)err;
+    return TB_OK;
+}
+
+static const struct tb_swap_ops drop_t_move_p_ops = { .after_step = drop_t_move_p, .make_room = no_room };
+
+/* A rebuild's own inputs are moved too when nothing else makes room. In six 64 KiB
+ * blocks (the image in the top one): p = relu(image), t = concat(p, p, p) (three blocks),
+ * c = relu(image), d = relu(c), y = avgpool(t), f = (c + d) + p. t is dropped and p moved
+ * out after step 1; c and d take the two blocks below the image. Rebuilding t for y brings
+ * p back into the block below them, which leaves two free blocks under p and, once c and d
+ * go, two above: three blocks free, none of them three in a row, until p (held by the
+ * rebuild, not a tensor of y's step) is placed again too. */
+START_TEST(a_rebuild_moves_what_it_holds_to_fit)
+{
+    enum { C = 16, H = 32, W = 32, N = C * H * W };
+    struct tb_graph *g = tb_graph_new(false);
+    struct tb_node *img = tb_input(g, "image", TB_F32, shape(1, C, H, W));
+    struct tb_node *np = tb_relu(g, img);
+    struct tb_node *three[3] = { np, np, np };
+    struct tb_node *nt = tb_concat(g, 3, three);
+    struct tb_node *nc = tb_relu(g, img);
+    struct tb_node *nd = tb_relu(g, nc);
+    tb_graph_output(g, "y", tb_global_avgpool(g, nt));
+    tb_graph_output(g, "f", tb_add(g, tb_add(g, nc, nd), np));
+    ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    e.swap = (struct tb_swap_policy){ "drop-t-move-p", &drop_t_move_p_ops, NULL, NULL };
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    const struct tb_schedule *s = tb_exec_schedule(x);
+    tensor_p = tensor_named(s, "relu0");
+    tensor_t = tensor_named(s, "concat1");
+    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    test_random(in, N, 6, -1.0f, 1.0f);
+    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(tb_exec_swap_stats(x)->recomputes, 1);
+    ck_assert_uint_ge(tb_exec_swap_stats(x)->evicting_allocs, 1);
+    ck_assert_msg(tb_exec_read(x, "f", out, &err) == TB_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) {
+        const float r = in[i] > 0 ? in[i] : 0.0f;
+        ck_assert(out[i] == (r + r) + r);
+    }
+    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
+    for (int c = 0; c < 3 * C; c++) {
+        double sum = 0;
+        for (int i = 0; i < H * W; i++)
+            sum += in[c % C * H * W + i] > 0 ? in[c % C * H * W + i] : 0.0f;
+        ck_assert_msg(fabs(out[c] - sum / (H * W)) < 1e-5, "channel %d: %g, expected %g", c, out[c], sum / (H * W));
+    }
+    free(in);
+    free(out);
+    tb_exec_free(x);
+    e.swap = (struct tb_swap_policy){ 0 };
+    tb_graph_free(g);
+}
+END_TEST
+
 /* The swap space is capped: past the engine's limit a swap-out fails naming the limit and
  * what to change, instead of taking host memory until the OOM killer comes; what the
  * copies held is counted and given back. */
@@ -1083,6 +1166,10 @@ int main(void)
     tcase_add_test(tc, room_is_made_until_a_fragmented_allocation_fits);
     tcase_add_test(tc, a_range_is_cleared_where_free_memory_is_split);
     tcase_add_test(tc, swap_space_is_capped);
+
+    tc = tcase_create("rebuild in fragmented memory");
+    tcase_add_checked_fixture(tc, open_six_block_engine, close_engine);
+    tcase_add_test(tc, a_rebuild_moves_what_it_holds_to_fit);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

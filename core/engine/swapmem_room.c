@@ -74,8 +74,9 @@ static void *evict_until_fits(struct tb_swap_mem *m, size_t step, size_t bytes, 
 }
 
 /* The last resort, once nothing else can move: the running step's own activations and
- * gradients (pinned, so no policy moves them) and the executor's loose blocks for the op
- * may split the free memory where they lie. The tensors go to the host and wait there,
+ * gradients (pinned, so no policy moves them), those a recomputation under way holds
+ * (pinned too) and the executor's loose blocks for the op may split the free memory
+ * where they lie. The tensors go to the host and wait there,
  * the loose blocks (nothing written in them yet) are freed, the block is taken, then
  * both come back, to places around it. With keep the block is the caller's; without (an
  * op's scratch) it is freed again for the op to take (best fit finds the same hole).
@@ -88,19 +89,31 @@ struct place {
     uint32_t what; /* 0: the request; 1 + k: moved[k]; 1 + n + l: loose block l */
 };
 
-/* Moves the step's movable resident tensors to the host, into moved[]; their count. */
+/* Moves tensor i to the host into moved[*n] where it is a resident activation or
+ * gradient; false when the copy could not start. */
+static bool move_one_out(struct tb_swap_mem *m, uint32_t i, uint32_t *moved, uint32_t *n, struct tb_err *err)
+{
+    if (!tb_swapmem_movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
+        return true;
+    if (tb_swapmem_move_out(m, i, true, err) != TB_OK)
+        return false;
+    moved[(*n)++] = i;
+    return true;
+}
+
+/* Moves the step's resident tensors, and the others pinned (those a recomputation under
+ * way holds: the inputs of the ops it re-runs, which read their addresses again too), to
+ * the host, into moved[]; their count. */
 static uint32_t move_step_out(struct tb_swap_mem *m, const struct tb_sched_step *st, uint32_t *moved,
                               struct tb_err *err)
 {
     uint32_t n = 0;
-    for (uint32_t k = 0; k < st->ntensors; k++) {
-        const uint32_t i = st->tensors[k];
-        if (!tb_swapmem_movable_kind(m, i) || (m->res[i] != TB_RES_DEVICE && m->res[i] != TB_RES_BOTH))
-            continue;
-        if (tb_swapmem_move_out(m, i, true, err) != TB_OK)
-            break;
-        moved[n++] = i;
-    }
+    bool ok = true;
+    for (uint32_t k = 0; k < st->ntensors && ok; k++)
+        ok = move_one_out(m, st->tensors[k], moved, &n, err);
+    for (size_t i = 0; i < m->s->ntensors && ok; i++)
+        if (m->pins[i] && (m->res[i] == TB_RES_DEVICE || m->res[i] == TB_RES_BOTH))
+            ok = move_one_out(m, (uint32_t)i, moved, &n, err);
     return n;
 }
 
@@ -155,8 +168,9 @@ static void *relocate_step(struct tb_swap_mem *m, size_t step, size_t bytes, boo
     if (step >= m->s->nsteps)
         return NULL;
     const struct tb_sched_step *st = &m->s->steps[step];
-    uint32_t *moved = malloc((st->ntensors ? st->ntensors : 1) * sizeof *moved);
-    struct place *items = malloc((1 + st->ntensors + m->nloose) * sizeof *items);
+    const size_t most = st->ntensors + m->s->ntensors; /* the step's, and every pinned one */
+    uint32_t *moved = malloc((most ? most : 1) * sizeof *moved);
+    struct place *items = malloc((1 + most + m->nloose) * sizeof *items);
     if (!moved || !items) {
         free(moved);
         free(items);
