@@ -44,6 +44,7 @@ struct tb_exec {
     size_t ntemps;
     uint8_t *mark;       /* [nops] scratch of a chain walk */
     uint32_t *chain_buf; /* scratch for a chain */
+    uint32_t rebuilding; /* dropped tensors being rebuilt now, one inside another */
 };
 
 /* Shared by the forward (exec.c) and backward (exec_backward.c) passes:

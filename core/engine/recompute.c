@@ -221,10 +221,15 @@ static int rebuild(void *arg, size_t at, size_t i, struct tb_err *err)
 {
     struct tb_exec *x = arg;
     const uint32_t k = x->producer[i];
-    /* rerun frees what it rebuilt only for this. */
-    return k == UINT32_MAX
-               ? tb_err_set(err, TB_ERR_RUNTIME, "internal error: dropped %s has no producer", x->s->tensors[i].name)
-               : rerun(x, at, k, i, err);
+    if (k == UINT32_MAX)
+        return tb_err_set(err, TB_ERR_RUNTIME, "internal error: dropped %s has no producer", x->s->tensors[i].name);
+    /* A dropped tensor read by a rebuild is rebuilt inside it: counted, since each level
+     * re-runs its own chain (planner.c keeps it to two). */
+    if (++x->rebuilding > x->mem.stats.rebuild_nesting)
+        x->mem.stats.rebuild_nesting = x->rebuilding;
+    const int rc = rerun(x, at, k, i, err); /* it frees what it rebuilt only for this */
+    x->rebuilding--;
+    return rc;
 }
 
 int tb_exec_recompute_init(struct tb_exec *x, struct tb_swap_rebuild *rb, struct tb_err *err)

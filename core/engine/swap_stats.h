@@ -21,6 +21,9 @@ struct tb_swap_stats {
     uint64_t drops, drop_bytes;
     uint64_t recomputes, recompute_bytes;
     double recompute_seconds;
+    /* The most dropped tensors rebuilt one inside another: 1, a rebuild that read none
+     * dropped; 2, one that rebuilt a dropped tensor it read first; and so on. */
+    uint64_t rebuild_nesting;
 };
 
 /* A policy instance, shared by the executors of a run (not owned). */

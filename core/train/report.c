@@ -73,6 +73,8 @@ struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct
         sum.recomputes += a->recomputes;
         sum.recompute_bytes += a->recompute_bytes;
         sum.recompute_seconds += a->recompute_seconds;
+        if (a->rebuild_nesting > sum.rebuild_nesting)
+            sum.rebuild_nesting = a->rebuild_nesting; /* the deepest, not a sum */
     }
     return sum;
 }
@@ -94,6 +96,7 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
     d.recomputes -= m->recomputes;
     d.recompute_bytes -= m->recompute_bytes;
     d.recompute_seconds -= m->recompute_seconds;
+    /* rebuild_nesting stays the run's deepest so far: a maximum has no difference */
     *mark = now_;
     return d;
 }
@@ -171,6 +174,7 @@ static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch
             ",\"recompute_seconds\":",
             r->swap.drops, r->swap.drop_bytes, r->swap.recomputes, r->swap.recompute_bytes);
     json_number(f, r->swap.recompute_seconds);
+    fprintf(f, ",\"rebuild_nesting\":%" PRIu64, r->swap.rebuild_nesting);
     double sw, rc;
     shares(r, &sw, &rc);
     fputs(",\"swapped_share\":", f);

@@ -30,8 +30,12 @@
  * planned swapped out at that step is not taken, nor is a tensor swapped out over a step
  * at which a planned rebuild reads it (the executor would bring it back on demand and
  * wait for it). A read that is dropped then is rebuilt too (and dropped again after: the
- * plan's count of the memory stays true), its rebuild's time added to the price.
- * This is a greedy choice, not an optimum: an ILP over every
+ * plan's count of the memory stays true), its rebuild's time added to the price; one level
+ * deep only: what that rebuild reads must be on the device, and no tensor is dropped over
+ * a step at which a planned rebuild reads it. Priced one level and grown without that
+ * bound, chains nested a dozen deep and more (23 in check_trainer's hybrid run, with 16
+ * times the ops re-run; at 272x272 under 256 MiB, 8 GiB recomputed a step where prefetch
+ * swapped 1.4). This is a greedy choice, not an optimum: an ILP over every
  * tensor's gaps (Checkmate) would need the same op times and link model and a solver run
  * per plan for networks of hundreds of ops (GLPK's exact search does not bound that
  * time), where this walk takes milliseconds and plans again as often as the measured
@@ -432,27 +436,40 @@ static struct pick cheapest_drop(const struct plan *pl, struct walk *w, size_t k
         uint32_t a;
         if (tb_schedule_tensor(pl->s, i)->kind != TB_SCHED_ACTIVATION || !gap_around(pl, w, i, k, &a))
             continue;
-        const uint32_t v = pl->uses[i][a + 1];
+        const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
+        /* A rebuild planned to read it while it would be dropped would have to rebuild it
+         * too, a cost its price did not count: chains grown that way ran to a dozen ops
+         * (at 272x272 under 256 MiB, 8 GiB recomputed a step, and out of memory at 304). */
+        if (needed_within(w, i, u + 1, v))
+            continue;
         struct price *c = &w->rcost[i][a];
         if (!c->known && price(pl, i, v, c))
             *rc = -1;
         if (!c->ok)
             continue;
         double seconds = c->seconds, bytes = c->bytes;
-        bool on_host = false;
-        for (uint32_t j = 0; j < c->nreads && !on_host; j++) {
+        bool refused = false;
+        for (uint32_t j = 0; j < c->nreads && !refused; j++) {
             const uint32_t y = c->reads[j];
             const struct span *o = off_at(pl, w, y, v);
             uint32_t g;
             if (o && !o->dropped)
-                on_host = true;
+                refused = true; /* on the host: brought back on demand, and waited for */
             else if (o && gap_at(pl, y, v, &g)) {
-                /* rebuilt first, and held while this rebuild runs */
-                seconds += w->rcost[y][g].seconds;
-                bytes += (double)tb_schedule_tensor(pl->s, y)->bytes + w->rcost[y][g].bytes;
+                /* rebuilt first (priced at v, where it runs), and held while this rebuild
+                 * runs; one level deep: what its own rebuild reads must be on the device */
+                struct price cy = { 0 };
+                if (price(pl, y, v, &cy))
+                    *rc = -1;
+                refused = !cy.ok;
+                for (uint32_t q = 0; q < cy.nreads && !refused; q++)
+                    refused = off_at(pl, w, cy.reads[q], v) != NULL;
+                seconds += cy.seconds;
+                bytes += (double)tb_schedule_tensor(pl->s, y)->bytes + cy.bytes;
+                free(cy.reads);
             }
         }
-        if (on_host)
+        if (refused)
             continue;
         const double ratio = seconds / (double)tb_schedule_tensor(pl->s, i)->bytes;
         if (best.i == SIZE_MAX || ratio < best_ratio) {
@@ -579,8 +596,18 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 w.taken[drop.i][drop.gap] = 1;
                 w.off[drop.i][drop.gap] = (struct span){ u + 1, v, true };
                 const struct price *c = &w.rcost[drop.i][drop.gap];
-                for (uint32_t j = 0; j < c->nreads && !rc; j++)
-                    rc = need(&w, c->reads[j], v);
+                for (uint32_t j = 0; j < c->nreads && !rc; j++) {
+                    const uint32_t y = c->reads[j];
+                    rc = need(&w, y, v);
+                    const struct span *o = off_at(pl, &w, y, v);
+                    if (!rc && o && o->dropped) { /* rebuilt with it: what it reads then too */
+                        struct price cy = { 0 };
+                        rc = price(pl, y, v, &cy);
+                        for (uint32_t q = 0; q < cy.nreads && !rc; q++)
+                            rc = need(&w, cy.reads[q], v);
+                        free(cy.reads);
+                    }
+                }
                 const double bytes = (double)tb_schedule_tensor(pl->s, drop.i)->bytes;
                 for (uint32_t j = u + 1; j < v; j++)
                     mem[j] -= bytes;
