@@ -828,6 +828,20 @@ START_TEST(a_rebuild_chain_holds_few_tensors_at_once)
 }
 END_TEST
 
+/* An executor of graph g under the test policy `ops` (named name), with input "image"
+ * holding in[]. */
+static struct tb_exec *exec_with_policy(struct tb_graph *g, const char *name, const struct tb_swap_ops *ops,
+                                        const float *in)
+{
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    e.swap = (struct tb_swap_policy){ name, ops, NULL, NULL };
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    return x;
+}
+
 /* A policy that drops a and b after step 1, and notes where a is after step 4 (below). */
 static size_t tensor_a, tensor_b;
 static enum tb_residency a_after_step4;
@@ -859,17 +873,14 @@ START_TEST(a_rebuild_leaves_what_it_read_where_the_policy_had_it)
     struct tb_node *nd = tb_relu(g, tb_relu(g, img));
     tb_graph_output(g, "f", tb_add(g, na, tb_add(g, nb, nd)));
     ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
-    struct tb_exec *x;
-    struct tb_err err;
-    tb_err_clear(&err);
-    e.swap = (struct tb_swap_policy){ "drop-a-and-b", &drop_a_and_b_ops, NULL, NULL };
-    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    test_random(in, N, 5, -1.0f, 1.0f);
+    struct tb_exec *x = exec_with_policy(g, "drop-a-and-b", &drop_a_and_b_ops, in);
     const struct tb_schedule *s = tb_exec_schedule(x);
     tensor_a = tensor_named(s, "relu0");
     tensor_b = tensor_named(s, "relu1");
-    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
-    test_random(in, N, 5, -1.0f, 1.0f);
-    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    struct tb_err err;
+    tb_err_clear(&err);
     a_after_step4 = TB_RES_NONE;
     ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
     ck_assert_int_eq(a_after_step4, TB_RES_DROPPED);
@@ -932,17 +943,14 @@ START_TEST(a_rebuild_moves_what_it_holds_to_fit)
     tb_graph_output(g, "y", tb_global_avgpool(g, nt));
     tb_graph_output(g, "f", tb_add(g, tb_add(g, nc, nd), np));
     ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
-    struct tb_exec *x;
-    struct tb_err err;
-    tb_err_clear(&err);
-    e.swap = (struct tb_swap_policy){ "drop-t-move-p", &drop_t_move_p_ops, NULL, NULL };
-    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    test_random(in, N, 6, -1.0f, 1.0f);
+    struct tb_exec *x = exec_with_policy(g, "drop-t-move-p", &drop_t_move_p_ops, in);
     const struct tb_schedule *s = tb_exec_schedule(x);
     tensor_p = tensor_named(s, "relu0");
     tensor_t = tensor_named(s, "concat1");
-    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
-    test_random(in, N, 6, -1.0f, 1.0f);
-    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    struct tb_err err;
+    tb_err_clear(&err);
     ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
     ck_assert_uint_eq(tb_exec_swap_stats(x)->recomputes, 1);
     ck_assert_uint_ge(tb_exec_swap_stats(x)->evicting_allocs, 1);
