@@ -219,7 +219,8 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
                 struct tb_step_timing t0;
                 const int r0 = probe(&c, "none", largest[0], &t0, err);
                 if (r0 < 0)
-                    return tb_err_prefix(err, "fit, %s = %d, swap none again", c.key, largest[0]);
+                    return tb_err_prefix(err, "fit, %s = %d, swap none (the reference, timed again)", c.key,
+                                         largest[0]);
                 if (r0 > 0 && (rep == 0 || t0.step_s / pixels(batch, largest[0]) < per_px))
                     per_px = t0.step_s / pixels(batch, largest[0]);
             }

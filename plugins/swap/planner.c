@@ -27,21 +27,20 @@
  * recomputation that costs least per byte freed is taken instead, rather than a copy the
  * step would wait for, unless it costs more than those copies (out when the room is
  * needed and back at its next use, both waited for): then the memory manager moves
- * tensors out on demand, as prefetch does; its rebuild's own memory is counted at the step it runs before,
- * and what it reads may not be on the host then: a drop whose rebuild would read a tensor
- * planned swapped out at that step is not taken, nor is a tensor swapped out over a step
- * at which a planned rebuild reads it (the executor would bring it back on demand and
- * wait for it). A read that is dropped then is rebuilt too (and dropped again after: the
- * plan's count of the memory stays true), its rebuild's time added to the price; one level
- * deep only: what that rebuild reads must be on the device, and no tensor is dropped over
- * a step at which a planned rebuild reads it. Priced one level and grown without that
- * bound, chains nested a dozen deep and more (23 in check_trainer's hybrid run, with 16
- * times the ops re-run; at 272x272 under 256 MiB, 8 GiB recomputed a step where prefetch
- * swapped 1.4). This is a greedy choice, not an optimum: an ILP over every
+ * tensors out on demand, as prefetch does. A rebuild's own memory is counted at the step
+ * it runs before, and what it reads may not be on the host then: a drop whose rebuild
+ * would read a tensor planned swapped out at that step is not taken, nor is a tensor
+ * swapped out over a step at which a planned rebuild reads it (the executor would bring it
+ * back on demand and wait for it). A read that is dropped then is rebuilt too (and dropped
+ * again after: the plan's count of the memory stays true), its rebuild's time added to the
+ * price; one level deep only: what that rebuild reads must be on the device, and no tensor
+ * is dropped over a step at which a planned rebuild reads it. Priced one level and grown
+ * without that bound, chains nested a dozen deep and more (23 in check_trainer's hybrid
+ * run, with 16 times the ops re-run; at 272x272 under 256 MiB, 8 GiB recomputed a step
+ * where prefetch swapped 1.4). This is a greedy choice, not an optimum: an ILP over every
  * tensor's gaps (Checkmate) would need the same op times and link model and a solver run
- * per plan for networks of hundreds of ops (GLPK's exact search does not bound that
- * time), where this walk takes milliseconds and plans again as often as the measured
- * times drift.
+ * per plan for networks of hundreds of ops (GLPK's exact search does not bound that time),
+ * where this walk takes milliseconds and plans again as often as the measured times drift.
  *
  * "Far enough" and "early enough" are the keys threshold and ahead (in steps). With
  * either at 0 (the default) the policy tunes itself: until it has timed one whole
