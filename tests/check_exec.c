@@ -1174,6 +1174,7 @@ int main(void)
     tcase_add_test(tc, room_is_made_until_a_fragmented_allocation_fits);
     tcase_add_test(tc, a_range_is_cleared_where_free_memory_is_split);
     tcase_add_test(tc, swap_space_is_capped);
+    suite_add_tcase(s, tc);
 
     tc = tcase_create("rebuild in fragmented memory");
     tcase_add_checked_fixture(tc, open_six_block_engine, close_engine);
