@@ -342,6 +342,20 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                 c->ops = 100.0 * (c->mid.ops_s - m->group_ops_s[mode][p][mid]) / base_s;
                 c->recompute = 100.0 * c->mid.recompute_s / base_s;
             }
+    for (int mode = 0; mode < nmode; mode++)
+        for (int p = 0; p < o->nplat; p++)
+            for (int q = 0; q < TB_LMS_NPOL; q++) {
+                struct tb_lms_case *c = &sz->cases[mode][p][q];
+                const int pf = 1; /* tb_lms_policies[1] */
+                if (q == pf || !c->run || !sz->cases[mode][p][pf].run)
+                    continue;
+                double d[TB_LMS_MAX_ROUNDS];
+                for (int round = 0; round < o->rounds; round++)
+                    d[round] = m->over[mode][p][q][round] - m->over[mode][p][pf][round];
+                c->paired = true;
+                c->vs_prefetch = median(d, o->rounds);
+                spread(d, o->rounds, &c->vs_lo, &c->vs_hi);
+            }
     return TB_OK;
 }
 

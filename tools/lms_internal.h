@@ -59,6 +59,13 @@ struct tb_lms_case {
     /* % of the round's uncapped step: waiting for copies; the ops' own slowdown; recomputing */
     double stall, ops, recompute;
     struct tb_step_timing mid; /* the median round's run: bytes each way, peak */
+    /* Against prefetch (lru and hybrid, where prefetch ran too): each round's overhead less
+     * prefetch's in the same round, mode and platform (both against the same uncapped
+     * step, run minutes apart at most), in points: the median over the rounds, min, max.
+     * Paired so that a slow spell of the machine, which moves a round's cases together,
+     * drops out of the comparison. */
+    bool paired;
+    double vs_prefetch, vs_lo, vs_hi;
 };
 
 struct tb_lms_size {
