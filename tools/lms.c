@@ -239,6 +239,14 @@ static int median_round(const double *over, int n)
     return by[(n - 1) / 2];
 }
 
+/* Whether policy q runs in `mode`: the control runs prefetch only, hybrid runs unless
+ * the options leave it out. */
+static bool case_runs(const struct tb_lms_options *o, int mode, int q)
+{
+    return (mode != TB_LMS_CONTROL || strcmp(tb_lms_policies[q], "prefetch") == 0) &&
+           (o->hybrid || strcmp(tb_lms_policies[q], "hybrid") != 0);
+}
+
 static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r, int z, struct rounds *m,
                         struct tb_err *err)
 {
@@ -266,6 +274,13 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
         const double emu_rate = link_rate(o, r, z, round, m->rate[round], &best);
         for (int mode = 0; mode < nmode; mode++)
             for (int p = 0; p < o->nplat; p++) {
+                /* A group whose cases have all failed (out of memory in an earlier round)
+                 * has nothing left to time against its uncapped step. */
+                bool left = false;
+                for (int q = 0; q < TB_LMS_NPOL; q++)
+                    left = left || (!sz->cases[mode][p][q].failed && case_runs(o, mode, q));
+                if (!left)
+                    continue;
                 /* The group's own uncapped step: the first group's is the one just run. */
                 struct tb_step_timing gb = base;
                 if (mode > 0 || p > 0) {
@@ -280,8 +295,7 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                 m->group_ops_s[mode][p][round] = gb.ops_s;
                 for (int q = 0; q < TB_LMS_NPOL; q++) {
                     struct tb_lms_case *c = &sz->cases[mode][p][q];
-                    if (c->failed || (mode == TB_LMS_CONTROL && strcmp(tb_lms_policies[q], "prefetch") != 0) ||
-                        (!o->hybrid && strcmp(tb_lms_policies[q], "hybrid") == 0))
+                    if (c->failed || !case_runs(o, mode, q))
                         continue;
                     struct runset cs;
                     if (base_sets(&cs, false, o, o->sizes[z], o->batch))
