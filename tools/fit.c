@@ -11,10 +11,14 @@
  * value whose step costs at most 1.25 times the step of the largest value that fits
  * without swapping, scaled per pixel (per image, varying the batch): the size a policy
  * makes worth training at, not merely possible. Found by bisection between none's largest
- * and the policy's, taking the step time as growing with the value; a probe over the
- * limit runs again and the faster of the two counts (a busy machine slows a step, it
- * never speeds one up). none's step at its largest, the reference, is timed again (twice,
- * the faster counting) just before each policy's search: side by side in time, since a
+ * and the policy's, taking the step time as growing with the value. A probe whose step
+ * lies within 1.25x of the limit either way runs twice more and the median of the three
+ * counts; one farther away decides alone. (The faster of two, as before, favoured a
+ * policy whose step varies from run to run: prefetch plans once, from its first step's
+ * times, so each run draws a plan, and a user training for hours gets one draw, not the
+ * better of two. Its within-1.25x crop moved between 144 and 200 in two fits of one
+ * hour.) none's step at its largest, the reference, is timed again just before each
+ * policy's search, three times, the median counting: side by side in time, since a
  * shared machine can run a third slower for minutes. */
 #include "config.h"
 
@@ -83,22 +87,47 @@ static double pixels(bool batch, int value)
     return batch ? (double)value : (double)value * value;
 }
 
-/* A probe whose step is over `limit` seconds is run once more and the faster of the two
- * counts: another program, or a page fault, makes a step slower, never faster, and one
- * slow probe would end the bisection where the size was in fact within. */
-static int probe_under(const struct probe_ctx *c, const char *policy, int value, double limit, struct tb_step_timing *t,
-                       struct tb_err *err)
+/* Of three runs, the one whose step is the median. */
+static struct tb_step_timing median3(const struct tb_step_timing run[3])
 {
-    const int r = probe(c, policy, value, t, err);
-    if (r != 1 || t->step_s <= limit)
-        return r;
-    struct tb_step_timing again;
-    const int r2 = probe(c, policy, value, &again, err);
-    if (r2 < 0)
-        return r2;
-    if (r2 == 1 && again.step_s < t->step_s)
-        *t = again;
+    int lo = 0, hi = 0; /* the fastest and the slowest: distinct, unless all three are equal */
+    for (int i = 1; i < 3; i++) {
+        lo = run[i].step_s < run[lo].step_s ? i : lo;
+        hi = run[i].step_s >= run[hi].step_s ? i : hi;
+    }
+    return run[lo == hi ? 0 : 3 - lo - hi];
+}
+
+/* Runs probes at `value` into run[from..2]; *t the median of run[0..2]. 0 when one did
+ * not fit. */
+static int probe_rest(const struct probe_ctx *c, const char *policy, int value, struct tb_step_timing run[3], int from,
+                      struct tb_step_timing *t, struct tb_err *err)
+{
+    for (int i = from; i < 3; i++) {
+        const int r = probe(c, policy, value, &run[i], err);
+        if (r != 1)
+            return r;
+    }
+    *t = median3(run);
     return 1;
+}
+
+/* One probe, decided alone where its step is farther than NEAR times from `limit` either
+ * way; else the median of three (this one and two more) counts: one run near the limit,
+ * slowed by another program or drawing a better or worse plan, would move the bisection
+ * by a fair part of the range. */
+#define NEAR 1.25
+static int probe_near(const struct probe_ctx *c, const char *policy, int value, double limit, struct tb_step_timing *t,
+                      struct tb_err *err)
+{
+    struct tb_step_timing run[3];
+    const int r = probe(c, policy, value, &run[0], err);
+    if (r != 1)
+        return r;
+    *t = run[0];
+    if (t->step_s > NEAR * limit || t->step_s < limit / NEAR)
+        return 1;
+    return probe_rest(c, policy, value, run, 1, t, err);
 }
 
 /* The largest value in [start, fits] (start: none's largest; `fits` fitted, its step fit_s)
@@ -108,12 +137,21 @@ static int probe_under(const struct probe_ctx *c, const char *policy, int value,
 static int largest_within(const struct probe_ctx *c, bool batch, const char *policy, int start, int fits, double fit_s,
                           double per_px, struct tb_err *err)
 {
-    if (fit_s <= WITHIN * per_px * pixels(batch, fits))
+    /* The largest that fits, timed already: near the limit, two more runs. */
+    const double fits_limit = WITHIN * per_px * pixels(batch, fits);
+    if (fit_s <= NEAR * fits_limit && fit_s >= fits_limit / NEAR) {
+        struct tb_step_timing run[3] = { { .step_s = fit_s } }, t;
+        const int r = probe_rest(c, policy, fits, run, 1, &t, err);
+        if (r < 0)
+            return -1;
+        fit_s = r ? t.step_s : fit_s;
+    }
+    if (fit_s <= fits_limit)
         return fits;
     if (fits <= start)
         return 0;
     struct tb_step_timing t0;
-    const int r0 = probe_under(c, policy, start, WITHIN * per_px * pixels(batch, start), &t0, err);
+    const int r0 = probe_near(c, policy, start, WITHIN * per_px * pixels(batch, start), &t0, err);
     if (r0 < 0)
         return -1;
     if (!r0 || t0.step_s > WITHIN * per_px * pixels(batch, start))
@@ -126,7 +164,7 @@ static int largest_within(const struct probe_ctx *c, bool batch, const char *pol
         if (mid <= lo)
             break;
         struct tb_step_timing t;
-        const int r = probe_under(c, policy, mid, WITHIN * per_px * pixels(batch, mid), &t, err);
+        const int r = probe_near(c, policy, mid, WITHIN * per_px * pixels(batch, mid), &t, err);
         if (r < 0)
             return -1;
         if (r && t.step_s <= WITHIN * per_px * pixels(batch, mid))
@@ -206,24 +244,22 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
         char within[32] = "-", within_gain[32] = "-";
         if (k == 0) {
             /* none's step at its largest was run twice (capped, and unlimited: the same
-             * work): the faster counts, as probe_under's. */
+             * work): the faster counts. (Only whether there is a reference: each policy's
+             * search times it again.) */
             const double none_s = r > 0 && ref.step_s < best.step_s ? ref.step_s : best.step_s;
             none_per_px = none_s / pixels(batch, lo);
         } else if (none_per_px > 0) {
-            /* Against none's step at its largest timed again now, the faster of two runs: a
-             * machine that slows for minutes (another tenant) slows the reference and the
+            /* Against none's step at its largest timed again now, the median of three runs:
+             * a machine that slows for minutes (another tenant) slows the reference and the
              * policy's probes alike, where one timed minutes before would fail every probe
              * (hybrid's own smallest, which swaps nothing, then counted as not within). */
             double per_px = none_per_px;
-            for (int rep = 0; rep < 2; rep++) {
-                struct tb_step_timing t0;
-                const int r0 = probe(&c, "none", largest[0], &t0, err);
-                if (r0 < 0)
-                    return tb_err_prefix(err, "fit, %s = %d, swap none (the reference, timed again)", c.key,
-                                         largest[0]);
-                if (r0 > 0 && (rep == 0 || t0.step_s / pixels(batch, largest[0]) < per_px))
-                    per_px = t0.step_s / pixels(batch, largest[0]);
-            }
+            struct tb_step_timing runs[3], t0 = { 0 };
+            const int r0 = probe_rest(&c, "none", largest[0], runs, 0, &t0, err);
+            if (r0 < 0)
+                return tb_err_prefix(err, "fit, %s = %d, swap none (the reference, timed again)", c.key, largest[0]);
+            if (r0 > 0)
+                per_px = t0.step_s / pixels(batch, largest[0]);
             const int w = largest_within(&c, batch, policies[k], largest[0], lo, best.step_s, per_px, err);
             if (w < 0)
                 return tb_err_prefix(err, "fit, within %.2fx, swap %s", WITHIN, policies[k]);
