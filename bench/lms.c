@@ -131,7 +131,7 @@ static void print_size(const struct tb_lms_options *o, const struct tb_lms_resul
             for (int q = 0; q < TB_LMS_NPOL; q++) {
                 const struct tb_lms_case *c = &sz->cases[mode][p][q];
                 pc->summary[z][mode][p][q] = -1000; /* failed, or not run */
-                if (mode == TB_LMS_CONTROL && strcmp(tb_lms_policies[q], "prefetch") != 0)
+                if (mode == TB_LMS_CONTROL && q != TB_LMS_PREFETCH)
                     continue;
                 if (c->failed) {
                     printf("    %-14s %-9s failed: %s\n", o->platforms[p], tb_lms_policies[q], c->why);
@@ -311,7 +311,7 @@ int main(int argc, char **argv)
             const double pub = tb_lms_published(plat_name, z);
             if (pub >= 0) {
                 const bool nvlink = strcmp(plat_name, "power9-nvlink") == 0 || strcmp(plat_name, "ac922") == 0;
-                const double v = pc.summary[z][0][0][1], t = target[nvlink ? 0 : 1];
+                const double v = pc.summary[z][0][0][TB_LMS_PREFETCH], t = target[nvlink ? 0 : 1];
                 snprintf(lms, sizeof lms, "%.0f%%", pub);
                 snprintf(tgt, sizeof tgt, "<= %.0f%%%s", t, v > -99 && v <= t ? " met" : " not met");
             }
@@ -330,9 +330,10 @@ int main(int argc, char **argv)
     for (int p = 0; p < NPLAT; p++)
         for (int z = 0; z < 2; z++) {
             char cell[5][32];
-            const double v[5] = { pc.summary[z][TB_LMS_AS_IS][p][0], pc.summary[z][TB_LMS_REF][p][0],
-                                  pc.summary[z][TB_LMS_REF][p][1], pc.summary[z][TB_LMS_CONTROL][p][1],
-                                  pc.summary[z][TB_LMS_REF][p][2] };
+            const double v[5] = { pc.summary[z][TB_LMS_AS_IS][p][TB_LMS_LRU], pc.summary[z][TB_LMS_REF][p][TB_LMS_LRU],
+                                  pc.summary[z][TB_LMS_REF][p][TB_LMS_PREFETCH],
+                                  pc.summary[z][TB_LMS_CONTROL][p][TB_LMS_PREFETCH],
+                                  pc.summary[z][TB_LMS_REF][p][TB_LMS_HYBRID] };
             for (int c = 0; c < 5; c++)
                 if (v[c] < -99)
                     snprintf(cell[c], sizeof cell[c], "failed");
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
                     snprintf(cell[c], sizeof cell[c], "%.1f%%%s", v[c], c != 3 ? "" : v[c] <= 3 ? " met" : " not met");
             /* hybrid: no worse than prefetch, round by round (the median of the paired
              * differences), and within 10% wherever prefetch is not. */
-            const struct tb_lms_case *h = &r->sizes[z].cases[TB_LMS_REF][p][2];
+            const struct tb_lms_case *h = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_HYBRID];
             char diff[40] = "-";
             if (v[4] > -99 && v[2] > -99 && h->paired)
                 snprintf(diff, sizeof diff, "%+.1f (%+.0f..%+.0f)", h->vs_prefetch, h->vs_lo, h->vs_hi);

@@ -112,22 +112,28 @@ static int probe_rest(const struct probe_ctx *c, const char *policy, int value, 
     return 1;
 }
 
+#define NEAR 1.25
+/* run[0] timed already: *t that run, or the median of three when it lies near `limit`.
+ * As probe_rest's, 0 when a repeat did not fit (*t then run[0]). */
+static int settle_near(const struct probe_ctx *c, const char *policy, int value, double limit,
+                       struct tb_step_timing run[3], struct tb_step_timing *t, struct tb_err *err)
+{
+    *t = run[0];
+    if (t->step_s > NEAR * limit || t->step_s < limit / NEAR)
+        return 1;
+    return probe_rest(c, policy, value, run, 1, t, err);
+}
+
 /* One probe, decided alone where its step is farther than NEAR times from `limit` either
  * way; else the median of three (this one and two more) counts: one run near the limit,
  * slowed by another program or drawing a better or worse plan, would move the bisection
  * by a fair part of the range. */
-#define NEAR 1.25
 static int probe_near(const struct probe_ctx *c, const char *policy, int value, double limit, struct tb_step_timing *t,
                       struct tb_err *err)
 {
     struct tb_step_timing run[3];
     const int r = probe(c, policy, value, &run[0], err);
-    if (r != 1)
-        return r;
-    *t = run[0];
-    if (t->step_s > NEAR * limit || t->step_s < limit / NEAR)
-        return 1;
-    return probe_rest(c, policy, value, run, 1, t, err);
+    return r == 1 ? settle_near(c, policy, value, limit, run, t, err) : r;
 }
 
 /* The largest value in [start, fits] (start: none's largest; `fits` fitted, its step fit_s)
@@ -137,24 +143,21 @@ static int probe_near(const struct probe_ctx *c, const char *policy, int value, 
 static int largest_within(const struct probe_ctx *c, bool batch, const char *policy, int start, int fits, double fit_s,
                           double per_px, struct tb_err *err)
 {
-    /* The largest that fits, timed already: near the limit, two more runs. */
+    /* The largest that fits, timed already (near the limit, two more runs). */
     const double fits_limit = WITHIN * per_px * pixels(batch, fits);
-    if (fit_s <= NEAR * fits_limit && fit_s >= fits_limit / NEAR) {
-        struct tb_step_timing run[3] = { { .step_s = fit_s } }, t;
-        const int r = probe_rest(c, policy, fits, run, 1, &t, err);
-        if (r < 0)
-            return -1;
-        fit_s = r ? t.step_s : fit_s;
-    }
-    if (fit_s <= fits_limit)
+    struct tb_step_timing run[3] = { { .step_s = fit_s } }, tf;
+    if (settle_near(c, policy, fits, fits_limit, run, &tf, err) < 0)
+        return -1;
+    if (tf.step_s <= fits_limit)
         return fits;
     if (fits <= start)
         return 0;
-    struct tb_step_timing t0;
-    const int r0 = probe_near(c, policy, start, WITHIN * per_px * pixels(batch, start), &t0, err);
+    struct tb_step_timing t0 = { 0 };
+    const double start_limit = WITHIN * per_px * pixels(batch, start);
+    const int r0 = probe_near(c, policy, start, start_limit, &t0, err);
     if (r0 < 0)
         return -1;
-    if (!r0 || t0.step_s > WITHIN * per_px * pixels(batch, start))
+    if (!r0 || t0.step_s > start_limit)
         return 0;              /* the smallest is not within: nothing is */
     int lo = start, hi = fits; /* lo is within, hi is not */
     while (hi - lo > (batch ? 1 : 8)) {
@@ -163,11 +166,12 @@ static int largest_within(const struct probe_ctx *c, bool batch, const char *pol
             mid -= mid % 8;
         if (mid <= lo)
             break;
-        struct tb_step_timing t;
-        const int r = probe_near(c, policy, mid, WITHIN * per_px * pixels(batch, mid), &t, err);
+        struct tb_step_timing t = { 0 };
+        const double limit = WITHIN * per_px * pixels(batch, mid);
+        const int r = probe_near(c, policy, mid, limit, &t, err);
         if (r < 0)
             return -1;
-        if (r && t.step_s <= WITHIN * per_px * pixels(batch, mid))
+        if (r && t.step_s <= limit)
             lo = mid;
         else
             hi = mid;

@@ -243,8 +243,7 @@ static int median_round(const double *over, int n)
  * the options leave it out. */
 static bool case_runs(const struct tb_lms_options *o, int mode, int q)
 {
-    return (mode != TB_LMS_CONTROL || strcmp(tb_lms_policies[q], "prefetch") == 0) &&
-           (o->hybrid || strcmp(tb_lms_policies[q], "hybrid") != 0);
+    return (mode != TB_LMS_CONTROL || q == TB_LMS_PREFETCH) && (o->hybrid || q != TB_LMS_HYBRID);
 }
 
 static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r, int z, struct rounds *m,
@@ -314,9 +313,9 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                     tb_err_clear(&cerr);
                     /* cpu: the last platform at the reference's balance; cuda: the one case of prefetch */
                     const bool traced = o->trace && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && p == o->nplat - 1 &&
-                                        q == 1 && round == o->rounds - 1;
-                    const bool keep_spans =
-                        o->spans && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && q == 1 && round == o->rounds - 1;
+                                        q == TB_LMS_PREFETCH && round == o->rounds - 1;
+                    const bool keep_spans = o->spans && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) &&
+                                            q == TB_LMS_PREFETCH && round == o->rounds - 1;
                     const int crc =
                         traced       ? tb_time_steps_traced(o->config, cs.sets, cs.n, o->steps, o->trace, &res, &cerr)
                         : keep_spans ? tb_time_steps_spans(o->config, cs.sets, cs.n, o->steps, &r->spans[1 + p],
@@ -360,12 +359,11 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
         for (int p = 0; p < o->nplat; p++)
             for (int q = 0; q < TB_LMS_NPOL; q++) {
                 struct tb_lms_case *c = &sz->cases[mode][p][q];
-                const int pf = 1; /* tb_lms_policies[1] */
-                if (q == pf || !c->run || !sz->cases[mode][p][pf].run)
+                if (q == TB_LMS_PREFETCH || !c->run || !sz->cases[mode][p][TB_LMS_PREFETCH].run)
                     continue;
                 double d[TB_LMS_MAX_ROUNDS];
                 for (int round = 0; round < o->rounds; round++)
-                    d[round] = m->over[mode][p][q][round] - m->over[mode][p][pf][round];
+                    d[round] = m->over[mode][p][q][round] - m->over[mode][p][TB_LMS_PREFETCH][round];
                 c->paired = true;
                 c->vs_prefetch = median(d, o->rounds);
                 spread(d, o->rounds, &c->vs_lo, &c->vs_hi);

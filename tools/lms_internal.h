@@ -12,7 +12,10 @@
 
 enum {
     TB_LMS_MAX_PLAT = 4,
-    TB_LMS_NPOL = 3,  /* lru, prefetch, hybrid */
+    TB_LMS_NPOL = 3, /* the policies, indices into tb_lms_policies: */
+    TB_LMS_LRU = 0,
+    TB_LMS_PREFETCH = 1,
+    TB_LMS_HYBRID = 2,
     TB_LMS_NMODE = 3, /* the link as emulated, at the reference's balance, the control */
     TB_LMS_AS_IS = 0,
     TB_LMS_REF = 1,

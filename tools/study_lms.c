@@ -104,11 +104,11 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
         for (int z = 0; z < 2; z++) {
             const struct tb_lms_size *zs = &r->sizes[z];
             fprintf(md, "| %s | %d | %.0f%% |", o.platforms[p], zs->size, tb_lms_published(o.platforms[p], z));
-            cell(md, &zs->cases[TB_LMS_AS_IS][p][0], false);
-            cell(md, &zs->cases[TB_LMS_REF][p][0], true);
-            cell(md, &zs->cases[TB_LMS_REF][p][1], true);
-            cell(md, &zs->cases[TB_LMS_CONTROL][p][1], false);
-            const struct tb_lms_case *pf = &zs->cases[TB_LMS_REF][p][1];
+            cell(md, &zs->cases[TB_LMS_AS_IS][p][TB_LMS_LRU], false);
+            cell(md, &zs->cases[TB_LMS_REF][p][TB_LMS_LRU], true);
+            cell(md, &zs->cases[TB_LMS_REF][p][TB_LMS_PREFETCH], true);
+            cell(md, &zs->cases[TB_LMS_CONTROL][p][TB_LMS_PREFETCH], false);
+            const struct tb_lms_case *pf = &zs->cases[TB_LMS_REF][p][TB_LMS_PREFETCH];
             if (pf->run)
                 fprintf(md, " %.1f / %.1f |\n", pf->mid.out_bytes / 1048576.0, pf->mid.in_bytes / 1048576.0);
             else
@@ -132,8 +132,8 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
             const int k = 2 * p + z;
             snprintf(catname[k], sizeof catname[k], "%s %dx%d", o.platforms[p], r->sizes[z].size, r->sizes[z].size);
             cats[k] = catname[k];
-            const struct tb_lms_case *l = &r->sizes[z].cases[TB_LMS_REF][p][0];
-            const struct tb_lms_case *f = &r->sizes[z].cases[TB_LMS_REF][p][1];
+            const struct tb_lms_case *l = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_LRU];
+            const struct tb_lms_case *f = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_PREFETCH];
             lru[k] = l->run ? l->overhead : NAN;
             pf[k] = f->run ? f->overhead : NAN;
             pub[k] = tb_lms_published(o.platforms[p], z);
