@@ -63,12 +63,19 @@ struct tb_lms_case {
     double stall, ops, recompute;
     struct tb_step_timing mid; /* the median round's run: bytes each way, peak */
     /* Against prefetch (lru and hybrid, where prefetch ran too): each round's overhead less
-     * prefetch's in the same round, mode and platform (both against the same uncapped
-     * step, run minutes apart at most), in points: the median over the rounds, min, max.
-     * Paired so that a slow spell of the machine, which moves a round's cases together,
-     * drops out of the comparison. */
+     * prefetch's (where it ran twice, their mean) in the same round, mode and platform,
+     * all against the same uncapped step, run minutes apart at most; in points: the median
+     * over the rounds, min, max. Paired so that a slow spell of the machine, which moves a
+     * round's cases together, drops out of the comparison. */
     bool paired;
     double vs_prefetch, vs_lo, vs_hi;
+    /* prefetch at the reference's balance where hybrid ran: it runs a second time right
+     * after hybrid, and hybrid's pair is the mean of the two runs around it (lru's too,
+     * as it is the same reference). aa: the second run's overhead less the first's (A/A),
+     * the median over the rounds, min, max: how far apart the same plan lands, the
+     * resolution of the pairing on this machine. */
+    bool repeated;
+    double aa, aa_lo, aa_hi;
 };
 
 struct tb_lms_size {
