@@ -267,19 +267,20 @@ int main(int argc, char **argv)
         pc.plat_name = plat_name;
         printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of "
                "synthetic images, cuda backend on %s (%.1f GiB usable); device memory capped at %.0f%% of each "
-               "size's footprint; the real link, platform %s (%s); per run the median step of %d after 2 "
+               "size's footprint; the real link, platform %s (%s); per run the median step of %d after %d "
                "warm-up steps; per case the median round of %d, its parts its own\n",
                o.batch, info.name, (double)info.capacity / (1u << 30), o.cap_fraction * 100, plat_name, plat_why,
-               o.steps, o.rounds);
+               o.steps, TB_STEPTIME_WARMUP, o.rounds);
     } else {
         o.platforms[0] = platforms[0];
         o.platforms[1] = platforms[1];
         o.nplat = NPLAT;
         printf("bench/lms: quickstart G-SCNN (width 0.125, shape_width 0.5, blocks 1,1,1,1,1,1), batch %d of "
                "synthetic images, cpu backend%s; device memory capped at %.0f%% of each size's footprint; link "
-               "emulated per platform; per run the median step of %d after 2 warm-up steps; per case the median round "
-               "of %d, its parts its own\n",
-               o.batch, o.threads ? "" : " (all cores)", o.cap_fraction * 100, o.steps, o.rounds);
+               "emulated per platform; per run the median step of %d after %d warm-up steps; per case the median "
+               "round of %d, its parts its own\n",
+               o.batch, o.threads ? "" : " (all cores)", o.cap_fraction * 100, o.steps, TB_STEPTIME_WARMUP,
+               o.rounds);
     }
     o.progress = progress;
     o.progress_arg = &pc;

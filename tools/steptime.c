@@ -177,7 +177,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     out->batch = batch;
     if (!rc && !(times = malloc((size_t)steps * sizeof *times)))
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    const int warmup = 2;
+    const int warmup = TB_STEPTIME_WARMUP;
     for (int k = 0; k < warmup + steps && !rc; k++) {
         if (k == warmup)
             r.engine.ops->mem_reset_peak(r.engine.ctx, r.engine.device);

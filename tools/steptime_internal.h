@@ -29,10 +29,19 @@ struct tb_step_timing {
     int width, height, batch; /* what was trained on */
 };
 
+/* The steps run before the timed ones, whatever the policy: prefetch tunes itself on the
+ * first; hybrid plans again after its second and whenever a step had to make room its
+ * plan had not left, and on two cores its plans settled within four steps (at 192x192 on
+ * x86-pcie at the reference's balance, timed from the third step, it was still swapping
+ * 320 MiB and recomputing nothing in two runs of four, 20-80 ms of stall; from the fifth,
+ * 200-250 MiB and 140-190 MiB rebuilt, in four of four). A training run lives in the
+ * settled state, so that is what is timed. */
+enum { TB_STEPTIME_WARMUP = 4 };
+
 /* Loads `path` (NULL: an empty configuration), applies the `nsets` assignments, and times
- * `steps` training steps on the first batch of the train split (after 2 warm-up steps:
- * the prefetch policy tunes itself on the first), forward, backward and SGD, each ending
- * when its copies have. Out of device memory is TB_ERR_NOMEM with err saying where. */
+ * `steps` training steps on the first batch of the train split (after TB_STEPTIME_WARMUP
+ * warm-up steps), forward, backward and SGD, each ending when its copies have. Out of
+ * device memory is TB_ERR_NOMEM with err saying where. */
 int tb_time_steps(const char *path, const char *const *sets, int nsets, int steps, struct tb_step_timing *out,
                   struct tb_err *err);
 /* The same, with the file's [swap] section forgotten before the assignments: each policy
