@@ -255,9 +255,9 @@ static bool case_runs(const struct tb_lms_options *o, int mode, int q)
 }
 
 /* Times case (mode, platform p, policy q) of size z once into *res. A run that fails
- * marks the case failed with its reason (c), and the caller goes on; -1 only when out of
- * memory building the run. last: the size's last round, which may be traced or kept as
- * spans. */
+ * marks the case failed with its reason (c), and the caller goes on; nonzero (err set)
+ * only when out of memory building the run. last: the size's last round, which may be
+ * traced or kept as spans. */
 static int time_case(const struct tb_lms_options *o, struct tb_lms_result *r, int z, int mode, int p, int q,
                      double emu_rate, bool last, struct tb_step_timing *res, struct tb_lms_case *c,
                      struct tb_err *err)
@@ -344,8 +344,9 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                     if (c->failed || !case_runs(o, mode, q))
                         continue;
                     struct tb_step_timing res;
-                    if (time_case(o, r, z, mode, p, q, emu_rate, round == o->rounds - 1, &res, c, err))
-                        return -1;
+                    int trc = time_case(o, r, z, mode, p, q, emu_rate, round == o->rounds - 1, &res, c, err);
+                    if (trc)
+                        return trc;
                     if (c->failed)
                         continue;
                     c->run = true;
@@ -357,8 +358,9 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                     struct tb_lms_case *pc = &sz->cases[mode][p][TB_LMS_PREFETCH];
                     if (q == TB_LMS_HYBRID && mode == TB_LMS_REF && !cuda && !pc->failed && pc->run) {
                         struct tb_step_timing again;
-                        if (time_case(o, r, z, mode, p, TB_LMS_PREFETCH, emu_rate, false, &again, pc, err))
-                            return -1;
+                        trc = time_case(o, r, z, mode, p, TB_LMS_PREFETCH, emu_rate, false, &again, pc, err);
+                        if (trc)
+                            return trc;
                         if (!pc->failed)
                             m->again[p][round] = 100.0 * (again.step_s / gb.step_s - 1);
                     }

@@ -32,9 +32,10 @@ struct tb_step_timing {
 /* The steps run before the timed ones, whatever the policy: prefetch tunes itself on the
  * first; hybrid plans again after its second and whenever a step had to make room its
  * plan had not left, and on two cores its plans settled within four steps (at 192x192 on
- * x86-pcie at the reference's balance, timed from the third step, it was still swapping
- * 320 MiB and recomputing nothing in two runs of four, 20-80 ms of stall; from the fifth,
- * 200-250 MiB and 140-190 MiB rebuilt, in four of four). A training run lives in the
+ * x86-pcie at the reference's balance on the AVX2 path, timed from the third step, it
+ * was still swapping about 330 MiB and rebuilding nothing in two runs of four, with 4-19
+ * ms of stall and its ops 200 ms slower; from the fifth, 200-250 MiB swapped and 140-190
+ * MiB rebuilt, in four of four). A training run lives in the
  * settled state, so that is what is timed. */
 enum { TB_STEPTIME_WARMUP = 4 };
 
