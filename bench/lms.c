@@ -341,8 +341,10 @@ int main(int argc, char **argv)
                     snprintf(cell[c], sizeof cell[c], "failed");
                 else
                     snprintf(cell[c], sizeof cell[c], "%.1f%%%s", v[c], c != 3 ? "" : v[c] <= 3 ? " met" : " not met");
-            /* hybrid: no worse than prefetch, round by round (the median of the paired
-             * differences), and within 10% wherever prefetch is not. */
+            /* The hybrid target: no worse than prefetch, round by round (the median
+             * of the paired differences), and on x86-pcie within 10% wherever prefetch is
+             * not. On power9-nvlink the link hides what prefetch swaps, hybrid makes its
+             * plan, and prefetch's own target there is 10%: the first clause is the test. */
             const struct tb_lms_case *h = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_HYBRID];
             const struct tb_lms_case *pf = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_PREFETCH];
             char diff[40] = "-", aa[40] = "-";
@@ -350,8 +352,9 @@ int main(int argc, char **argv)
                 snprintf(diff, sizeof diff, "%+.1f (%+.0f..%+.0f)", h->vs_prefetch, h->vs_lo, h->vs_hi);
             if (v[2] > -99 && pf->repeated)
                 snprintf(aa, sizeof aa, "%+.1f (%+.0f..%+.0f)", pf->aa, pf->aa_lo, pf->aa_hi);
-            const bool hybrid_met =
-                v[4] > -99 && v[2] > -99 && h->paired && h->vs_prefetch <= 0 && (v[2] <= 10 || v[4] <= 10);
+            const bool pcie = strcmp(platforms[p], "x86-pcie") == 0;
+            const bool hybrid_met = v[4] > -99 && v[2] > -99 && h->paired && h->vs_prefetch <= 0 &&
+                                    (!pcie || v[2] <= 10 || v[4] <= 10);
             printf("  %-14s %5d %9.0f%% %14s %14s %16s %6s%.0f%%%s %14s %14s %20s %20s %14s\n", platforms[p],
                    o.sizes[z], tb_lms_published(platforms[p], z), cell[0], cell[1], cell[2], "<= ", target[p],
                    v[2] > -99 && v[2] <= target[p] ? " met" : " not met", cell[3], cell[4], diff, aa,
@@ -360,8 +363,8 @@ int main(int argc, char **argv)
     printf("  (hybrid-prefetch: hybrid's overhead less prefetch's in the same round, in points, the median over the "
            "rounds (min..max); prefetch runs just before hybrid and again just after, and hybrid's pair is the mean "
            "of the two. prefetch A/A: its second run less its first, the same way: how far apart one plan lands. "
-           "hybrid target: the hybrid-prefetch median at most 0, and hybrid at most 10%% where prefetch is above "
-           "that)\n");
+           "hybrid target: the hybrid-prefetch median at most 0, and on x86-pcie hybrid at most 10%% where "
+           "prefetch is above that)\n");
     tb_lms_result_free(r);
     return 0;
 }
