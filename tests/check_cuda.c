@@ -46,7 +46,7 @@
  * is held to 2e-3, which a wrong gradient still exceeds. */
 #define TRAIN_LOSS_REL 1e-4
 #define TRAIN_LOSS_REL_STEP3 2e-3
-/* Swapping (capped device memory, lru and prefetch) against the uncapped run, both cuda
+/* Swapping (capped device memory: lru, prefetch, hybrid) against the uncapped run, both cuda
  * with conv_algo = deterministic: swapping moves bytes exactly and changes no kernel,
  * algorithm or summation order, so with deterministic algorithms the runs must be
  * bit-identical (the CPU's guarantee, DESIGN.md). The uncapped run is repeated to show
@@ -1043,9 +1043,8 @@ END_TEST
 
 /* Capped device memory under lru, prefetch and hybrid: the runs swap (hybrid may recompute
  * instead), the cap holds, and they end with exactly the uncapped run's losses, weights,
- * buffers and momentum (see
- * SWAP_CAP_PERCENT at the top). Under `none` the capped run is a clean out-of-memory
- * error. */
+ * buffers and momentum (see SWAP_CAP_PERCENT at the top). Under `none` the capped run is a
+ * clean out-of-memory error. */
 START_TEST(capped_cuda_swaps_bit_identically)
 {
 #define CUDA_DET \
