@@ -48,8 +48,9 @@
 #define TRAIN_LOSS_REL_STEP3 2e-3
 /* Swapping (capped device memory: lru, prefetch, hybrid) against the uncapped run, both cuda
  * with conv_algo = deterministic: swapping moves bytes exactly and changes no kernel,
- * algorithm or summation order, so with deterministic algorithms the runs must be
- * bit-identical (the CPU's guarantee, DESIGN.md). The uncapped run is repeated to show
+ * algorithm or summation order, and a recomputation runs the same kernels again on the same
+ * inputs, so with deterministic algorithms the runs must be bit-identical (the CPU's
+ * guarantee, DESIGN.md). The uncapped run is repeated to show
  * that the deterministic setting itself holds. The cap is SWAP_CAP_PERCENT of the
  * uncapped run's peak, as check_trainer.c's test uses ~45% on the CPU. */
 #define SWAP_CAP_PERCENT 60
