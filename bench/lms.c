@@ -353,9 +353,7 @@ int main(int argc, char **argv)
                 snprintf(diff, sizeof diff, "%+.1f (%+.0f..%+.0f)", h->vs_prefetch, h->vs_lo, h->vs_hi);
             if (v[2] > -99 && pf->repeated)
                 snprintf(aa, sizeof aa, "%+.1f (%+.0f..%+.0f)", pf->aa, pf->aa_lo, pf->aa_hi);
-            const double bound = hybrid_bound[p];
-            const bool hybrid_met = v[4] > -99 && v[2] > -99 && h->paired && h->vs_prefetch <= 0 &&
-                                    (bound <= 0 || v[2] <= bound || v[4] <= bound);
+            const bool hybrid_met = tb_lms_hybrid_met(h, pf, hybrid_bound[p]);
             printf("  %-14s %5d %9.0f%% %14s %14s %16s %6s%.0f%%%s %14s %14s %20s %20s %14s\n", platforms[p],
                    o.sizes[z], tb_lms_published(platforms[p], z), cell[0], cell[1], cell[2], "<= ", target[p],
                    v[2] > -99 && v[2] <= target[p] ? " met" : " not met", cell[3], cell[4], diff, aa,

@@ -102,6 +102,23 @@ static void spread(const double *v, int n, double *lo, double *hi)
     }
 }
 
+void tb_lms_paired(const double *over, const double *first, const double *again, int n, double *med, double *lo,
+                   double *hi)
+{
+    double d[TB_LMS_MAX_ROUNDS];
+    for (int round = 0; round < n; round++)
+        d[round] = over[round] - (again ? (first[round] + again[round]) / 2 : first[round]);
+    *med = median(d, n);
+    spread(d, n, lo, hi);
+}
+
+bool tb_lms_hybrid_met(const struct tb_lms_case *hybrid, const struct tb_lms_case *prefetch, double bound)
+{
+    if (!hybrid->run || !prefetch->run || !hybrid->paired || hybrid->vs_prefetch > 0)
+        return false;
+    return bound <= 0 || prefetch->overhead <= bound || hybrid->overhead <= bound;
+}
+
 /* The assignments of one run: the network (reference: the gscnn defaults), the size and
  * batch, the backend (with its threads on the cpu), the user's, then what add() appends
  * for the case. The user's strings are borrowed; the others live in buf. */
@@ -396,26 +413,18 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                 continue;
             /* prefetch against itself, where it ran twice in every round */
             const bool twice = mode == TB_LMS_REF && sz->cases[mode][p][TB_LMS_HYBRID].run;
-            double ref[TB_LMS_MAX_ROUNDS], d[TB_LMS_MAX_ROUNDS];
-            for (int round = 0; round < o->rounds; round++) {
-                const double first = m->over[mode][p][TB_LMS_PREFETCH][round];
-                ref[round] = twice ? (first + m->again[p][round]) / 2 : first;
-                d[round] = twice ? m->again[p][round] - first : 0;
-            }
+            const double *first = m->over[mode][p][TB_LMS_PREFETCH];
             if (twice) {
                 pc->repeated = true;
-                pc->aa = median(d, o->rounds);
-                spread(d, o->rounds, &pc->aa_lo, &pc->aa_hi);
+                tb_lms_paired(m->again[p], first, NULL, o->rounds, &pc->aa, &pc->aa_lo, &pc->aa_hi);
             }
             for (int q = 0; q < TB_LMS_NPOL; q++) {
                 struct tb_lms_case *c = &sz->cases[mode][p][q];
                 if (q == TB_LMS_PREFETCH || !c->run)
                     continue;
-                for (int round = 0; round < o->rounds; round++)
-                    d[round] = m->over[mode][p][q][round] - ref[round];
                 c->paired = true;
-                c->vs_prefetch = median(d, o->rounds);
-                spread(d, o->rounds, &c->vs_lo, &c->vs_hi);
+                tb_lms_paired(m->over[mode][p][q], first, twice ? m->again[p] : NULL, o->rounds, &c->vs_prefetch,
+                              &c->vs_lo, &c->vs_hi);
             }
         }
     return TB_OK;

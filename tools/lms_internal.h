@@ -104,6 +104,20 @@ struct tb_lms_result {
 
 void tb_lms_result_free(struct tb_lms_result *r);
 
+/* A case against prefetch, round by round: each round's overhead `over` less prefetch's
+ * `first` in the same round, or, where prefetch ran again after the case (`again`, NULL
+ * = not), less the mean of the two runs around it; in points, the median over the n
+ * rounds (of an even count, the mean of the middle two), min and max. A slow spell of
+ * the machine moves a round's runs together and drops out. With `over` prefetch's second
+ * run and `again` NULL, it is prefetch's A/A. */
+void tb_lms_paired(const double *over, const double *first, const double *again, int n, double *med, double *lo,
+                   double *hi);
+
+/* hybrid's target for one size and platform: both cases ran, hybrid is no worse than
+ * prefetch in the paired median (at most 0 points), and, where `bound` > 0 and
+ * prefetch's overhead is above it, hybrid's is at most `bound` (%). */
+bool tb_lms_hybrid_met(const struct tb_lms_case *hybrid, const struct tb_lms_case *prefetch, double bound);
+
 /* Runs the measurement. A failing case is recorded in its tb_lms_case; a failure of what
  * every case needs (the uncapped runs, the intensities, the links) returns an error. */
 int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err);
