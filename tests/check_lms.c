@@ -6,9 +6,7 @@
  * minutes on two cores; these take none. */
 #include "config.h"
 
-#include <check.h>
-#include <stdlib.h>
-
+#include "tests/testutil.h"
 #include "tools/lms_internal.h"
 
 #define EPS 1e-12
@@ -140,9 +138,5 @@ int main(void)
     tcase_add_test(tc, the_bound_holds_where_prefetch_is_above_it);
     tcase_add_test(tc, a_case_that_did_not_run_is_not_met);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }
