@@ -107,9 +107,9 @@ void tb_lms_result_free(struct tb_lms_result *r);
 /* A case against prefetch, round by round: each round's overhead `over` less prefetch's
  * `first` in the same round, or, where prefetch ran again after the case (`again`, NULL
  * = not), less the mean of the two runs around it; in points, the median over the n
- * rounds (of an even count, the mean of the middle two), min and max. A slow spell of
- * the machine moves a round's runs together and drops out. With `over` prefetch's second
- * run and `again` NULL, it is prefetch's A/A. */
+ * rounds (n: 1..TB_LMS_MAX_ROUNDS; of an even count, the mean of the middle two), min
+ * and max. A slow spell of the machine moves a round's runs together and drops out. With
+ * `over` prefetch's second run and `again` NULL, it is prefetch's A/A. */
 void tb_lms_paired(const double *over, const double *first, const double *again, int n, double *med, double *lo,
                    double *hi);
 
