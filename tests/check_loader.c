@@ -483,8 +483,10 @@ START_TEST(list_agrees_with_lookup_when_first_file_is_refused)
     ck_assert_ptr_nonnull(shadow);
     ck_assert_contains(shadow, "backend-testgood.so (by ");
     ck_assert_contains(shadow, a);
-    /* Only files named for the kind asked for are described. */
-    ck_assert_ptr_null(note_with(&l, "swap-"));
+    /* Only files named for the kind asked for are described; one of them holds a swap
+     * plugin, and is described with the name to give it. */
+    ck_assert_ptr_null(note_with(&l, "/swap-"));
+    ck_assert_ptr_nonnull(note_with(&l, "backend-wrongkind.so: not found by name: rename it to swap-wrongkind.so"));
     tb_plugin_list_free(&l);
     free(a);
 }
@@ -502,6 +504,45 @@ START_TEST(list_one_kind)
     ck_assert(strcmp(l.items[0]->p->name, "testmodel") == 0 || strcmp(l.items[1]->p->name, "testmodel") == 0);
     ck_assert(strcmp(l.items[0]->p->name, "gscnn") == 0 || strcmp(l.items[1]->p->name, "gscnn") == 0);
     tb_plugin_list_free(&l);
+}
+END_TEST
+
+START_TEST(list_one_kind_opens_only_its_files)
+{
+    /* A backend in a file named for a swap plugin: the swap listing opens it and says how
+     * to rename it; the backend listing does not open files named for other kinds, so it
+     * neither lists nor describes the backend in a file named for a dataset. */
+    char *a = new_dir("one-kind");
+    link_plugin(a, "swap-stray.so", "backend-testgood.so");
+    link_plugin(a, "dataset-bar.so", "backend-testgood.so");
+    char path[PATH_MAX * 3];
+    snprintf(path, sizeof path, "%s:%s", a, test_plugins);
+    setenv("TRAINBIG_PLUGIN_PATH", path, 1);
+
+    struct tb_plugin_list l;
+    ck_assert_int_eq(tb_plugin_list(TB_KIND_SWAP, &l), 0);
+    ck_assert(!listed(&l, "testgood"));
+    ck_assert(listed(&l, "none"));
+    ck_assert_ptr_nonnull(note_with(&l, "swap-stray.so: not found by name: rename it to backend-testgood.so"));
+    ck_assert_ptr_null(note_with(&l, "dataset-bar.so"));
+    ck_assert_ptr_null(note_with(&l, "backend-unloadable.so"));
+    tb_plugin_list_free(&l);
+
+    ck_assert_int_eq(tb_plugin_list(TB_KIND_BACKEND, &l), 0);
+    ck_assert(listed(&l, "testgood"));
+    ck_assert_ptr_null(note_with(&l, "dataset-bar.so"));
+    ck_assert_ptr_null(note_with(&l, "swap-stray.so"));
+    ck_assert_ptr_nonnull(note_with(&l, "backend-unloadable.so: cannot load"));
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_int_eq((int)l.items[i]->p->kind, TB_KIND_BACKEND);
+    tb_plugin_list_free(&l);
+
+    /* The listing of all kinds still finds both misnamed files. */
+    ck_assert_int_eq(tb_plugin_list(0, &l), 0);
+    ck_assert_ptr_nonnull(note_with(&l, "dataset-bar.so: not found by name"));
+    ck_assert_ptr_nonnull(note_with(&l, "swap-stray.so: not found by name"));
+    tb_plugin_list_free(&l);
+    free(a);
 }
 END_TEST
 
@@ -669,6 +710,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, list_all_kinds_with_notes);
     tcase_add_test(tc, list_one_kind);
+    tcase_add_test(tc, list_one_kind_opens_only_its_files);
     tcase_add_test(tc, list_agrees_with_lookup_when_first_file_is_refused);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

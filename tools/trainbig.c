@@ -148,7 +148,8 @@ static const char usage_plugins[] =
     "Lists every plugin found in the plugin search path, in search order: its kind, name,\n"
     "version, ABI, file, description, and each key with its type, default, allowed values\n"
     "and help. Files that were refused (and why) or shadowed by an earlier file of the same\n"
-    "name are listed after them. KIND is backend, platform, model, dataset or swap.\n";
+    "name are listed after them. KIND is backend, platform, model, dataset or swap; with\n"
+    "--kind, only files named KIND-*.so are opened (the only ones found by name).\n";
 
 static const char usage_version[] = "usage: trainbig version\n\nPrints the version, the plugin ABI, the optional\n"
                                     "features this build has, and the plugin search path.\n";

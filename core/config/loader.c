@@ -326,7 +326,6 @@ int tb_plugin_auto(int kind, struct tb_plugin_handle **out, char *why, size_t wh
 /* ------------------------------------------------------------------ listing */
 
 struct list_state {
-    int kind;
     struct tb_plugin_list *l;
     struct names files; /* file names seen: the first of a name is what lookup finds */
 };
@@ -351,25 +350,17 @@ static int list_one(const char *dir, const char *file, const char *unused, void 
     struct list_state *st = arg;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    char prefix[32] = "";
-    if (st->kind)
-        snprintf(prefix, sizeof prefix, "%s-", tb_kind_name(st->kind));
-    bool named_for_kind = strncmp(file, prefix, strlen(prefix)) == 0;
     /* Lookup by name takes the first file of a name, refused or not: so does the list. */
     for (size_t i = 0; i < st->files.n; i++)
         if (strcmp(strrchr(st->files.v[i], '/') + 1, file) == 0)
-            return named_for_kind ? add_note(st->l, "shadowed: %s (by %s)", path, st->files.v[i]) : 0;
+            return add_note(st->l, "shadowed: %s (by %s)", path, st->files.v[i]);
     if (collect_name(dir, file, path, &st->files))
         return TB_ERR_NOMEM;
     struct tb_plugin_handle *h;
     struct tb_err err;
     tb_err_clear(&err);
     if (tb_plugin_open(path, 0, &h, &err))
-        return named_for_kind ? add_note(st->l, "refused: %s%s", err.msg, "") : 0;
-    if (st->kind && h->p->kind != st->kind) {
-        tb_plugin_close(h);
-        return 0;
-    }
+        return add_note(st->l, "refused: %s%s", err.msg, "");
     char expect[300];
     snprintf(expect, sizeof expect, "%s-%s.so", tb_kind_name(h->p->kind), h->p->name);
     if (strcmp(file, expect) != 0) {
@@ -394,10 +385,13 @@ int tb_plugin_list(int kind, struct tb_plugin_list *out)
     struct tb_dirs dirs;
     if (tb_plugin_dirs(&dirs))
         return TB_ERR_NOMEM;
-    struct list_state st = { kind, out, { 0 } };
+    struct list_state st = { out, { 0 } };
     int rc = 0;
+    /* With a kind, only the files named for it: lookup by name finds no other, and opening
+     * every plugin would load each backend's libraries (CUDA's take tens of ms) for a
+     * listing that setup asks for on every resolve. */
     for (size_t i = 0; i < dirs.n && rc == 0; i++)
-        rc = visit_dir(dirs.dir[i], 0, list_one, &st);
+        rc = visit_dir(dirs.dir[i], kind, list_one, &st);
     tb_dirs_free(&dirs);
     for (size_t i = 0; i < st.files.n; i++)
         free(st.files.v[i]);

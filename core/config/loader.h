@@ -72,8 +72,10 @@ int tb_plugin_auto(int kind, struct tb_plugin_handle **out, char *why, size_t wh
 
 /* Every plugin in the search directories (kind 0 = all kinds). As for lookup by name, the
  * first file of a name wins; files that were refused, misnamed, or shadowed by an earlier
- * file of the same name are described in notes (with a kind, only files named for that
- * kind). Free with tb_plugin_list_free(). */
+ * file of the same name are described in notes. With a kind, only the files named for it
+ * ("<kind>-*.so", the only ones lookup by name finds) are opened and described, so a
+ * plugin of that kind in a file named for another kind shows only in the listing of all
+ * kinds. Free with tb_plugin_list_free(). */
 struct tb_plugin_list {
     struct tb_plugin_handle **items;
     size_t n;
