@@ -929,8 +929,10 @@ static const struct tb_swap_ops drop_t_move_p_ops = { .after_step = drop_t_move_
  * out after step 1; c and d take the two blocks below the image. Rebuilding t for y brings
  * p back into the block below them, which leaves two free blocks under p and, once c and d
  * go, two above: three blocks free, none of them three in a row, until p (held by the
- * rebuild, not a tensor of y's step) is placed again too. */
-START_TEST(a_rebuild_moves_what_it_holds_to_fit)
+ * rebuild, not a tensor of y's step) is placed again too. The executor runs on engine e
+ * (six blocks, a backend with or without its block list); what crossed the link each way
+ * and what moved inside the device are in *out, *in and *relocated. */
+static void rebuild_in_fragmented_memory(uint64_t *out, uint64_t *in_bytes, uint64_t *relocated)
 {
     enum { C = 16, H = 32, W = 32, N = C * H * W };
     struct tb_graph *g = tb_graph_new(false);
@@ -943,7 +945,7 @@ START_TEST(a_rebuild_moves_what_it_holds_to_fit)
     tb_graph_output(g, "y", tb_global_avgpool(g, nt));
     tb_graph_output(g, "f", tb_add(g, tb_add(g, nc, nd), np));
     ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
-    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    float *in = malloc(N * sizeof *in), *res = malloc(N * sizeof *res);
     test_random(in, N, 6, -1.0f, 1.0f);
     struct tb_exec *x = exec_with_policy(g, "drop-t-move-p", &drop_t_move_p_ops, in);
     const struct tb_schedule *s = tb_exec_schedule(x);
@@ -954,17 +956,118 @@ START_TEST(a_rebuild_moves_what_it_holds_to_fit)
     ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
     ck_assert_uint_eq(tb_exec_swap_stats(x)->recomputes, 1);
     ck_assert_uint_ge(tb_exec_swap_stats(x)->evicting_allocs, 1);
-    ck_assert_msg(tb_exec_read(x, "f", out, &err) == TB_OK, "%s", err.msg);
+    *out = tb_exec_swap_stats(x)->bytes_out;
+    *in_bytes = tb_exec_swap_stats(x)->bytes_in;
+    *relocated = tb_exec_swap_stats(x)->relocated_bytes;
+    ck_assert_msg(tb_exec_read(x, "f", res, &err) == TB_OK, "%s", err.msg);
     for (int i = 0; i < N; i++) {
         const float r = in[i] > 0 ? in[i] : 0.0f;
-        ck_assert(out[i] == (r + r) + r);
+        ck_assert(res[i] == (r + r) + r);
     }
-    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_read(x, "y", res, &err) == TB_OK, "%s", err.msg);
     for (int c = 0; c < 3 * C; c++) {
         double sum = 0;
         for (int i = 0; i < H * W; i++)
             sum += in[c % C * H * W + i] > 0 ? in[c % C * H * W + i] : 0.0f;
-        ck_assert_msg(fabs(out[c] - sum / (H * W)) < 1e-5, "channel %d: %g, expected %g", c, out[c], sum / (H * W));
+        ck_assert_msg(fabs(res[c] - sum / (H * W)) < 1e-5, "channel %d: %g, expected %g", c, res[c], sum / (H * W));
+    }
+    struct tb_mem_stats st;
+    b.ops.backend->mem_stats(b.ctx, 0, &st);
+    ck_assert_uint_eq(st.reserved, 384u << 10); /* the arena never grew */
+    free(in);
+    free(res);
+    tb_exec_free(x);
+    e.swap = (struct tb_swap_policy){ 0 };
+    tb_graph_free(g);
+}
+
+/* Both ways, the policy moves p out and c and d go to the host (the last resort's first
+ * move: every tensor not in use), 192 KiB; p, c and d come back, 192 KiB. With the
+ * backend's block list, p then moves inside the device, away from the free blocks it
+ * splits: one copy on the compute stream. */
+START_TEST(a_rebuild_moves_what_it_holds_inside_the_device)
+{
+    uint64_t out, in, relocated;
+    rebuild_in_fragmented_memory(&out, &in, &relocated);
+    ck_assert_uint_eq(out, 192u << 10);
+    ck_assert_uint_eq(in, 192u << 10);
+    ck_assert_uint_eq(relocated, 64u << 10);
+}
+END_TEST
+
+/* Without it (a backend that cannot say where its free memory lies), p goes to the host
+ * (its copy there is still good: nothing crosses) and comes back around the block: 64 KiB
+ * more over the link. */
+static struct tb_backend_ops no_blocks_ops;
+static struct tb_plugin no_blocks_backend;
+
+static void open_six_block_engine_without_blocks(void)
+{
+    setenv("TRAINBIG_LOG", "error", 1);
+    test_backend_open(&b, "cpu", "threads = 2\ndevice_memory = 384K\n");
+    no_blocks_ops = *b.h->p->ops.backend;
+    no_blocks_ops.mem_blocks = NULL;
+    no_blocks_backend = *b.h->p;
+    no_blocks_backend.ops.backend = &no_blocks_ops;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_engine_init(&e, &no_blocks_backend, b.ctx, 0, 7, &err) == TB_OK, "%s", err.msg);
+}
+
+START_TEST(a_rebuild_moves_what_it_holds_through_the_host)
+{
+    uint64_t out, in, relocated;
+    rebuild_in_fragmented_memory(&out, &in, &relocated);
+    ck_assert_uint_eq(out, 192u << 10);
+    ck_assert_uint_eq(in, 256u << 10);
+    ck_assert_uint_eq(relocated, 0);
+}
+END_TEST
+
+/* A policy that moves output a out after step 3 (d made) and makes no room itself: only
+ * the core's last resorts do. */
+static size_t frag_a;
+
+static int a_out_after_d(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    (void)ctx;
+    return step == 3 ? tb_swap_out(m, frag_a, true, err) : TB_OK;
+}
+
+static const struct tb_swap_ops a_out_no_room_ops = { .after_step = a_out_after_d, .make_room = no_room };
+
+/* The same fragmented memory, with a's block free too: 160 KiB free in three blocks, d
+ * between two of them. The core moves d into a's old block, inside the device, and the
+ * concatenation fits: nothing crosses the link but the policy's move of a; every value
+ * survives. */
+START_TEST(split_free_memory_is_joined_inside_the_device)
+{
+    enum { N = FRAG_C * FRAG_H * FRAG_W };
+    e.swap = (struct tb_swap_policy){ "a-out", &a_out_no_room_ops, NULL, NULL };
+    struct tb_graph *g = fragmenting_graph();
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    frag_a = tensor_named(tb_exec_schedule(x), "relu0");
+    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
+    test_random(in, N, 8, -1.0f, 1.0f);
+    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    const struct tb_swap_stats *st = tb_exec_swap_stats(x);
+    ck_assert_uint_eq(st->evicting_allocs, 1);
+    ck_assert_uint_eq(st->bytes_out, 64u << 10);
+    ck_assert_uint_eq(st->relocated_bytes, 64u << 10);
+    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) {
+        ck_assert(out[i] == in[i]);
+        ck_assert(out[N + i] == in[i]);
+    }
+    static const char *const names[] = { "a", "b", "c", "d" };
+    for (int k = 0; k < 4; k++) {
+        ck_assert_msg(tb_exec_read(x, names[k], out, &err) == TB_OK, "%s", err.msg);
+        for (int i = 0; i < N; i++)
+            ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
     }
     free(in);
     free(out);
@@ -1173,12 +1276,17 @@ int main(void)
     tcase_add_checked_fixture(tc, open_fragmenting_engine, close_engine);
     tcase_add_test(tc, room_is_made_until_a_fragmented_allocation_fits);
     tcase_add_test(tc, a_range_is_cleared_where_free_memory_is_split);
+    tcase_add_test(tc, split_free_memory_is_joined_inside_the_device);
     tcase_add_test(tc, swap_space_is_capped);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("rebuild in fragmented memory");
     tcase_add_checked_fixture(tc, open_six_block_engine, close_engine);
-    tcase_add_test(tc, a_rebuild_moves_what_it_holds_to_fit);
+    tcase_add_test(tc, a_rebuild_moves_what_it_holds_inside_the_device);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rebuild in fragmented memory, no block list");
+    tcase_add_checked_fixture(tc, open_six_block_engine_without_blocks, close_engine);
+    tcase_add_test(tc, a_rebuild_moves_what_it_holds_through_the_host);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -15,6 +15,7 @@ struct tb_swap_stats {
     double stall_seconds;     /* the training thread waiting for swap copies */
     uint64_t evicting_allocs; /* allocations that fitted only after moving tensors out */
     uint64_t host_bytes;      /* pinned host memory held for copies */
+    uint64_t relocated_bytes; /* moved inside the device to join free blocks (compaction) */
     /* Recomputation (tb_swap_drop): tensors dropped and their bytes; forward ops run again
      * to rebuild them, the bytes those runs rebuilt (dropped tensors, and what they needed
      * that was gone) and the time they took on the training thread. */

@@ -82,10 +82,12 @@ void tb_swapmem_fini(struct tb_swap_mem *m);
 /* `bytes` of device memory for step `step` (SIZE_MAX: setup): when they do not fit, first
  * the blocks of finished swap-outs are freed, then the backend's scratch, then the policy
  * moves tensors out until the allocation succeeds (free bytes are not enough: they may be
- * split into blocks too small for it); last, every tensor that may move goes to the
- * host (those the policy passes over for their size too), and then the step's own
- * tensors and the op's loose blocks are placed again around it, largest first (through
- * the host; their data pointers change). NULL when nothing is left to move and it still
+ * split into blocks too small for it); last, resident tensors and the op's loose blocks
+ * are moved inside the device to join free blocks (compaction, when free bytes suffice
+ * and the backend lists its blocks), else every tensor that may move goes to the host
+ * (those the policy passes over for their size too) and what is left is compacted, else
+ * the step's own tensors and the op's loose blocks are placed again around it, largest
+ * first (through the host). Data pointers of moved tensors change. NULL when nothing is left to move and it still
  * does not fit (the caller reports the out-of-memory); *policy_err is set, with err, when
  * the policy itself failed. */
 void *tb_swapmem_alloc(struct tb_swap_mem *m, size_t step, size_t bytes, int *policy_err, struct tb_err *err);

@@ -68,6 +68,7 @@ struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct
         sum.stall_seconds += a->stall_seconds;
         sum.evicting_allocs += a->evicting_allocs;
         sum.host_bytes += a->host_bytes;
+        sum.relocated_bytes += a->relocated_bytes;
         sum.drops += a->drops;
         sum.drop_bytes += a->drop_bytes;
         sum.recomputes += a->recomputes;
@@ -91,6 +92,7 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
     d.demand_ins -= m->demand_ins;
     d.stall_seconds -= m->stall_seconds;
     d.evicting_allocs -= m->evicting_allocs;
+    d.relocated_bytes -= m->relocated_bytes;
     d.drops -= m->drops;
     d.drop_bytes -= m->drop_bytes;
     d.recomputes -= m->recomputes;
@@ -174,7 +176,8 @@ static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch
             ",\"recompute_seconds\":",
             r->swap.drops, r->swap.drop_bytes, r->swap.recomputes, r->swap.recompute_bytes);
     json_number(f, r->swap.recompute_seconds);
-    fprintf(f, ",\"rebuild_nesting\":%" PRIu64, r->swap.rebuild_nesting);
+    fprintf(f, ",\"rebuild_nesting\":%" PRIu64 ",\"relocated_bytes\":%" PRIu64, r->swap.rebuild_nesting,
+            r->swap.relocated_bytes);
     double sw, rc;
     shares(r, &sw, &rc);
     fputs(",\"swapped_share\":", f);
