@@ -23,11 +23,17 @@
  * planned miss its own time; a swap that cannot would make a step wait. (Booking each
  * copy on whatever link time is left, in the order they are chosen rather than issued,
  * let a late choice delay copies planned before it: the copies out of the forward's last
- * tensors then ran into the backward, which waited on them.) Where no swap fits, the
- * recomputation that costs least per byte freed is taken instead, rather than a copy the
- * step would wait for, unless it costs more than those copies (out when the room is
- * needed and back at its next use, both waited for): then the memory manager moves
- * tensors out on demand, as prefetch does. A rebuild's own memory is counted at the step
+ * tensors then ran into the backward, which waited on them.) Where no swap hides, the
+ * recomputation that costs least per byte freed is weighed against the swap prefetch
+ * would plan there (its window from the steps' times alone), priced at what the steps
+ * would wait for its copies and for the copies it delays, on the queues: per byte freed,
+ * the cheaper is taken, and that swap's copies join the queues. (Taking the rebuild
+ * wherever no swap hid whole, at 240x240 under 256 MiB on x86-pcie hybrid re-ran 1.1 GiB
+ * a step to save 420 MiB of copies that prefetch mostly hid, and its step was
+ * prefetch's; weighed, its step was 0.94x that at 208 and 240, the same at 160 and 176.)
+ * A rebuild is never taken where it costs more than its tensor's copies out and back
+ * waited for whole. Where there is neither, the memory manager moves tensors out on
+ * demand, as under prefetch. A rebuild's own memory is counted at the step
  * it runs before, and what it reads may not be on the host then: a drop whose rebuild
  * would read a tensor planned swapped out at that step is not taken, nor is a tensor
  * swapped out over a step at which a planned rebuild reads it (the executor would bring it
@@ -68,6 +74,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
 #include <string.h>
+#include <math.h> /* HUGE_VAL */
 #include <time.h>
 #include <trainbig/clock.h>
 #include <trainbig/trainbig.h>
@@ -197,6 +204,7 @@ static void window(const struct planner *p, const struct plan *pl, const double 
  * the step that reads it. Kept sorted by `at`. */
 struct copy {
     double at, seconds, deadline;
+    double need; /* when the step that counts on it starts: past it, that step waits */
 };
 
 struct queue {
@@ -233,7 +241,25 @@ static bool queue_try(const struct queue *q, double at, double seconds, double *
     return true;
 }
 
-static int queue_add(struct queue *q, double at, double seconds, double deadline)
+/* The time the steps wait on one direction's copies, each past its `need`, with `extra`
+ * (when not NULL) added; a sum, so copies late together count more than the step waits. */
+static double queue_late(const struct queue *q, const struct copy *extra)
+{
+    const size_t slot = extra ? queue_slot(q, extra->at) : q->n + 1;
+    double t = 0, late = 0;
+    for (size_t j = 0; j <= q->n; j++) {
+        const struct copy *run[2] = { j == slot ? extra : NULL, j < q->n ? &q->c[j] : NULL };
+        for (int r = 0; r < 2; r++) {
+            if (!run[r])
+                continue;
+            t = (run[r]->at > t ? run[r]->at : t) + run[r]->seconds;
+            late += t > run[r]->need ? t - run[r]->need : 0;
+        }
+    }
+    return late;
+}
+
+static int queue_add(struct queue *q, double at, double seconds, double deadline, double need)
 {
     if (q->n == q->cap) {
         const size_t cap = q->cap ? 2 * q->cap : 64;
@@ -245,7 +271,7 @@ static int queue_add(struct queue *q, double at, double seconds, double deadline
     }
     const size_t slot = queue_slot(q, at);
     memmove(&q->c[slot + 1], &q->c[slot], (q->n - slot) * sizeof *q->c);
-    q->c[slot] = (struct copy){ at, seconds, deadline };
+    q->c[slot] = (struct copy){ at, seconds, deadline, need };
     q->n++;
     return 0;
 }
@@ -293,14 +319,39 @@ static int queue_swap(const struct plan *pl, const double *before, struct queue 
 {
     double t_out, t_in;
     copy_seconds(pl, i, &t_out, &t_in);
-    return queue_add(out, before[u + 1], t_out, before[e]) || queue_add(in, before[s], t_in, before[v] - 0.5 * t_in)
+    return queue_add(out, before[u + 1], t_out, before[e], before[e]) ||
+                   queue_add(in, before[s], t_in, before[v] - 0.5 * t_in, before[v])
                ? -1
                : 0;
 }
 
-/* What taking tensor i off the device costs where neither a hidden swap nor a rebuild
- * does: the memory manager moves it out when the room is needed and the step waits for the
- * copy, and again for the copy back at its next use. A rebuild dearer than that (a wide
+/* A swap of tensor i (uses u < v, memory needed from step k, copy back from s) that the
+ * link cannot hide: what the steps would wait for its copies and for the copies it
+ * delays, on each direction's queue. */
+static double exposed_seconds(const struct plan *pl, const double *before, const struct queue *out,
+                              const struct queue *in, size_t i, uint32_t u, uint32_t v, uint32_t k, uint32_t s)
+{
+    double t_out, t_in;
+    copy_seconds(pl, i, &t_out, &t_in);
+    const struct copy o = { before[u + 1], t_out, HUGE_VAL, before[k] }, b = { before[s], t_in, HUGE_VAL, before[v] };
+    return queue_late(out, &o) - queue_late(out, NULL) + queue_late(in, &b) - queue_late(in, NULL);
+}
+
+/* Queues the copies of such a swap: no deadline to hold it to (it is late already), and
+ * those queued after it are timed behind it. -1 when out of memory. */
+static int queue_exposed(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
+                         uint32_t u, uint32_t v, uint32_t k, uint32_t s)
+{
+    double t_out, t_in;
+    copy_seconds(pl, i, &t_out, &t_in);
+    return queue_add(out, before[u + 1], t_out, HUGE_VAL, before[k]) ||
+                   queue_add(in, before[s], t_in, HUGE_VAL, before[v])
+               ? -1
+               : 0;
+}
+
+/* What taking tensor i off the device costs at most: the step waits for its copy out and
+ * again for the copy back at its next use. A rebuild dearer than that (a wide
  * convolution re-run costs some ten times the copies of its output over PCIe) is not
  * taken: at 304x304 in 256 MiB, taking every rebuild made hybrid's step 12% slower than
  * prefetch's. */
@@ -527,6 +578,44 @@ static void free_walk(struct walk *w, const struct plan *pl)
     free(w->rcost);
 }
 
+/* A swap candidate: tensor i over its gap `gap` (next use v), off the device from step e
+ * until its copy back from step s; i = SIZE_MAX: none. */
+struct swap {
+    size_t i;
+    uint32_t gap, v, e, s;
+};
+
+/* Of the tensors off the device nowhere yet around step k, the one to swap: whose next use
+ * is farthest away (the larger of equals). With the link's queues (out not NULL), only
+ * one whose copies they carry in time (loaded_window); without, one whose window the
+ * steps' times leave for its copies alone (window), as prefetch plans. */
+static struct swap best_swap(const struct planner *p, const struct plan *pl, const struct walk *w, const double *before,
+                             const struct queue *out, const struct queue *in, uint32_t k)
+{
+    struct swap best = { SIZE_MAX, 0, 0, 0, 0 };
+    for (size_t i = 0; i < pl->ntensors; i++) {
+        uint32_t a;
+        if (!swappable(p, pl, i) || !gap_around(pl, w, i, k, &a))
+            continue;
+        const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
+        if (p->threshold && v - u <= (uint32_t)p->threshold)
+            continue;
+        uint32_t e, s;
+        if (out) {
+            if (!loaded_window(pl, before, out, in, i, u, v, k, &e, &s))
+                continue;
+        } else {
+            window(p, pl, before, i, u, v, &e, &s);
+        }
+        if (!(e <= k && k < s) || needed_within(w, i, e, s))
+            continue;
+        if (best.i == SIZE_MAX || v > best.v ||
+            (v == best.v && tb_schedule_tensor(pl->s, i)->bytes > tb_schedule_tensor(pl->s, best.i)->bytes))
+            best = (struct swap){ i, a, v, e, s };
+    }
+    return best;
+}
+
 /* Plans which tensors go out where, so that device memory stays within the budget at
  * every step: walking the steps in order, where the tensors live at a step would not fit,
  * the one (not used by that step) whose next use is farthest away goes out after its
@@ -574,40 +663,31 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
     const double budget = pl->capacity > 0 ? (double)pl->capacity - pl->persistent - (double)pl->capacity / 20 : 0;
     for (size_t k = 0; k < N && !rc && pl->capacity > 0; k++) {
         while (mem[k] > budget && !rc) {
-            size_t best = SIZE_MAX;
-            uint32_t best_gap = 0, best_v = 0, best_e = 0, best_s = 0;
-            for (size_t i = 0; i < T; i++) {
-                uint32_t a;
-                if (!swappable(p, pl, i) || !gap_around(pl, &w, i, k, &a))
-                    continue;
-                const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
-                if (p->threshold && v - u <= (uint32_t)p->threshold)
-                    continue;
-                uint32_t e, s;
-                if (loaded) {
-                    if (!loaded_window(pl, before, &outq, &inq, i, u, v, (uint32_t)k, &e, &s))
-                        continue;
-                } else {
-                    window(p, pl, before, i, u, v, &e, &s);
-                }
-                if (!(e <= k && k < s) || needed_within(&w, i, e, s))
-                    continue;
-                if (best == SIZE_MAX || v > best_v ||
-                    (v == best_v && tb_schedule_tensor(pl->s, i)->bytes > tb_schedule_tensor(pl->s, best)->bytes)) {
-                    best = i;
-                    best_gap = a;
-                    best_v = v;
-                    best_e = e;
-                    best_s = s;
-                }
-            }
-            /* A swap the link hides costs nothing: it goes first. Without one, the cheapest
-             * recomputation rather than a copy the step would wait for. */
+            /* A swap the link hides costs nothing: it goes first. */
+            struct swap best = best_swap(p, pl, &w, before, loaded ? &outq : NULL, &inq, (uint32_t)k);
+            /* Without one: the cheapest recomputation, or, where a swap prefetch would plan
+             * costs the step less per byte freed in what it waits for its copies (and for the
+             * copies they delay), that swap. At 240x240 under 256 MiB on x86-pcie, rebuilding
+             * wherever the copies could not be hidden whole re-ran 1.1 GiB a step to save
+             * 420 MiB of copies prefetch mostly hid: hybrid's step was prefetch's. */
             struct pick drop = { SIZE_MAX, 0, 0, 0 };
-            if (p->recompute && best == SIZE_MAX)
+            double exposed = 0;
+            bool late = false;
+            if (best.i == SIZE_MAX && loaded) {
+                best = best_swap(p, pl, &w, before, NULL, NULL, (uint32_t)k);
+                late = best.i != SIZE_MAX;
+                if (late)
+                    exposed = exposed_seconds(pl, before, &outq, &inq, best.i, pl->uses[best.i][best.gap], best.v,
+                                              (uint32_t)k, best.s);
+            }
+            if (p->recompute && (best.i == SIZE_MAX || late))
                 drop = cheapest_drop(pl, &w, k, &rc);
             if (drop.i != SIZE_MAX && pl->tuned && drop.seconds > evict_seconds(pl, drop.i))
                 drop.i = SIZE_MAX; /* dearer than the copies the step would wait for */
+            if (drop.i != SIZE_MAX && late &&
+                drop.seconds / (double)tb_schedule_tensor(pl->s, drop.i)->bytes >
+                    exposed / (double)tb_schedule_tensor(pl->s, best.i)->bytes)
+                drop.i = SIZE_MAX; /* dearer than the late swap */
             if (drop.i != SIZE_MAX) {
                 const uint32_t u = pl->uses[drop.i][drop.gap], v = pl->uses[drop.i][drop.gap + 1];
                 w.taken[drop.i][drop.gap] = 1;
@@ -632,19 +712,21 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
                 continue;
             }
-            if (best == SIZE_MAX || rc)
+            if (best.i == SIZE_MAX || rc)
                 break; /* nothing can go: the memory manager evicts on demand */
-            if (loaded && queue_swap(pl, before, &outq, &inq, best, pl->uses[best][best_gap], best_v, best_e, best_s)) {
-                rc = 1;
+            const uint32_t u = pl->uses[best.i][best.gap];
+            if (late)
+                rc = queue_exposed(pl, before, &outq, &inq, best.i, u, best.v, (uint32_t)k, best.s);
+            else if (loaded)
+                rc = queue_swap(pl, before, &outq, &inq, best.i, u, best.v, best.e, best.s);
+            if (rc)
                 break;
-            }
-            w.taken[best][best_gap] = 1;
-            w.off[best][best_gap] = (struct span){ best_e, best_s, false };
-            const double bytes = (double)tb_schedule_tensor(pl->s, best)->bytes;
-            for (uint32_t j = best_e; j < best_s; j++)
+            w.taken[best.i][best.gap] = 1;
+            w.off[best.i][best.gap] = (struct span){ best.e, best.s, false };
+            const double bytes = (double)tb_schedule_tensor(pl->s, best.i)->bytes;
+            for (uint32_t j = best.e; j < best.s; j++)
                 mem[j] -= bytes;
-            rc = push(&pl->out_after[pl->uses[best][best_gap]], (uint32_t)best) ||
-                 push(&pl->in_before[best_s], (uint32_t)best);
+            rc = push(&pl->out_after[u], (uint32_t)best.i) || push(&pl->in_before[best.s], (uint32_t)best.i);
         }
     }
     free_walk(&w, pl);
