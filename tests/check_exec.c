@@ -505,6 +505,27 @@ static struct tb_graph *fragmenting_graph(void)
     return g;
 }
 
+/* After a forward pass of fragmenting_graph on `in`: y is the image twice and each of a..d
+ * its ReLU, wherever the moves put them (from the host where they went there). `out` holds
+ * twice the image. */
+static void assert_fragmenting_values(struct tb_exec *x, const float *in, float *out)
+{
+    enum { N = FRAG_C * FRAG_H * FRAG_W };
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) {
+        ck_assert(out[i] == in[i]);
+        ck_assert(out[N + i] == in[i]);
+    }
+    static const char *const names[] = { "a", "b", "c", "d" };
+    for (int k = 0; k < 4; k++) {
+        ck_assert_msg(tb_exec_read(x, names[k], out, &err) == TB_OK, "%s", err.msg);
+        for (int i = 0; i < N; i++)
+            ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
+    }
+}
+
 START_TEST(room_is_made_until_a_fragmented_allocation_fits)
 {
     enum { N = FRAG_C * FRAG_H * FRAG_W };
@@ -527,17 +548,7 @@ START_TEST(room_is_made_until_a_fragmented_allocation_fits)
     ck_assert(!tb_exec_resident(x, tensor_named(s, "relu1")));
     ck_assert(!tb_exec_resident(x, tensor_named(s, "relu2")));
     ck_assert(tb_exec_resident(x, tensor_named(s, "relu3")));
-    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < N; i++) {
-        ck_assert(out[i] == in[i]);
-        ck_assert(out[N + i] == in[i]);
-    }
-    ck_assert_msg(tb_exec_read(x, "a", out, &err) == TB_OK, "%s", err.msg); /* back from the host */
-    for (int i = 0; i < N; i++)
-        ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
-    ck_assert_msg(tb_exec_read(x, "c", out, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < N; i++)
-        ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
+    assert_fragmenting_values(x, in, out); /* a, b and c back from the host */
     struct tb_mem_stats st;
     b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 416u << 10); /* the arena never grew */
@@ -588,17 +599,7 @@ START_TEST(a_range_is_cleared_where_free_memory_is_split)
     ck_assert(tb_exec_resident(x, tensor_named(s, "relu2")));
     ck_assert(!tb_exec_resident(x, tensor_named(s, "relu3")));
     ck_assert_uint_eq(tb_exec_swap_stats(x)->bytes_out, 64u << 10);
-    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < N; i++) {
-        ck_assert(out[i] == in[i]);
-        ck_assert(out[N + i] == in[i]);
-    }
-    static const char *const names[] = { "a", "b", "c", "d" };
-    for (int k = 0; k < 4; k++) {
-        ck_assert_msg(tb_exec_read(x, names[k], out, &err) == TB_OK, "%s", err.msg);
-        for (int i = 0; i < N; i++)
-            ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
-    }
+    assert_fragmenting_values(x, in, out);
     free(in);
     free(out);
     tb_exec_free(x);
@@ -1058,17 +1059,7 @@ START_TEST(split_free_memory_is_joined_inside_the_device)
     ck_assert_uint_eq(st->evicting_allocs, 1);
     ck_assert_uint_eq(st->bytes_out, 64u << 10);
     ck_assert_uint_eq(st->relocated_bytes, 64u << 10);
-    ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < N; i++) {
-        ck_assert(out[i] == in[i]);
-        ck_assert(out[N + i] == in[i]);
-    }
-    static const char *const names[] = { "a", "b", "c", "d" };
-    for (int k = 0; k < 4; k++) {
-        ck_assert_msg(tb_exec_read(x, names[k], out, &err) == TB_OK, "%s", err.msg);
-        for (int i = 0; i < N; i++)
-            ck_assert(out[i] == (in[i] > 0 ? in[i] : 0.0f));
-    }
+    assert_fragmenting_values(x, in, out);
     free(in);
     free(out);
     tb_exec_free(x);

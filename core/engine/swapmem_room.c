@@ -223,6 +223,45 @@ void tb_swapmem_set_loose(struct tb_swap_mem *m, void **const *blocks, const siz
 
 static size_t read_blocks(struct tb_swap_mem *m); /* below, with the ranges */
 
+/* The cheapest run [l, r] of address-adjacent blocks holding `bytes`, through free blocks
+ * and movable ones only (who[k] != UINT32_MAX; others bar it), at price[k] a block (free
+ * ones 0). Prices are never negative, so for each end r the shortest run holding the bytes
+ * is the cheapest with that end; `accept` (NULL: any) may refuse a run. Its l (SIZE_MAX:
+ * none) and *last its r. */
+static size_t cheapest_run(const struct tb_mem_block *blocks, size_t n, uint64_t bytes, const uint32_t *who,
+                           const double *price, bool (*accept)(void *arg, size_t l, size_t r), void *arg, size_t *last)
+{
+    size_t l = 0, best_l = SIZE_MAX;
+    uint64_t run = 0;
+    double cost = 0, best = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (blocks[r].flags & TB_MEM_BLOCK_FIRST) {
+            l = r;
+            run = 0;
+            cost = 0;
+        }
+        if (!(blocks[r].flags & TB_MEM_BLOCK_FREE) && who[r] == UINT32_MAX) {
+            l = r + 1; /* held by what cannot move */
+            run = 0;
+            cost = 0;
+            continue;
+        }
+        run += blocks[r].bytes;
+        cost += price[r];
+        while (l < r && run - blocks[l].bytes >= bytes) {
+            run -= blocks[l].bytes;
+            cost -= price[l];
+            l++;
+        }
+        if (run < bytes || (best_l != SIZE_MAX && cost >= best) || (accept && !accept(arg, l, r)))
+            continue;
+        best_l = l;
+        *last = r;
+        best = cost;
+    }
+    return best_l;
+}
+
 /* A block the compaction may move: a resident activation or gradient (what = tensor) or
  * one of the running op's loose blocks (what = ntensors + l). */
 struct mover {
@@ -263,6 +302,26 @@ static bool fits_outside(const struct tb_mem_block *blocks, size_t n, size_t l, 
         hole[best] -= need[j];
     }
     return true;
+}
+
+/* cheapest_run's test for compaction: the movers of a run fit outside it. need[] and
+ * hole[] are scratch for n sizes. */
+struct outside {
+    const struct tb_mem_block *blocks;
+    size_t n;
+    const uint32_t *who;
+    uint64_t *need, *hole;
+};
+
+static bool movers_fit_outside(void *arg, size_t l, size_t r)
+{
+    struct outside *o = arg;
+    size_t nneed = 0;
+    for (size_t k = l; k <= r; k++)
+        if (o->who[k] != UINT32_MAX)
+            o->need[nneed++] = o->blocks[k].bytes;
+    qsort(o->need, nneed, sizeof *o->need, by_bytes_desc);
+    return fits_outside(o->blocks, o->n, l, r, o->need, nneed, o->hole);
 }
 
 /* Moves the movers of [lo, hi) to blocks outside it, on the device: a tensor's value by a
@@ -335,10 +394,11 @@ static void *compact(struct tb_swap_mem *m, size_t bytes, bool keep, struct tb_e
     struct mover *mv = malloc((most + 1) * sizeof *mv), *sel = malloc((most + 1) * sizeof *sel);
     uint32_t *who = malloc((n + 1) * sizeof *who);
     uint64_t *need = malloc((n + 1) * sizeof *need), *hole = malloc((n + 1) * sizeof *hole);
+    double *price = malloc((n + 1) * sizeof *price);
     const size_t cap = 2 * n + 2 * most + 2; /* old blocks, and blocks held in the range */
     void **held = malloc(cap * sizeof *held);
     void *p = NULL;
-    if (!mv || !sel || !who || !need || !hole || !held)
+    if (!mv || !sel || !who || !need || !hole || !price || !held)
         goto out;
     size_t nmv = 0;
     for (size_t i = 0; i < m->s->ntensors; i++)
@@ -363,44 +423,12 @@ static void *compact(struct tb_swap_mem *m, size_t bytes, bool keep, struct tb_e
             who[r] = (uint32_t)(hit - mv);
         }
     }
-    /* For each end r the shortest range [l, r] of free and movable blocks holding `bytes`
-     * (costs are never negative, so it is the cheapest with that end); of those the
-     * cheapest whose movers fit outside it. */
-    size_t best_l = SIZE_MAX, best_r = 0;
-    uint64_t best = 0;
-    size_t l = 0;
-    uint64_t run = 0, cost = 0;
-    for (size_t r = 0; r < n; r++) {
-        const struct tb_mem_block *b = &m->blocks[r];
-        if (b->flags & TB_MEM_BLOCK_FIRST) {
-            l = r;
-            run = cost = 0;
-        }
-        if (!(b->flags & TB_MEM_BLOCK_FREE) && who[r] == UINT32_MAX) {
-            l = r + 1; /* held by what cannot move */
-            run = cost = 0;
-            continue;
-        }
-        run += b->bytes;
-        cost += b->flags & TB_MEM_BLOCK_FREE ? 0 : b->bytes;
-        while (l < r && run - m->blocks[l].bytes >= bytes) {
-            run -= m->blocks[l].bytes;
-            cost -= m->blocks[l].flags & TB_MEM_BLOCK_FREE ? 0 : m->blocks[l].bytes;
-            l++;
-        }
-        if (run < bytes || (best_l != SIZE_MAX && cost >= best))
-            continue;
-        size_t nneed = 0;
-        for (size_t k = l; k <= r; k++)
-            if (who[k] != UINT32_MAX)
-                need[nneed++] = m->blocks[k].bytes;
-        qsort(need, nneed, sizeof *need, by_bytes_desc);
-        if (fits_outside(m->blocks, n, l, r, need, nneed, hole)) {
-            best_l = l;
-            best_r = r;
-            best = cost;
-        }
-    }
+    /* Of the cheapest runs (fewest bytes to move), the one whose movers fit outside it. */
+    for (size_t r = 0; r < n; r++)
+        price[r] = who[r] == UINT32_MAX ? 0 : (double)m->blocks[r].bytes;
+    struct outside o = { m->blocks, n, who, need, hole };
+    size_t best_r = 0;
+    const size_t best_l = cheapest_run(m->blocks, n, bytes, who, price, movers_fit_outside, &o, &best_r);
     if (best_l == SIZE_MAX)
         goto out;
     /* The range's movers, largest first (as the check placed them). */
@@ -424,6 +452,7 @@ out:
     free(who);
     free(need);
     free(hole);
+    free(price);
     free(held);
     return p;
 }
@@ -652,45 +681,18 @@ int tb_swap_out_range(struct tb_swap_mem *m, uint64_t bytes, const double *cost,
         if (tb_swap_movable(m, i) && m->t[i].data)
             tensors[nt++] = (struct placed){ (uintptr_t)m->t[i].data, (uint32_t)i };
     qsort(tensors, nt, sizeof *tensors, by_addr);
-    /* The cheapest run [l, r] of free and movable blocks holding `bytes`: costs are never
-     * negative, so for each end r the shortest run that holds them is the cheapest. */
-    size_t l = 0, best_l = SIZE_MAX, best_r = 0;
-    uint64_t run = 0;
-    double run_cost = 0, best = 0;
+    /* Each block's tensor and what moving it out costs. */
     for (size_t r = 0; r < n; r++) {
         const struct tb_mem_block *b = &m->blocks[r];
-        if (b->flags & TB_MEM_BLOCK_FIRST) {
-            l = r;
-            run = 0;
-            run_cost = 0;
-        }
-        who[r] = UINT32_MAX;
+        who[r] = b->flags & TB_MEM_BLOCK_FREE ? UINT32_MAX : tensor_at(tensors, nt, b->addr);
         price[r] = 0;
-        if (!(b->flags & TB_MEM_BLOCK_FREE)) {
-            const uint32_t i = tensor_at(tensors, nt, b->addr);
-            if (i == UINT32_MAX) {
-                /* Held by what cannot move: no run goes through it. */
-                l = r + 1;
-                run = 0;
-                run_cost = 0;
-                continue;
-            }
-            who[r] = i;
+        if (who[r] != UINT32_MAX) {
+            const uint32_t i = who[r];
             price[r] = cost ? cost[i] : (double)b->bytes * (tb_swap_residency(m, i) == TB_RES_BOTH ? 0.5 : 1.0);
         }
-        run += b->bytes;
-        run_cost += price[r];
-        while (l < r && run - m->blocks[l].bytes >= bytes) {
-            run -= m->blocks[l].bytes;
-            run_cost -= price[l];
-            l++;
-        }
-        if (run >= bytes && (best_l == SIZE_MAX || run_cost < best)) {
-            best_l = l;
-            best_r = r;
-            best = run_cost;
-        }
     }
+    size_t best_r = 0;
+    const size_t best_l = cheapest_run(m->blocks, n, bytes, who, price, NULL, NULL, &best_r);
     int rc = TB_OK;
     for (size_t k = best_l; best_l != SIZE_MAX && k <= best_r && rc == TB_OK; k++) {
         if (who[k] == UINT32_MAX)
