@@ -1054,11 +1054,29 @@ START_TEST(split_free_memory_is_joined_inside_the_device)
     float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
     test_random(in, N, 8, -1.0f, 1.0f);
     ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    tb_exec_trace_begin(x);
     ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
     const struct tb_swap_stats *st = tb_exec_swap_stats(x);
     ck_assert_uint_eq(st->evicting_allocs, 1);
     ck_assert_uint_eq(st->bytes_out, 64u << 10);
     ck_assert_uint_eq(st->relocated_bytes, 64u << 10);
+    /* The trace has the move on the compute track, marked, beside the policy's copy out. */
+    struct tb_trace_span *sp;
+    size_t nsp, moves = 0, outs = 0;
+    ck_assert_msg(tb_exec_trace_spans(x, &sp, &nsp, &err) == TB_OK, "%s", err.msg);
+    for (size_t i = 0; i < nsp; i++) {
+        if (sp[i].relocate) {
+            ck_assert_int_eq(sp[i].track, 0);
+            ck_assert_uint_eq(sp[i].bytes, 64u << 10);
+            ck_assert_str_eq(sp[i].name, "relu3"); /* d, into a's old block */
+            ck_assert(sp[i].dur >= 0);
+            moves++;
+        }
+        outs += sp[i].track == 2;
+    }
+    ck_assert_uint_eq(moves, 1);
+    ck_assert_uint_eq(outs, 1);
+    free(sp);
     assert_fragmenting_values(x, in, out);
     free(in);
     free(out);

@@ -127,11 +127,12 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
  * host on track 2, then the forward ops run again to rebuild dropped tensors (track 0,
  * marked recompute). *spans is the caller's to free; the names are the executor's. */
 struct tb_trace_span {
-    int track;         /* 0 compute (an op), 1 host to device, 2 device to host (a swap copy) */
+    int track;         /* 0 compute (an op, or a move inside the device), 1 host to device, 2 device to host */
     double start, dur; /* seconds, from the traced step's first op */
     uint64_t bytes;    /* a copy's, or what a recomputation rebuilt; 0 for an op */
     const char *name;  /* the op's step or the tensor's; valid while the executor lives */
     bool recompute;    /* track 0: an op run again to rebuild a dropped tensor */
+    bool relocate;     /* track 0: a tensor copied to another block of device memory (compaction) */
 };
 int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t *n, struct tb_err *err);
 /* The memory manager's counters: swaps, bytes each way, stall (cumulative). */

@@ -75,7 +75,7 @@ static int need_event(struct tb_swap_mem *m, size_t i, struct tb_err *err)
 }
 
 /* Tracing: an event on `stream` now, before a copy (start) or after it (end). */
-static struct tb_event *trace_mark(struct tb_swap_mem *m, enum tb_stream stream)
+struct tb_event *tb_swapmem_trace_mark(struct tb_swap_mem *m, enum tb_stream stream)
 {
     struct tb_event *ev = m->be->event_create(m->be_ctx, m->device);
     if (ev && m->be->event_record(m->be_ctx, ev, stream) != TB_OK) {
@@ -86,7 +86,7 @@ static struct tb_event *trace_mark(struct tb_swap_mem *m, enum tb_stream stream)
 }
 
 /* Keeps a traced copy; one that cannot be kept is left out of the trace, the step goes on. */
-static void trace_copy(struct tb_swap_mem *m, size_t i, bool to_device, struct tb_event *start, struct tb_event *end)
+void tb_swapmem_trace_copy(struct tb_swap_mem *m, size_t i, int track, struct tb_event *start, struct tb_event *end)
 {
     if (start && end && m->ntrace == m->trace_cap) {
         size_t cap = m->trace_cap ? 2 * m->trace_cap : 64;
@@ -103,7 +103,7 @@ static void trace_copy(struct tb_swap_mem *m, size_t i, bool to_device, struct t
             m->be->event_destroy(m->be_ctx, end);
         return;
     }
-    m->trace[m->ntrace++] = (struct tb_trace_copy){ (uint32_t)i, to_device, start, end };
+    m->trace[m->ntrace++] = (struct tb_trace_copy){ (uint32_t)i, track, start, end };
 }
 
 void tb_swapmem_trace_clear(struct tb_swap_mem *m)
@@ -208,13 +208,13 @@ int tb_swapmem_move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_er
     int rc = need_event(m, i, err);
     if (!rc)
         rc = after_compute(m, TB_STREAM_D2H, err);
-    struct tb_event *start = !rc && m->tracing ? trace_mark(m, TB_STREAM_D2H) : NULL;
+    struct tb_event *start = !rc && m->tracing ? tb_swapmem_trace_mark(m, TB_STREAM_D2H) : NULL;
     if (!rc)
         rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_D2H, m->host[i], m->t[i].data, bytes, err);
     if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_D2H)) != 0)
         tb_err_set(err, rc, "recording a swap-out event failed");
     if (m->tracing)
-        trace_copy(m, i, false, start, !rc ? trace_mark(m, TB_STREAM_D2H) : NULL);
+        tb_swapmem_trace_copy(m, i, 2, start, !rc ? tb_swapmem_trace_mark(m, TB_STREAM_D2H) : NULL);
     if (rc)
         return tb_err_prefix(err, "swapping out %s", m->s->tensors[i].name);
     m->res[i] = TB_RES_MOVING_OUT;
@@ -291,13 +291,13 @@ int tb_swapmem_start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_e
     int rc = need_event(m, i, err);
     if (!rc)
         rc = after_compute(m, TB_STREAM_H2D, err);
-    struct tb_event *start = !rc && m->tracing ? trace_mark(m, TB_STREAM_H2D) : NULL;
+    struct tb_event *start = !rc && m->tracing ? tb_swapmem_trace_mark(m, TB_STREAM_H2D) : NULL;
     if (!rc)
         rc = m->be->copy_async(m->be_ctx, m->device, TB_STREAM_H2D, data, m->host[i], bytes, err);
     if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_H2D)) != 0)
         tb_err_set(err, rc, "recording a swap-in event failed");
     if (m->tracing)
-        trace_copy(m, i, true, start, !rc ? trace_mark(m, TB_STREAM_H2D) : NULL);
+        tb_swapmem_trace_copy(m, i, 1, start, !rc ? tb_swapmem_trace_mark(m, TB_STREAM_H2D) : NULL);
     if (rc) {
         m->be->mem_free(m->be_ctx, m->device, data);
         m->t[i].data = NULL;

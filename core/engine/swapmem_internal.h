@@ -15,7 +15,7 @@
 /* One copy of a traced step: events recorded on its stream before and after it. */
 struct tb_trace_copy {
     uint32_t tensor;
-    bool to_device;
+    int track; /* as tb_trace_span's: 0 a move inside the device (compaction), 1 in, 2 out */
     struct tb_event *start, *end;
 };
 
@@ -116,6 +116,11 @@ int tb_swapmem_resident(struct tb_swap_mem *m, size_t step, size_t i, struct tb_
 int tb_swapmem_fetch(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 /* Drops the traced copies and their events. */
 void tb_swapmem_trace_clear(struct tb_swap_mem *m);
+/* Tracing a copy: an event on `stream` now (NULL: none), before the copy and after it;
+ * then the copy of tensor i kept on `track` (tb_trace_copy's), both events owned by the
+ * trace from there (a copy that cannot be kept is left out, its events destroyed). */
+struct tb_event *tb_swapmem_trace_mark(struct tb_swap_mem *m, enum tb_stream stream);
+void tb_swapmem_trace_copy(struct tb_swap_mem *m, size_t i, int track, struct tb_event *start, struct tb_event *end);
 /* Tensor i now holds a new value on the device (an op wrote it). */
 void tb_swapmem_produced(struct tb_swap_mem *m, size_t i);
 

@@ -351,11 +351,16 @@ static int move_movers(struct tb_swap_mem *m, const struct mover *mv, size_t nmv
         }
         void *old = (void *)mv[k].addr;
         if (w < m->s->ntensors) {
+            struct tb_event *start = m->tracing ? tb_swapmem_trace_mark(m, TB_STREAM_COMPUTE) : NULL;
             if (m->be->copy_async(m->be_ctx, m->device, TB_STREAM_COMPUTE, p, old, bytes, err) != TB_OK) {
+                if (start)
+                    m->be->event_destroy(m->be_ctx, start);
                 m->be->mem_free(m->be_ctx, m->device, p);
                 rc = -1;
                 break;
             }
+            if (m->tracing)
+                tb_swapmem_trace_copy(m, w, 0, start, tb_swapmem_trace_mark(m, TB_STREAM_COMPUTE));
             m->t[w].data = p;
             m->stats.relocated_bytes += bytes;
         } else {

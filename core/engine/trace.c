@@ -2,8 +2,9 @@
  * the swap copies on the two copy tracks, placed by the backend's events (event_time) so
  * that on a GPU both follow the device's clock, not the host's, which runs ahead of it.
  * Forward ops run again to rebuild dropped tensors (recompute.c) are on the compute track
- * too, in the category "recompute". A step whose op events cannot be recorded falls back
- * to the host's times. */
+ * too, in the category "recompute"; the memory manager's moves inside the device (compaction,
+ * swapmem_room.c), copies on the compute stream, in the category "relocate". A step whose
+ * op events cannot be recorded falls back to the host's times. */
 #include "config.h"
 
 #include "core/engine/exec_internal.h"
@@ -151,11 +152,12 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
         const struct tb_trace_copy *tc = &m->trace[c];
         const double a = x->e->event_time(x->e->ctx, tc->start), b = x->e->event_time(x->e->ctx, tc->end);
         sp[x->s->nsteps + c] = (struct tb_trace_span){
-            .track = tc->to_device ? 1 : 2,
+            .track = tc->track,
             .start = a - t0,
             .dur = b - a,
             .bytes = x->s->tensors[tc->tensor].bytes,
             .name = x->s->tensors[tc->tensor].name,
+            .relocate = tc->track == 0,
         };
     }
     size_t n_all = x->s->nsteps + m->ntrace;
@@ -211,6 +213,11 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
             fprintf(f,
                     ",\"cat\":\"recompute\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
                     "\"args\":{\"recompute\":true,\"bytes\":%" PRIu64 "}},\n",
+                    sp[i].start * 1e6, sp[i].dur * 1e6, sp[i].bytes);
+        else if (sp[i].track == 0 && sp[i].relocate)
+            fprintf(f,
+                    ",\"cat\":\"relocate\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
+                    "\"args\":{\"relocate\":true,\"bytes\":%" PRIu64 "}},\n",
                     sp[i].start * 1e6, sp[i].dur * 1e6, sp[i].bytes);
         else if (sp[i].track == 0)
             fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
