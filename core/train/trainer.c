@@ -439,8 +439,10 @@ static int loop_step(struct tb_trainer *t, const struct epoch_run *e, double *lo
 {
     const double s0 = tb_now();
     const char *trace = t->s->settings.report.trace;
-    /* [report] trace: the run's second step (the first warms up), or its only one. */
-    const bool traced = trace[0] && t->progress.steps_timed == (t->total_iters - t->iteration > 1 ? 1u : 0u);
+    /* [report] trace: the run's second step (the first warms up), or its only one. (Asking
+     * at each step whether more than one remains skipped both steps of a two-step run.) */
+    const uint64_t done = t->progress.steps_timed;
+    const bool traced = trace[0] && (done == 1 || (done == 0 && t->total_iters - t->iteration == 1));
     if (traced)
         tb_exec_trace_begin(t->tx);
     int rc = train_step(t, loss, err);
