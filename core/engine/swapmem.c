@@ -86,7 +86,8 @@ struct tb_event *tb_swapmem_trace_mark(struct tb_swap_mem *m, enum tb_stream str
 }
 
 /* Keeps a traced copy; one that cannot be kept is left out of the trace, the step goes on. */
-void tb_swapmem_trace_copy(struct tb_swap_mem *m, size_t i, int track, struct tb_event *start, struct tb_event *end)
+void tb_swapmem_trace_copy(struct tb_swap_mem *m, size_t i, enum tb_trace_track track, struct tb_event *start,
+                           struct tb_event *end)
 {
     if (start && end && m->ntrace == m->trace_cap) {
         size_t cap = m->trace_cap ? 2 * m->trace_cap : 64;
@@ -214,7 +215,7 @@ int tb_swapmem_move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_er
     if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_D2H)) != 0)
         tb_err_set(err, rc, "recording a swap-out event failed");
     if (m->tracing)
-        tb_swapmem_trace_copy(m, i, 2, start, !rc ? tb_swapmem_trace_mark(m, TB_STREAM_D2H) : NULL);
+        tb_swapmem_trace_copy(m, i, TB_TRACK_TO_HOST, start, !rc ? tb_swapmem_trace_mark(m, TB_STREAM_D2H) : NULL);
     if (rc)
         return tb_err_prefix(err, "swapping out %s", m->s->tensors[i].name);
     m->res[i] = TB_RES_MOVING_OUT;
@@ -297,7 +298,7 @@ int tb_swapmem_start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_e
     if (!rc && (rc = m->be->event_record(m->be_ctx, m->ev[i], TB_STREAM_H2D)) != 0)
         tb_err_set(err, rc, "recording a swap-in event failed");
     if (m->tracing)
-        tb_swapmem_trace_copy(m, i, 1, start, !rc ? tb_swapmem_trace_mark(m, TB_STREAM_H2D) : NULL);
+        tb_swapmem_trace_copy(m, i, TB_TRACK_TO_DEVICE, start, !rc ? tb_swapmem_trace_mark(m, TB_STREAM_H2D) : NULL);
     if (rc) {
         m->be->mem_free(m->be_ctx, m->device, data);
         m->t[i].data = NULL;

@@ -12,10 +12,13 @@
 #include "core/engine/swap_stats.h"
 #include "core/engine/schedule_internal.h"
 
+/* The tracks of a traced step, as tb_trace_span's. */
+enum tb_trace_track { TB_TRACK_COMPUTE = 0, TB_TRACK_TO_DEVICE = 1, TB_TRACK_TO_HOST = 2 };
+
 /* One copy of a traced step: events recorded on its stream before and after it. */
 struct tb_trace_copy {
     uint32_t tensor;
-    int track; /* as tb_trace_span's: 0 a move inside the device (compaction), 1 in, 2 out */
+    enum tb_trace_track track; /* compute: a move inside the device (compaction) */
     struct tb_event *start, *end;
 };
 
@@ -120,7 +123,8 @@ void tb_swapmem_trace_clear(struct tb_swap_mem *m);
  * then the copy of tensor i kept on `track` (tb_trace_copy's), both events owned by the
  * trace from there (a copy that cannot be kept is left out, its events destroyed). */
 struct tb_event *tb_swapmem_trace_mark(struct tb_swap_mem *m, enum tb_stream stream);
-void tb_swapmem_trace_copy(struct tb_swap_mem *m, size_t i, int track, struct tb_event *start, struct tb_event *end);
+void tb_swapmem_trace_copy(struct tb_swap_mem *m, size_t i, enum tb_trace_track track, struct tb_event *start,
+                           struct tb_event *end);
 /* Tensor i now holds a new value on the device (an op wrote it). */
 void tb_swapmem_produced(struct tb_swap_mem *m, size_t i);
 

@@ -360,7 +360,7 @@ static int move_movers(struct tb_swap_mem *m, const struct mover *mv, size_t nmv
                 break;
             }
             if (m->tracing)
-                tb_swapmem_trace_copy(m, w, 0, start, tb_swapmem_trace_mark(m, TB_STREAM_COMPUTE));
+                tb_swapmem_trace_copy(m, w, TB_TRACK_COMPUTE, start, tb_swapmem_trace_mark(m, TB_STREAM_COMPUTE));
             m->t[w].data = p;
             m->stats.relocated_bytes += bytes;
         } else {

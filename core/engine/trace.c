@@ -157,7 +157,7 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
             .dur = b - a,
             .bytes = x->s->tensors[tc->tensor].bytes,
             .name = x->s->tensors[tc->tensor].name,
-            .relocate = tc->track == 0,
+            .relocate = tc->track == TB_TRACK_COMPUTE,
         };
     }
     size_t n_all = x->s->nsteps + m->ntrace;
@@ -209,17 +209,13 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
     for (size_t i = 0; i < n; i++) {
         fputs("{\"name\":", f);
         json_name(f, sp[i].name);
-        if (sp[i].track == 0 && sp[i].recompute)
+        if (sp[i].track == 0 && (sp[i].recompute || sp[i].relocate)) {
+            const char *cat = sp[i].recompute ? "recompute" : "relocate";
             fprintf(f,
-                    ",\"cat\":\"recompute\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
-                    "\"args\":{\"recompute\":true,\"bytes\":%" PRIu64 "}},\n",
-                    sp[i].start * 1e6, sp[i].dur * 1e6, sp[i].bytes);
-        else if (sp[i].track == 0 && sp[i].relocate)
-            fprintf(f,
-                    ",\"cat\":\"relocate\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
-                    "\"args\":{\"relocate\":true,\"bytes\":%" PRIu64 "}},\n",
-                    sp[i].start * 1e6, sp[i].dur * 1e6, sp[i].bytes);
-        else if (sp[i].track == 0)
+                    ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
+                    "\"args\":{\"%s\":true,\"bytes\":%" PRIu64 "}},\n",
+                    cat, sp[i].start * 1e6, sp[i].dur * 1e6, cat, sp[i].bytes);
+        } else if (sp[i].track == 0)
             fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
                     sp[i].start * 1e6, sp[i].dur * 1e6);
         else

@@ -259,19 +259,19 @@ static double queue_late(const struct queue *q, const struct copy *extra)
     return late;
 }
 
-static int queue_add(struct queue *q, double at, double seconds, double deadline, double need)
+static int queue_add(struct queue *q, struct copy c)
 {
     if (q->n == q->cap) {
         const size_t cap = q->cap ? 2 * q->cap : 64;
-        struct copy *c = realloc(q->c, cap * sizeof *c);
-        if (!c)
+        struct copy *grown = realloc(q->c, cap * sizeof *grown);
+        if (!grown)
             return -1;
-        q->c = c;
+        q->c = grown;
         q->cap = cap;
     }
-    const size_t slot = queue_slot(q, at);
+    const size_t slot = queue_slot(q, c.at);
     memmove(&q->c[slot + 1], &q->c[slot], (q->n - slot) * sizeof *q->c);
-    q->c[slot] = (struct copy){ at, seconds, deadline, need };
+    q->c[slot] = c;
     q->n++;
     return 0;
 }
@@ -313,16 +313,26 @@ static bool loaded_window(const struct plan *pl, const double *before, const str
     return false;
 }
 
-/* Queues the copies of the window loaded_window found (e, s); -1 when out of memory. */
-static int queue_swap(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
-                      uint32_t u, uint32_t v, uint32_t e, uint32_t s)
+/* The two copies of a swap of tensor i (uses u < v): out after u, the memory counted free
+ * from step `freed`; back from step s, counted on at v. Held to the window's deadlines (out
+ * done by `freed`, back with prefetch's margin before v), or, `late` (a swap the link
+ * cannot hide), to none: those queued after it are timed behind it. */
+static void swap_copies(const struct plan *pl, const double *before, size_t i, uint32_t u, uint32_t v, uint32_t freed,
+                        uint32_t s, bool late, struct copy *o, struct copy *b)
 {
     double t_out, t_in;
     copy_seconds(pl, i, &t_out, &t_in);
-    return queue_add(out, before[u + 1], t_out, before[e], before[e]) ||
-                   queue_add(in, before[s], t_in, before[v] - 0.5 * t_in, before[v])
-               ? -1
-               : 0;
+    *o = (struct copy){ before[u + 1], t_out, late ? HUGE_VAL : before[freed], before[freed] };
+    *b = (struct copy){ before[s], t_in, late ? HUGE_VAL : before[v] - 0.5 * t_in, before[v] };
+}
+
+/* Queues those copies; -1 when out of memory. */
+static int queue_swap(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
+                      uint32_t u, uint32_t v, uint32_t freed, uint32_t s, bool late)
+{
+    struct copy o, b;
+    swap_copies(pl, before, i, u, v, freed, s, late, &o, &b);
+    return queue_add(out, o) || queue_add(in, b) ? -1 : 0;
 }
 
 /* A swap of tensor i (uses u < v, memory needed from step k, copy back from s) that the
@@ -331,23 +341,9 @@ static int queue_swap(const struct plan *pl, const double *before, struct queue 
 static double exposed_seconds(const struct plan *pl, const double *before, const struct queue *out,
                               const struct queue *in, size_t i, uint32_t u, uint32_t v, uint32_t k, uint32_t s)
 {
-    double t_out, t_in;
-    copy_seconds(pl, i, &t_out, &t_in);
-    const struct copy o = { before[u + 1], t_out, HUGE_VAL, before[k] }, b = { before[s], t_in, HUGE_VAL, before[v] };
+    struct copy o, b;
+    swap_copies(pl, before, i, u, v, k, s, true, &o, &b);
     return queue_late(out, &o) - queue_late(out, NULL) + queue_late(in, &b) - queue_late(in, NULL);
-}
-
-/* Queues the copies of such a swap: no deadline to hold it to (it is late already), and
- * those queued after it are timed behind it. -1 when out of memory. */
-static int queue_exposed(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
-                         uint32_t u, uint32_t v, uint32_t k, uint32_t s)
-{
-    double t_out, t_in;
-    copy_seconds(pl, i, &t_out, &t_in);
-    return queue_add(out, before[u + 1], t_out, HUGE_VAL, before[k]) ||
-                   queue_add(in, before[s], t_in, HUGE_VAL, before[v])
-               ? -1
-               : 0;
 }
 
 /* What taking tensor i off the device costs at most: the step waits for its copy out and
@@ -715,10 +711,8 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
             if (best.i == SIZE_MAX || rc)
                 break; /* nothing can go: the memory manager evicts on demand */
             const uint32_t u = pl->uses[best.i][best.gap];
-            if (late)
-                rc = queue_exposed(pl, before, &outq, &inq, best.i, u, best.v, (uint32_t)k, best.s);
-            else if (loaded)
-                rc = queue_swap(pl, before, &outq, &inq, best.i, u, best.v, best.e, best.s);
+            if (loaded) /* a late swap: memory needed from k, not freed before */
+                rc = queue_swap(pl, before, &outq, &inq, best.i, u, best.v, late ? (uint32_t)k : best.e, best.s, late);
             if (rc)
                 break;
             w.taken[best.i][best.gap] = 1;
