@@ -1,7 +1,7 @@
 /* tests/check_config.c: tests of core/config/config.c (reading an INI file and --set), core/config/section.c
  * (a section validated against its key table, the typed getters) and core/config/setup.c (the
  * whole configuration resolved: sections checked, plugins found, the effective
- * configuration printed and read back). */
+ * configuration printed and read back), and of core/util/error.c (the messages they all carry). */
 #include "config.h"
 
 #include <check.h>
@@ -1617,6 +1617,122 @@ START_TEST(print_round_trip_quote_chars)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ errors */
+
+/* A string of n copies of c, allocated. */
+static char *repeat(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+START_TEST(error_long_message_kept_whole)
+{
+    /* A message of 3000 bytes fits the buffer and is kept to its last byte: the hint that
+     * ends it (what to do) is what a cut would lose first. */
+    char *body = repeat('p', 3000);
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_eq(tb_err_set(&err, TB_ERR_PLUGIN, "searched %s; name one", body), TB_ERR_PLUGIN);
+    ck_assert_uint_eq(strlen(err.msg), 3000 + strlen("searched ; name one"));
+    ck_assert_contains(err.msg, "; name one");
+    ck_assert_int_eq(err.count, 1);
+    ck_assert_int_eq(err.status, TB_ERR_PLUGIN);
+
+    /* The same through tb_err_add, after a first line. */
+    tb_err_clear(&err);
+    tb_err_add(&err, TB_ERR_CONFIG, "first");
+    tb_err_add(&err, TB_ERR_PLUGIN, "%s!", body);
+    ck_assert_uint_eq(strlen(err.msg), strlen("first\n") + 3001);
+    ck_assert_int_eq(err.msg[strlen(err.msg) - 1], '!');
+    ck_assert_int_eq(err.status, TB_ERR_CONFIG); /* the first status stays */
+    free(body);
+}
+END_TEST
+
+START_TEST(error_message_longer_than_buffer_says_it_was_cut)
+{
+    char *body = repeat('x', 2 * TB_ERR_MSG_MAX);
+    struct tb_err err;
+    tb_err_clear(&err);
+    tb_err_set(&err, TB_ERR_CONFIG, "start %s", body);
+    size_t len = strlen(err.msg);
+    ck_assert_uint_lt(len, TB_ERR_MSG_MAX);
+    ck_assert(strncmp(err.msg, "start xxx", 9) == 0);
+    const char *mark = strstr(err.msg, " [message cut: ");
+    ck_assert_ptr_nonnull(mark);
+    size_t kept = (size_t)(mark - err.msg), cut = 0;
+    ck_assert_int_eq(sscanf(mark, " [message cut: %zu more bytes]", &cut), 1);
+    ck_assert_uint_eq(kept + cut, strlen("start ") + 2 * TB_ERR_MSG_MAX); /* nothing unaccounted */
+    ck_assert_int_eq(err.msg[len - 1], ']');
+    ck_assert_int_eq(err.count, 1);
+    free(body);
+}
+END_TEST
+
+START_TEST(error_lines_past_the_buffer_are_counted)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    const int lines = 400; /* 400 lines of ~20 bytes: twice the buffer */
+    for (int i = 0; i < lines; i++)
+        tb_err_add(&err, TB_ERR_CONFIG, "problem number %04d", i);
+    ck_assert_int_eq(err.count, lines);
+    ck_assert_uint_lt(strlen(err.msg), TB_ERR_MSG_MAX);
+    const char *tail = strstr(err.msg, "\n(and ");
+    ck_assert_ptr_nonnull(tail);
+    int more = 0;
+    ck_assert_int_eq(sscanf(tail, "\n(and %d more)", &more), 1);
+    size_t shown = 0;
+    for (const char *p = err.msg; p < tail; p++)
+        shown += *p == '\n';
+    shown++; /* the first line */
+    ck_assert_int_eq((int)shown + more, lines);
+    ck_assert(strncmp(err.msg, "problem number 0000\n", 20) == 0);
+}
+END_TEST
+
+START_TEST(error_set_may_quote_its_own_message)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    tb_err_set(&err, TB_ERR_RUNTIME, "inner");
+    tb_err_set(&err, TB_ERR_CONFIG, "outer (the last: %s)", err.msg);
+    ck_assert_str_eq(err.msg, "outer (the last: inner)");
+    ck_assert_int_eq(err.status, TB_ERR_CONFIG);
+    ck_assert_int_eq(err.count, 1);
+    ck_assert_int_eq(tb_err_set(NULL, TB_ERR_PLUGIN, "nowhere"), TB_ERR_PLUGIN);
+}
+END_TEST
+
+START_TEST(error_prefix_on_a_full_message_says_it_was_cut)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    tb_err_set(&err, TB_ERR_CONFIG, "short");
+    tb_err_prefix(&err, "file.ini");
+    ck_assert_str_eq(err.msg, "file.ini: short");
+
+    char *body = repeat('y', TB_ERR_MSG_MAX - 100); /* fits alone, not with the prefix */
+    tb_err_set(&err, TB_ERR_CONFIG, "%s", body);
+    ck_assert_uint_eq(strlen(err.msg), TB_ERR_MSG_MAX - 100);
+    char *prefix = repeat('f', 200);
+    tb_err_prefix(&err, "%s", prefix);
+    ck_assert_uint_lt(strlen(err.msg), TB_ERR_MSG_MAX);
+    ck_assert(strncmp(err.msg, prefix, 200) == 0 && strncmp(err.msg + 200, ": yyy", 5) == 0);
+    const char *mark = strstr(err.msg, " [message cut: ");
+    ck_assert_ptr_nonnull(mark);
+    size_t cut = 0;
+    ck_assert_int_eq(sscanf(mark, " [message cut: %zu more bytes]", &cut), 1);
+    ck_assert_uint_eq((size_t)(mark - err.msg) - 202 + cut, TB_ERR_MSG_MAX - 100);
+    free(prefix);
+    free(body);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ main */
 
 int main(void)
@@ -1694,6 +1810,14 @@ int main(void)
     tcase_add_test(tc, print_every_key_with_origin);
     tcase_add_test(tc, print_round_trip);
     tcase_add_test(tc, print_round_trip_quote_chars);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_test(tc, error_long_message_kept_whole);
+    tcase_add_test(tc, error_message_longer_than_buffer_says_it_was_cut);
+    tcase_add_test(tc, error_lines_past_the_buffer_are_counted);
+    tcase_add_test(tc, error_set_may_quote_its_own_message);
+    tcase_add_test(tc, error_prefix_on_a_full_message_says_it_was_cut);
     suite_add_tcase(s, tc);
 
     return test_run_suite(s);

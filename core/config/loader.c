@@ -310,7 +310,7 @@ int tb_plugin_auto(int kind, struct tb_plugin_handle **out, char *why, size_t wh
         *out = st.best;
     } else if (rc == TB_OK) {
         rc = tb_err_set(err, TB_ERR_PLUGIN,
-                        "no usable %s plugin for 'auto' (candidates: %s; searched %s); name one with plugin = NAME",
+                        "no usable %s plugin for 'auto': name one with plugin = NAME (candidates: %s; searched %s)",
                         tb_kind_name(kind), *st.others ? st.others : "none", tb_dirs_text(&dirs));
     } else {
         tb_plugin_close(st.best);

@@ -45,12 +45,15 @@ void tb_err_clear(struct tb_err *e);
 int tb_err_set(struct tb_err *e, int status, const char *fmt, ...) TB_PRINTF(3, 4);
 
 /* Appends one more line (for validators that report every problem at once) and returns
- * status. Lines past TB_ERR_MSG_MAX are counted and summarised, never dropped silently. */
+ * status. Lines past TB_ERR_MSG_MAX are counted and summarised, never dropped silently; a
+ * single message longer than the whole buffer keeps its start and ends with
+ * "[message cut: N more bytes]". */
 int tb_err_add(struct tb_err *e, int status, const char *fmt, ...) TB_PRINTF(3, 4);
 int tb_err_vadd(struct tb_err *e, int status, const char *fmt, va_list ap);
 
 /* Puts "prefix: " in front of e's message (single-line messages only; a multi-line message
- * gets the prefix on its first line). Returns e->status. */
+ * gets the prefix on its first line). Where the two would not fit, the message's end gives
+ * way and "[message cut: N more bytes]" says so. Returns e->status. */
 int tb_err_prefix(struct tb_err *e, const char *fmt, ...) TB_PRINTF(2, 3);
 
 /* The process exit code for a status: 0 for TB_OK, 2 for configuration and plugin
