@@ -422,6 +422,62 @@ START_TEST(inference_graph_shares_parameters)
 }
 END_TEST
 
+/* The device's memory in use, less the scratch the backend keeps between ops (its own,
+ * shared by every executor, and given up whenever room is needed). */
+static void held_apart_from_scratch(struct tb_mem_stats *st)
+{
+    b.ops.backend->release_scratch(b.ctx, 0);
+    b.ops.backend->mem_stats(b.ctx, 0, st);
+}
+
+/* Validation's executor sits idle while training's runs, and the other way round: each
+ * gives back what its last run left and its inputs, and is the same after. */
+START_TEST(a_released_executor_holds_no_device_memory)
+{
+    struct tb_graph *train = small_net(true, 2, 4), *infer = small_net(false, 2, 4);
+    struct tb_exec *xt, *xi;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, train, &xt, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_sgd_prepare(&e, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_create(&e, infer, &xi, &err) == TB_OK, "%s", err.msg);
+    struct tb_mem_stats made, idle, again;
+    held_apart_from_scratch(&made);
+    const uint64_t inputs = 2 * (2 * 3 * 12 * 10 * sizeof(float) + 2 * 12 * 10); /* image and labels, twice */
+
+    feed(xi, 2, 3, 12, 10, 4, 9);
+    step(xi, 0, 0, false);
+    float logits[2 * 4 * 12 * 10], logits2[2 * 4 * 12 * 10];
+    ck_assert_msg(tb_exec_read(xi, "logits", logits, &err) == TB_OK, "%s", err.msg);
+    tb_exec_release(xi);
+    tb_exec_release(xt);
+    held_apart_from_scratch(&idle);
+    /* What is left is the engine's: parameters, gradients, momentum. */
+    ck_assert_uint_ge(made.in_use - idle.in_use, inputs);
+    ck_assert_uint_le(made.in_use - idle.in_use, inputs + 4 * 512); /* blocks round up */
+
+    /* A forward with inputs given back and not set again is refused, naming the input. */
+    ck_assert_int_eq(tb_exec_forward(xi, 0, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "input 'image' has not been set");
+
+    /* Set again, the executor computes what it did; released, it holds nothing again. */
+    feed(xi, 2, 3, 12, 10, 4, 9);
+    step(xi, 0, 0, false);
+    ck_assert_msg(tb_exec_read(xi, "logits", logits2, &err) == TB_OK, "%s", err.msg);
+    ck_assert(memcmp(logits, logits2, sizeof logits) == 0);
+    tb_exec_release(xi);
+    feed(xt, 2, 3, 12, 10, 4, 9);
+    step(xt, 0, 0.05f, true);
+    tb_exec_release(xt);
+    held_apart_from_scratch(&again);
+    ck_assert_uint_eq(again.in_use, idle.in_use);
+    tb_exec_free(xt);
+    tb_exec_free(xi);
+    tb_graph_free(train);
+    tb_graph_free(infer);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors */
 
 static void open_tiny_engine(void)
@@ -1270,6 +1326,7 @@ int main(void)
     tcase_add_test(tc, small_net_overfits_one_batch);
     tcase_add_test(tc, runs_are_bit_identical);
     tcase_add_test(tc, inference_graph_shares_parameters);
+    tcase_add_test(tc, a_released_executor_holds_no_device_memory);
     tcase_add_test(tc, parameters_enumerable_by_name);
     tcase_add_test(tc, estimate_bounds_the_measured_step);
     tcase_add_test(tc, recomputing_every_op_kind_is_bit_identical);

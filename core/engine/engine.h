@@ -85,8 +85,15 @@ struct tb_exec;
 int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err);
 void tb_exec_free(struct tb_exec *x);
 
-/* Copies host data (canonical NCHW, the input's dtype) into input `name`. */
+/* Copies host data (canonical NCHW, the input's dtype) into input `name`, allocating it
+ * again after tb_exec_release. */
 int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, struct tb_err *err);
+/* Gives back the device memory of what the last run left (outputs, losses, activations
+ * kept for a backward that will not come) and of the inputs; parameters, gradients and
+ * momentum stay with the engine. For an executor that sits idle while another runs on the
+ * same device (validation's between validations, training's during one). Every input must
+ * be set again before the next forward. */
+void tb_exec_release(struct tb_exec *x);
 /* Runs every forward step. `step` numbers the training step: with the engine's seed it
  * decides dropout's masks, so a step repeated (a resumed run) drops the same. Memory of
  * activations no later step needs is freed as soon as their last user has run. */

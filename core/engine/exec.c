@@ -294,15 +294,20 @@ static void release_transients(struct tb_exec *x)
             free_tensor(x, i);
 }
 
+void tb_exec_release(struct tb_exec *x)
+{
+    release_transients(x);
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        if (x->s->tensors[i].kind == TB_SCHED_INPUT)
+            free_tensor(x, i);
+}
+
 void tb_exec_free(struct tb_exec *x)
 {
     if (!x)
         return;
     if (x->s) {
-        release_transients(x);
-        for (size_t i = 0; i < x->s->ntensors; i++)
-            if (x->s->tensors[i].kind == TB_SCHED_INPUT)
-                free_tensor(x, i);
+        tb_exec_release(x);
         if (x->mem_ready)
             tb_swapmem_fini(&x->mem);
         tb_grad_sync_free(&x->sync);
@@ -447,6 +452,9 @@ int tb_exec_set_input(struct tb_exec *x, const char *name, const void *host, str
     struct tb_node *n = tb_graph_find(x->g, name);
     if (!n || n->kind != TB_NODE_INPUT)
         return tb_err_set(err, TB_ERR_RUNTIME, "the graph has no input named '%s'", name);
+    int rc = tb_exec_alloc_tensor(x, SIZE_MAX, n->id, err);
+    if (rc)
+        return tb_err_prefix(err, "input '%s'", name);
     return x->e->ops->tensor_write(x->e->ctx, &x->t[n->id], host, err);
 }
 
@@ -509,6 +517,10 @@ void tb_exec_retire(struct tb_exec *x, size_t step)
 int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
 {
     release_transients(x);
+    for (size_t i = 0; i < x->s->ntensors; i++)
+        if (x->s->tensors[i].kind == TB_SCHED_INPUT && !x->t[i].data)
+            return tb_err_set(err, TB_ERR_RUNTIME, "input '%s' has not been set since the executor's memory was "
+                              "given back (tb_exec_release)", x->s->tensors[i].name);
     /* The backend draws dropout masks from (step, op, element): mixing the run seed in
      * makes two seeds drop differently at the same step. */
     step ^= x->e->seed * TB_GOLDEN64;

@@ -247,8 +247,8 @@ static int setup_graphs(struct tb_trainer *t, bool validate, struct tb_err *err)
         rc = check_host_memory(t, validate, err);
     if (!rc)
         rc = tb_run_exec(&t->run, t->tg, &tin, &t->tx, err);
-    if (!rc && validate)
-        rc = tb_run_exec(&t->run, t->vg, &vin, &t->vx, err);
+    if (!rc && validate && (rc = tb_run_exec(&t->run, t->vg, &vin, &t->vx, err)) == TB_OK)
+        tb_exec_release(t->vx); /* it holds device memory only while it validates */
     if (!rc)
         rc = open_loader(t, &t->train, true, t->rank_batch, err);
     if (!rc && validate) {

@@ -96,8 +96,13 @@ static int validate(struct tb_trainer *t, double *miou, double *acc, double *los
 
 int tb_trainer_validate(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_err *err)
 {
+    /* The two executors share the device and take turns: what training's last step left
+     * (its outputs and inputs) is given back for validation's batches, and validation's
+     * for the training steps after it, so neither's peak is taken from the other's. */
+    tb_exec_release(t->tx);
     bool stopped = false;
     int rc = validate(t, &r->miou, &r->acc, &r->val_loss, &stopped, err);
+    tb_exec_release(t->vx);
     if (rc == TB_OK && stopped) {
         tb_progress_clear(&t->progress);
         tb_log(TB_LOG_INFO, "validation after epoch %" PRIu64 " cut short: a stop was requested", r->epoch);
