@@ -246,8 +246,30 @@ struct auto_state {
     char *why;
     size_t why_size;
     char others[2048];
+    int unlisted; /* candidates others had no room for: counted, never dropped unsaid */
     char chosen[512];
 };
+
+/* Appends one candidate's line to st->others, or counts it where it does not fit. */
+static void add_other(struct auto_state *st, const char *line)
+{
+    size_t o = strlen(st->others);
+    if (o + 2 + strlen(line) + sizeof ", and 2147483647 more" >= sizeof st->others)
+        st->unlisted++;
+    else
+        snprintf(st->others + o, sizeof st->others - o, "%s%s", o ? ", " : "", line);
+}
+
+/* st->others, with the count of those it had no room for. */
+static const char *others_text(struct auto_state *st)
+{
+    if (st->unlisted) {
+        size_t o = strlen(st->others);
+        snprintf(st->others + o, sizeof st->others - o, ", and %d more", st->unlisted);
+        st->unlisted = 0;
+    }
+    return st->others;
+}
 
 static int consider(const char *dir, const char *file, const char *name, void *arg)
 {
@@ -263,7 +285,6 @@ static int consider(const char *dir, const char *file, const char *name, void *a
     struct tb_err err;
     tb_err_clear(&err);
     char line[600];
-    size_t o = strlen(st->others);
     if (tb_plugin_open(path, st->kind, &h, &err)) {
         tb_log(TB_LOG_WARN, "skipping %s plugin candidate: %s", tb_kind_name(st->kind), err.msg);
         snprintf(line, sizeof line, "%s (refused)", name);
@@ -277,9 +298,7 @@ static int consider(const char *dir, const char *file, const char *name, void *a
             s = 0;
         if (s > st->best_score) {
             if (st->best) {
-                snprintf(line, sizeof line, "%s", st->chosen);
-                snprintf(st->others + o, sizeof st->others - o, "%s%s", o ? ", " : "", line);
-                o = strlen(st->others);
+                add_other(st, st->chosen);
                 tb_plugin_close(st->best);
             }
             st->best = h;
@@ -290,7 +309,7 @@ static int consider(const char *dir, const char *file, const char *name, void *a
         snprintf(line, sizeof line, "%s %d (%s)", name, s, why);
         tb_plugin_close(h);
     }
-    snprintf(st->others + o, sizeof st->others - o, "%s%s", o ? ", " : "", line);
+    add_other(st, line);
     return 0;
 }
 
@@ -305,13 +324,14 @@ int tb_plugin_auto(int kind, struct tb_plugin_handle **out, char *why, size_t wh
     for (size_t i = 0; i < dirs.n && rc == TB_OK; i++)
         rc = visit_dir(dirs.dir[i], kind, consider, &st);
     if (rc == TB_OK && st.best) {
+        const char *others = others_text(&st);
         snprintf(why, why_size, "chose '%s' with score %s%s%s", st.best->p->name, strchr(st.chosen, ' ') + 1,
-                 *st.others ? "; other candidates: " : "", st.others);
+                 *others ? "; other candidates: " : "", others);
         *out = st.best;
     } else if (rc == TB_OK) {
         rc = tb_err_set(err, TB_ERR_PLUGIN,
                         "no usable %s plugin for 'auto': name one with plugin = NAME (candidates: %s; searched %s)",
-                        tb_kind_name(kind), *st.others ? st.others : "none", tb_dirs_text(&dirs));
+                        tb_kind_name(kind), *st.others ? others_text(&st) : "none", tb_dirs_text(&dirs));
     } else {
         tb_plugin_close(st.best);
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");

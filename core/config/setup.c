@@ -138,7 +138,7 @@ static int build_plugin_section(const struct tb_config *c, const char *sec, int 
  * in the slot and logged once per process and choice. */
 static int choose_auto(int kind, const char *sec, struct tb_setup_slot *slot, struct tb_err *perr)
 {
-    char why[2048];
+    char why[4096]; /* the chosen one's line (512) and the others' (2048) fit whole */
     int rc = tb_plugin_auto(kind, &slot->plugin, why, sizeof why, perr);
     if (rc)
         return rc;
@@ -147,7 +147,7 @@ static int choose_auto(int kind, const char *sec, struct tb_setup_slot *slot, st
     char *last = said[kind == TB_KIND_PLATFORM];
     if (strncmp(last, why, sizeof said[0] - 1) != 0) {
         tb_log(TB_LOG_INFO, "[%s] plugin = auto: %s", sec, why);
-        memcpy(last, why, sizeof said[0] - 1); /* why holds 2048: truncated */
+        memcpy(last, why, sizeof said[0] - 1); /* the start: enough to tell one choice from another */
     }
     size_t n = strlen(why) + 8;
     slot->plugin_note = malloc(n);
