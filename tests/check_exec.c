@@ -396,14 +396,38 @@ START_TEST(parameters_enumerable_by_name)
 }
 END_TEST
 
-START_TEST(inference_graph_shares_parameters)
-{
-    struct tb_graph *train = small_net(true, 2, 4), *infer = small_net(false, 2, 4);
+/* small_net's training and inference graphs with their executors on the one engine:
+ * they share its parameters. */
+struct exec_pair {
+    struct tb_graph *train, *infer;
     struct tb_exec *xt, *xi;
+};
+
+static void open_pair(struct exec_pair *p)
+{
+    p->train = small_net(true, 2, 4);
+    p->infer = small_net(false, 2, 4);
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(tb_exec_create(&e, train, &xt, &err) == TB_OK, "%s", err.msg);
-    ck_assert_msg(tb_exec_create(&e, infer, &xi, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_create(&e, p->train, &p->xt, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_create(&e, p->infer, &p->xi, &err) == TB_OK, "%s", err.msg);
+}
+
+static void close_pair(struct exec_pair *p)
+{
+    tb_exec_free(p->xt);
+    tb_exec_free(p->xi);
+    tb_graph_free(p->train);
+    tb_graph_free(p->infer);
+}
+
+START_TEST(inference_graph_shares_parameters)
+{
+    struct exec_pair p;
+    open_pair(&p);
+    struct tb_exec *xt = p.xt, *xi = p.xi;
+    struct tb_err err;
+    tb_err_clear(&err);
     feed(xt, 2, 3, 12, 10, 4, 9);
     feed(xi, 2, 3, 12, 10, 4, 9);
     float before = step(xi, 0, 0, false);
@@ -415,10 +439,7 @@ START_TEST(inference_graph_shares_parameters)
     ck_assert_msg(after < before, "inference loss %g -> %g", (double)before, (double)after);
     ck_assert_int_eq(tb_exec_backward(xi, &err), TB_ERR_RUNTIME);
     ck_assert_contains(err.msg, "inference");
-    tb_exec_free(xt);
-    tb_exec_free(xi);
-    tb_graph_free(train);
-    tb_graph_free(infer);
+    close_pair(&p);
 }
 END_TEST
 
@@ -430,20 +451,30 @@ static void held_apart_from_scratch(struct tb_mem_stats *st)
     b.ops.backend->mem_stats(b.ctx, 0, st);
 }
 
+/* The bytes of x's inputs, from its schedule. */
+static uint64_t input_bytes(const struct tb_exec *x)
+{
+    const struct tb_schedule *s = tb_exec_schedule(x);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < tb_schedule_tensors(s); i++)
+        if (tb_schedule_tensor(s, i)->kind == TB_SCHED_INPUT)
+            sum += tb_schedule_tensor(s, i)->bytes;
+    return sum;
+}
+
 /* Validation's executor sits idle while training's runs, and the other way round: each
  * gives back what its last run left and its inputs, and is the same after. */
 START_TEST(a_released_executor_holds_no_device_memory)
 {
-    struct tb_graph *train = small_net(true, 2, 4), *infer = small_net(false, 2, 4);
-    struct tb_exec *xt, *xi;
+    struct exec_pair p;
+    open_pair(&p);
+    struct tb_exec *xt = p.xt, *xi = p.xi;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(tb_exec_create(&e, train, &xt, &err) == TB_OK, "%s", err.msg);
     ck_assert_msg(tb_sgd_prepare(&e, &err) == TB_OK, "%s", err.msg);
-    ck_assert_msg(tb_exec_create(&e, infer, &xi, &err) == TB_OK, "%s", err.msg);
     struct tb_mem_stats made, idle, again;
     held_apart_from_scratch(&made);
-    const uint64_t inputs = 2 * (2 * 3 * 12 * 10 * sizeof(float) + 2 * 12 * 10); /* image and labels, twice */
+    const uint64_t inputs = input_bytes(xt) + input_bytes(xi); /* image and labels, twice */
 
     feed(xi, 2, 3, 12, 10, 4, 9);
     step(xi, 0, 0, false);
@@ -471,10 +502,7 @@ START_TEST(a_released_executor_holds_no_device_memory)
     tb_exec_release(xt);
     held_apart_from_scratch(&again);
     ck_assert_uint_eq(again.in_use, idle.in_use);
-    tb_exec_free(xt);
-    tb_exec_free(xi);
-    tb_graph_free(train);
-    tb_graph_free(infer);
+    close_pair(&p);
 }
 END_TEST
 

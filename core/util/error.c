@@ -17,6 +17,12 @@ void tb_err_clear(struct tb_err *e)
 /* Keep room for the line written when the buffer fills up. */
 enum { RESERVE = 64 };
 
+/* Ends a message at `at`, where `cut` of its bytes had no room, saying so. */
+static void mark_cut(char *at, size_t cut)
+{
+    snprintf(at, RESERVE + 1, " [message cut: %zu more bytes]", cut);
+}
+
 /* Appends one message: line holds the first bytes of a message n bytes long (all of it when
  * n < TB_ERR_MSG_MAX). A message that does not fit beside those before it is counted in a
  * closing "(and N more)"; a first message longer than the whole buffer keeps its start and
@@ -34,7 +40,7 @@ static void append(struct tb_err *e, const char *line, size_t n)
     if (!used) {
         size_t keep = sizeof e->msg - RESERVE - 1;
         memcpy(e->msg, line, keep);
-        snprintf(e->msg + keep, RESERVE + 1, " [message cut: %zu more bytes]", n - keep);
+        mark_cut(e->msg + keep, n - keep);
         return;
     }
     /* Full: rewrite the last line as a count of what did not fit. */
@@ -119,7 +125,7 @@ int tb_err_prefix(struct tb_err *e, const char *fmt, ...)
     memcpy(e->msg, prefix, plen - 2);
     memcpy(e->msg + plen - 2, ": ", 2);
     if (cut)
-        snprintf(e->msg + plen + mlen, RESERVE + 1, " [message cut: %zu more bytes]", cut);
+        mark_cut(e->msg + plen + mlen, cut);
     return e->status;
 }
 
