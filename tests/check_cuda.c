@@ -898,7 +898,7 @@ static int train_quickstart(const char *out, const char *const *sets, struct tb_
     struct tb_setup *s;
     ck_assert_msg(tb_setup_resolve(cfg, &s, err) == TB_OK, "%s", err->msg);
     volatile sig_atomic_t stop = 0;
-    const struct tb_train_request req = { path, NULL, 0, NULL, &stop };
+    const struct tb_train_request req = { path, NULL, 0, NULL, &stop, NULL };
     int rc = tb_train(s, &req, err);
     tb_setup_free(s);
     tb_config_free(cfg);

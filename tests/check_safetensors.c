@@ -1,6 +1,6 @@
 /* check_safetensors: the checkpoint file format. A round trip keeps names, shapes, data
  * (bit for bit) and metadata; writing is atomic (no temporary file left, the old file
- * replaced whole); every kind of damage (truncation anywhere, a broken header, a hole or
+ * replaced whole, never through a planted link); every kind of damage (truncation anywhere, a broken header, a hole or
  * overlap, another dtype, a size that disagrees with the shape) is refused with a message
  * naming the file. */
 #define _POSIX_C_SOURCE 200809L
@@ -275,6 +275,52 @@ START_TEST(not_a_regular_file)
 }
 END_TEST
 
+/* A link planted where the temporary goes (PATH.tmp.PID) is never written through: the
+ * victim keeps its bytes, the file lands whole as a regular file, the link stays. (With
+ * fopen(..., "wb") the victim became the checkpoint and PATH a link to it.) */
+START_TEST(planted_temporary_link)
+{
+    char victim[320], tmp[340];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("precious", f);
+    fclose(f);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert_int_eq(symlink(victim, tmp), 0);
+    write_two("x");
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert_msg(S_ISREG(st.st_mode), "the checkpoint is not a regular file");
+    ck_assert_int_eq(lstat(victim, &st), 0);
+    ck_assert_int_eq((int)st.st_size, 8);
+    ck_assert_int_eq(lstat(tmp, &st), 0);
+    ck_assert_msg(S_ISLNK(st.st_mode), "the planted link was replaced");
+    ck_assert_int_eq(files_in_dir(), 3); /* the checkpoint, the victim, the link: no temporary left */
+}
+END_TEST
+
+/* A target that is a symbolic link is refused by name, and what it points to is not touched. */
+START_TEST(target_link_refused)
+{
+    char victim[320];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("precious", f);
+    fclose(f);
+    ck_assert_int_eq(symlink(victim, path), 0);
+    const struct tb_st_tensor t[1] = { { "w", { 1, 1, 1, 1 }, bvec } };
+    struct tb_err err;
+    ck_assert_int_ne(tb_safetensors_write(path, t, 1, NULL, 0, &err), TB_OK);
+    ck_assert_msg(strstr(err.msg, "ckpt.safetensors: is a symbolic link: refusing to replace it"), "%s", err.msg);
+    struct stat st;
+    ck_assert_int_eq(stat(victim, &st), 0);
+    ck_assert_int_eq((int)st.st_size, 8);
+    ck_assert_int_eq(files_in_dir(), 2);
+}
+END_TEST
+
 static Suite *safetensors_suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -283,6 +329,8 @@ static Suite *safetensors_suite(void)
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, layout);
     tcase_add_test(tc, atomic_write);
+    tcase_add_test(tc, planted_temporary_link);
+    tcase_add_test(tc, target_link_refused);
     tcase_add_test(tc, truncated_anywhere);
     tcase_add_test(tc, broken_headers);
     tcase_add_test(tc, no_tensors);

@@ -87,7 +87,7 @@ static int train(const char *out, const char *const *sets, const char *resume, b
     struct tb_setup *s;
     ck_assert_msg(tb_setup_resolve(cfg, &s, err) == TB_OK, "%s", err->msg);
     volatile sig_atomic_t stop = stop_at_once;
-    const struct tb_train_request req = { path, NULL, 0, resume, &stop };
+    const struct tb_train_request req = { path, NULL, 0, resume, &stop, NULL };
     int rc = tb_train(s, &req, err);
     tb_setup_free(s);
     tb_config_free(cfg);

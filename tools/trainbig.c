@@ -65,7 +65,8 @@ static const char usage_train[] =
     "on the CPU backend the result is bit-identical to a run that never stopped.\n"
     "\n"
     "SIGINT (Ctrl-C) or SIGTERM: the current step finishes, a checkpoint is written, and\n"
-    "train exits 0 saying how to resume. A second signal stops at once.\n";
+    "train exits 128 + the signal (130, 143) saying how to resume. A second signal stops\n"
+    "at once.\n";
 
 static const char usage_predict[] =
     "usage: trainbig predict CONFIG --checkpoint CHECKPOINT --input IMAGE.png --output OUT.png\n"
@@ -328,7 +329,7 @@ static void on_stop_signal(int sig)
         signal(sig, SIG_DFL);
         raise(sig);
     }
-    stop_requested = 1;
+    stop_requested = sig; /* the exit status says which */
 }
 
 /* The end of a run that may be one rank of several: a failing rank ends the whole job
@@ -364,11 +365,19 @@ static int cmd_train(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    const struct tb_train_request req = { c.a.config, c.a.sets, c.a.nsets, c.a.resume, &stop_requested };
+    bool stopped = false;
+    const struct tb_train_request req = { c.a.config, c.a.sets, c.a.nsets, c.a.resume, &stop_requested, &stopped };
     int rc = tb_train(c.setup, &req, &err);
     if (rc)
         print_error(&err);
     run_cmd_close(&c);
+    /* Stopped on a signal with its checkpoint written: 128 + the signal, as a shell
+     * reports a process the signal ended, so that scripts and schedulers do not take
+     * the run for finished. (Under mpirun the rank that saw the signal decides.) */
+    if (stopped) {
+        tb_comm_fini();
+        return 128 + (stop_requested > 0 ? (int)stop_requested : SIGTERM);
+    }
     return end_ranks(tb_exit_code(rc));
 }
 

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "core/engine/engine_internal.h"
 #include "core/util/hash_internal.h"
+#include "core/util/kill_point.h"
 #include "core/util/log_control.h"
 #include "core/train/safetensors_internal.h"
 
@@ -106,7 +108,7 @@ static int gather_params(const char *path, struct tb_engine *e, struct tb_st_ten
 }
 
 /* Writes tensors t[0..k-1] to path with the run's metadata and their checksum. */
-static int write_checkpoint(const char *path, const struct tb_ckpt_info *info, const struct tb_st_tensor *t, size_t k,
+static int write_checkpoint(int dirfd, const char *name, const char *path, const struct tb_ckpt_info *info, const struct tb_st_tensor *t, size_t k,
                             uint64_t checksum, struct tb_err *err)
 {
     char epoch[32], iteration[32], seed[32], lr[40], hash[24], sum[24];
@@ -150,10 +152,10 @@ static int write_checkpoint(const char *path, const struct tb_ckpt_info *info, c
         checksum += meta_sum(meta[2 * i], meta[2 * i + 1]);
     }
     snprintf(sum, sizeof sum, "%016" PRIx64, checksum);
-    return tb_safetensors_write(path, t, k, meta, nmeta, err);
+    return tb_safetensors_write_at(dirfd, name, path, t, k, meta, nmeta, err);
 }
 
-int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err)
+int tb_checkpoint_save(int dirfd, const char *name, const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err)
 {
     const size_t np = tb_engine_param_count(e);
     size_t nt = 0, elems = 0;
@@ -175,7 +177,7 @@ int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ck
     else
         rc = gather_params(path, e, t, names, host, &k, &checksum, err);
     if (!rc)
-        rc = write_checkpoint(path, info, t, k, checksum, err);
+        rc = write_checkpoint(dirfd, name, path, info, t, k, checksum, err);
     for (size_t i = 0; names && i < nt; i++)
         free(names[i]);
     free(names);
@@ -373,9 +375,20 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void tb_checkpoint_prune(const char *dir, int keep)
+/* A listing of the directory open as dirfd (its own descriptor, so dirfd stays the
+ * caller's); NULL when it cannot be read. */
+static DIR *list_dir(int dirfd)
 {
-    DIR *d = opendir(dir);
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    return d;
+}
+
+void tb_checkpoint_prune(int dirfd, const char *dir, int keep)
+{
+    DIR *d = list_dir(dirfd);
     if (!d)
         return;
     char **names = NULL;
@@ -400,8 +413,10 @@ void tb_checkpoint_prune(const char *dir, int keep)
     for (size_t i = 0; i + (size_t)keep < n; i++) {
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (unlink(path) == 0)
+        if (unlinkat(dirfd, names[i], 0) == 0) {
             tb_log(TB_LOG_DEBUG, "%s: removed ([train] keep = %d)", path, keep);
+            tb_kill_point("removed", path);
+        }
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -409,8 +424,8 @@ void tb_checkpoint_prune(const char *dir, int keep)
 }
 
 /* Whether name is a temporary file this program writes next to its target
- * ("epoch-0002.safetensors.tmp.4711", "epochs.csv.tmp.4711") of a process that no longer
- * runs: *pid receives the number. */
+ * ("epoch-0002.safetensors.tmp.4711", "epochs.csv.tmp.4711-2") of a process that no
+ * longer runs: *pid receives the number. */
 static bool is_stale_temp(const char *name, long *pid)
 {
     const char *t = strstr(name, ".tmp.");
@@ -418,14 +433,22 @@ static bool is_stale_temp(const char *name, long *pid)
         return false;
     char *end;
     *pid = strtol(t + 5, &end, 10);
-    if (*end || end == t + 5 || *pid <= 0)
+    if (end == t + 5 || *pid <= 0)
+        return false;
+    if (*end == '-') { /* the k-th name tried (atomic_file.c) */
+        const char *k = end + 1;
+        strtol(k, &end, 10);
+        if (end == k)
+            return false;
+    }
+    if (*end)
         return false;
     return *pid != (long)getpid() && kill((pid_t)*pid, 0) != 0 && errno == ESRCH;
 }
 
-void tb_checkpoint_sweep_temps(const char *dir)
+void tb_checkpoint_sweep_temps(int dirfd, const char *dir)
 {
-    DIR *d = opendir(dir);
+    DIR *d = list_dir(dirfd);
     if (!d)
         return;
     for (struct dirent *de; (de = readdir(d));) {
@@ -434,7 +457,7 @@ void tb_checkpoint_sweep_temps(const char *dir)
             continue;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (unlink(path) == 0)
+        if (unlinkat(dirfd, de->d_name, 0) == 0)
             tb_log(TB_LOG_INFO, "%s: removed, left unfinished by process %ld, which stopped while writing it", path,
                    pid);
     }

@@ -31,8 +31,9 @@ struct tb_ckpt_info {
     const char *config;   /* save only */
 };
 
-/* Writes every parameter, buffer and momentum buffer of e, and info, to path. */
-int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err);
+/* Writes every parameter, buffer and momentum buffer of e, and info, to name in the
+ * directory open as dirfd (AT_FDCWD: a path), which messages call path. */
+int tb_checkpoint_save(int dirfd, const char *name, const char *path, struct tb_engine *e, const struct tb_ckpt_info *info, struct tb_err *err);
 
 /* Reads path and loads it into e, whose parameters must all exist already (the graphs'
  * executors made them). Refuses, naming the file and the difference, a file that is not
@@ -45,16 +46,17 @@ int tb_checkpoint_save(const char *path, struct tb_engine *e, const struct tb_ck
 int tb_checkpoint_load(const char *path, struct tb_engine *e, bool momentum, struct tb_ckpt_info *info,
                        char **training_there, struct tb_err *err);
 
-/* Deletes all but the newest `keep` checkpoints in dir (names sort in the order they
+/* Deletes all but the newest `keep` checkpoints in the directory open as dirfd (dir in
+ * messages; names sort in the order they
  * were written): files named as the trainer names them, epoch-EEEE.safetensors and
  * epoch-EEEE-step-SSSSSS.safetensors; no other file is touched. A file that cannot be
  * removed stays (not an error); each one removed is logged at level debug. */
-void tb_checkpoint_prune(const char *dir, int keep);
+void tb_checkpoint_prune(int dirfd, const char *dir, int keep);
 
-/* Removes from dir the temporary files of checkpoints and reports ("NAME.tmp.PID") whose
+/* Removes from the directory open as dirfd (dir in messages) the temporary files of checkpoints and reports ("NAME.tmp.PID") whose
  * process no longer runs: what a run killed while writing one left behind. Each removal
  * is logged. */
-void tb_checkpoint_sweep_temps(const char *dir);
+void tb_checkpoint_sweep_temps(int dirfd, const char *dir);
 
 /* The first line where texts a and b differ, as "A (here) / B (there)" into buf; for
  * messages about configurations that differ. */

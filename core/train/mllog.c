@@ -6,6 +6,8 @@
 
 #include "core/train/mllog_internal.h"
 
+#include <fcntl.h>
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +28,7 @@ int tb_mllog_open(struct tb_mllog *m, const char *path, bool append, struct tb_e
     *m = (struct tb_mllog){ 0 };
     if (!(m->path = strdup(path)))
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    return tb_report_file_open(m->path, "mllog", append ? "a" : "w", &m->f, err);
+    return tb_report_file_open(AT_FDCWD, m->path, m->path, "mllog", append, &m->f, err);
 }
 
 void tb_mllog_close(struct tb_mllog *m)

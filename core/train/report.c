@@ -263,9 +263,10 @@ int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r, st
         means[i] = r->steps ? rep->terms[i].sum / (double)r->steps : NAN;
     if (rep->csv)
         write_csv(rep, r, means);
-    if (rep->jsonl)
+    int rc = tb_report_sync(rep, false, err);
+    if (!rc && rep->jsonl)
         write_jsonl(rep, r, means);
-    return tb_report_flush(rep, err);
+    return rc ? rc : tb_report_sync(rep, true, err);
 }
 
 /* ------------------------------------------------------------------ log lines */

@@ -83,19 +83,24 @@ struct tb_report {
 };
 
 /* Opens (appends to) the CSV and JSONL reports (report_files.c): the files [report] csv
- * and jsonl name, or epochs.csv and epochs.jsonl in rundir; a new or empty CSV file gets
+ * and jsonl name, or epochs.csv and epochs.jsonl in the run directory (open as dirfd,
+ * rundir in messages; never through a symbolic link there); a new or empty CSV file gets
  * its header first, written through at once. A resumed run passes the epochs its
  * checkpoint completed as keep: rows of later epochs (reported before a stop that came
- * ahead of their checkpoint) are dropped first, as the run reports them again; keep =
+ * ahead of their checkpoint) are dropped first, as the run reports them again, and so is a
+ * last line a kill cut short; keep =
  * UINT64_MAX drops nothing. The fields other than the files must be set already. Only
  * rank 0 calls it. */
-int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, const char *rundir, uint64_t keep,
-                   struct tb_err *err);
+int tb_report_open(struct tb_report *rep, const struct tb_report_settings *report, int dirfd, const char *rundir,
+                   uint64_t keep, struct tb_err *err);
 void tb_report_close(struct tb_report *rep);
 
-/* Opens path, the file of [report] `key`, with fopen mode `mode`; an error names the file
- * and the key. *out is the caller's to close. */
-int tb_report_file_open(const char *path, const char *key, const char *mode, FILE **out, struct tb_err *err);
+/* Opens name in the directory open as dirfd (AT_FDCWD: name is a path, followed as the
+ * user named it; else never through a symbolic link), the file of [report] `key` that
+ * messages call path, for appending or (append false) from empty. An error names the
+ * file and the key. *out is the caller's to close. */
+int tb_report_file_open(int dirfd, const char *name, const char *path, const char *key, bool append, FILE **out,
+                        struct tb_err *err);
 
 /* f's buffered writes on their way to path, the file of [report] `key`; an error names
  * both (a full disk, /dev/full). f may be NULL (nothing to do). */
@@ -105,8 +110,12 @@ int tb_report_file_flush(FILE *f, const char *path, const char *key, struct tb_e
  * full disk, /dev/full). */
 int tb_report_flush(const struct tb_report *rep, struct tb_err *err);
 
-/* Appends r to the open reports, each term's mean over r's steps from its sum, and
- * writes them through (tb_report_flush). */
+/* The CSV report (jsonl false) or the JSONL one written through and synced to disk; an
+ * error names the file. */
+int tb_report_sync(const struct tb_report *rep, bool jsonl, struct tb_err *err);
+
+/* Appends r to the open reports, each term's mean over r's steps from its sum, each file
+ * written through and synced before the next (tb_report_sync). */
 int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r, struct tb_err *err);
 
 /* Logs r's line: the epoch's time, speed, losses, validation, data wait and memory. */

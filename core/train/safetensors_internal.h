@@ -27,6 +27,9 @@ struct tb_st_tensor {
  * pairs) to path, atomically. Names must be unique and must not contain '"' or '\\'. */
 int tb_safetensors_write(const char *path, const struct tb_st_tensor *t, size_t n, const char *const *meta,
                          size_t nmeta, struct tb_err *err);
+/* The same to name in the directory open as dirfd, which messages call path. */
+int tb_safetensors_write_at(int dirfd, const char *name, const char *path, const struct tb_st_tensor *t, size_t n,
+                            const char *const *meta, size_t nmeta, struct tb_err *err);
 
 /* A file read and checked; owns its bytes. */
 struct tb_safetensors;

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,11 +86,17 @@ static int write_body(const char *path, FILE *f, const struct tb_text *h, const 
 int tb_safetensors_write(const char *path, const struct tb_st_tensor *t, size_t n, const char *const *meta,
                          size_t nmeta, struct tb_err *err)
 {
+    return tb_safetensors_write_at(AT_FDCWD, path, path, t, n, meta, nmeta, err);
+}
+
+int tb_safetensors_write_at(int dirfd, const char *name, const char *path, const struct tb_st_tensor *t, size_t n,
+                            const char *const *meta, size_t nmeta, struct tb_err *err)
+{
     struct tb_text h = { 0 };
     struct tb_atomic_file a;
     int rc = write_header(&h, path, t, n, meta, nmeta, err);
     if (!rc)
-        rc = tb_atomic_open(&a, path, err);
+        rc = tb_atomic_openat(&a, dirfd, name, path, err);
     if (!rc)
         rc = tb_atomic_close(&a, write_body(path, a.f, &h, t, n, err), err);
     free(h.s);

@@ -40,10 +40,12 @@
 static int save_checkpoint(struct tb_trainer *t, bool interrupted, char *path, size_t size, struct tb_err *err)
 {
     const uint64_t epoch = t->iteration / t->iters_per_epoch, step = t->iteration % t->iters_per_epoch;
+    char name[64];
     if (interrupted && step)
-        snprintf(path, size, "%s/epoch-%04" PRIu64 "-step-%06" PRIu64 ".safetensors", t->rundir, epoch + 1, step);
+        snprintf(name, sizeof name, "epoch-%04" PRIu64 "-step-%06" PRIu64 ".safetensors", epoch + 1, step);
     else
-        snprintf(path, size, "%s/epoch-%04" PRIu64 ".safetensors", t->rundir, epoch);
+        snprintf(name, sizeof name, "epoch-%04" PRIu64 ".safetensors", epoch);
+    snprintf(path, size, "%s/%s", t->rundir.path, name);
     if (!t->lead)
         return TB_OK; /* rank 0 writes; every rank holds the same weights */
     const struct tb_ckpt_info info = {
@@ -55,13 +57,13 @@ static int save_checkpoint(struct tb_trainer *t, bool interrupted, char *path, s
         .training = t->training_text,
         .config = t->config_text,
     };
-    int rc = tb_checkpoint_save(path, &t->run.engine, &info, err);
+    int rc = tb_checkpoint_save(t->rundir.fd, name, path, &t->run.engine, &info, err);
     if (rc)
         return rc;
     t->kept_work++;
     tb_progress_clear(&t->progress);
     tb_log(TB_LOG_INFO, "checkpoint %s", path);
-    tb_checkpoint_prune(t->rundir, t->cfg.keep);
+    tb_checkpoint_prune(t->rundir.fd, t->rundir.path, t->cfg.keep);
     return TB_OK;
 }
 
@@ -533,15 +535,18 @@ static int end_epoch(struct tb_trainer *t, const struct epoch_run *e, char *path
         return rc;
     if (reached_target(t, &r))
         last = true;
-    /* The checkpoint before the rows: a report that cannot be written then loses no
-     * training, and rows a stop left without their checkpoint go on resume. */
+    /* The rows before the checkpoint, on disk (synced) before it is written: a
+     * checkpoint of epoch E then never exists without the rows of epochs up to E, and a
+     * resume from it drops the rows after E (those of epochs it runs again), so that
+     * after a kill anywhere every row is there exactly once. A report that cannot be
+     * written stops the run before this epoch's checkpoint, which the resume runs again. */
+    if ((rc = report_epoch(t, &r, err)))
+        return rc;
     if (last || due) {
         rc = save_checkpoint(t, false, path, size, err);
         if (rc)
             return rc;
     }
-    if ((rc = report_epoch(t, &r, err)))
-        return rc;
     if (t->target_epoch)
         log_target_reached(t, &r);
     if (!last && stopping(t)) {
@@ -613,7 +618,7 @@ static void log_start(const struct tb_trainer *t)
            "training %s (%" PRIu64 " parameters) on %s: %zu training images of %dx%d, batch %d, %" PRIu64
            " steps per epoch, %d epochs; writing to %s",
            t->run.model->name, params, t->run.backend->name, t->train.count, t->train.width, t->train.height,
-           t->cfg.batch, t->iters_per_epoch, t->s->settings.run.epochs, t->rundir);
+           t->cfg.batch, t->iters_per_epoch, t->s->settings.run.epochs, t->rundir.path);
     if (t->world->size > 1)
         tb_log(TB_LOG_INFO,
                "data parallel over %d ranks: %d images per rank and step, gradients averaged in buckets of "
@@ -622,19 +627,16 @@ static void log_start(const struct tb_trainer *t)
                t->sync_bn ? "synchronised over the ranks" : "per rank");
 }
 
-/* A run that failed before it wrote a row or a checkpoint leaves nothing: its report files
- * (a CSV header) go, and the directory with them when nothing else is in it, so the next
- * run takes the name instead of NAME.2. */
-static void remove_empty_rundir(const char *dir)
+/* Closes the run directory. A run that failed before it wrote a row or a checkpoint
+ * leaves nothing: its report files (a CSV header) go, and the directory it made with
+ * them when nothing else is in it, so the next run takes the name instead of NAME.2. */
+static void close_rundir(struct tb_trainer *t, bool failed)
 {
     static const char *const files[] = { "epochs.csv", "epochs.jsonl" };
-    char path[4200];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path); /* ours: the directory was new */
-    }
-    if (rmdir(dir) == 0)
-        tb_log(TB_LOG_INFO, "removed %s: the run failed before it wrote a report row or a checkpoint", dir);
+    const bool remove = failed && !t->kept_work;
+    if (tb_rundir_close(&t->rundir, remove, files, remove ? sizeof files / sizeof files[0] : 0))
+        tb_log(TB_LOG_INFO, "removed %s: the run failed before it wrote a report row or a checkpoint",
+               t->rundir.path);
 }
 
 int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struct tb_err *err)
@@ -652,6 +654,7 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     t->stop = req->stop;
     t->world = tb_comm_world();
     t->lead = t->world->rank == 0;
+    t->rundir.fd = t->rundir.lock_fd = -1;
     tb_progress_init(&t->progress, s->settings.report.progress, t->lead);
     int rc = tb_trainer_setup(t, err);
     if (!rc)
@@ -663,7 +666,7 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     if (!rc && t->lead && s->settings.report.mllog[0])
         rc = ml_open(t, init_ms, err);
     if (!rc && t->lead)
-        rc = tb_report_open(&t->report, &s->settings.report, t->rundir,
+        rc = tb_report_open(&t->report, &s->settings.report, t->rundir.fd, t->rundir.path,
                             req->resume ? t->iteration / t->iters_per_epoch : UINT64_MAX, err);
     if (!rc) {
         log_start(t);
@@ -672,9 +675,10 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     if (!rc)
         rc = train_loop(t, err);
     rc = ml_run_stop(t, rc, err);
+    if (req->stopped)
+        *req->stopped = !rc && t->stopped;
     tb_trainer_teardown(t);
-    if (rc && t->lead && t->rundir_made && !t->kept_work)
-        remove_empty_rundir(t->rundir);
+    close_rundir(t, rc != TB_OK);
     free(t);
     return rc;
 }

@@ -13,6 +13,7 @@
 #define TB_CORE_TRAINER_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <trainbig/error.h>
 
 #include "core/config/setup.h"
@@ -23,6 +24,7 @@ struct tb_train_request {
     int nsets;
     const char *resume;          /* checkpoint to continue from, or NULL */
     volatile sig_atomic_t *stop; /* set (by a signal handler) to finish the step, checkpoint and return */
+    bool *stopped;               /* when not NULL: receives whether the run ended early on *stop */
 };
 
 /* Trains as s describes. TB_OK when the run finished or was stopped through req->stop

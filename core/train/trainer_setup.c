@@ -8,7 +8,6 @@
 
 #include "core/train/trainer_setup_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,9 +108,6 @@ static int read_settings(struct tb_trainer *t, struct tb_err *err)
     if (c->val_batch == 0)
         c->val_batch = c->batch;
     t->data = t->s->settings.data;
-    if (c->batch > 1 << 16)
-        return tb_err_set(err, TB_ERR_CONFIG, "%s: [train] batch = %d is more than this trainer handles (65536)",
-                          tb_section_origin(tr, "batch"), c->batch);
     /* The batch is the global one: each rank takes an equal share. */
     const int ranks = t->world->size;
     if (c->batch % ranks)
@@ -144,46 +140,13 @@ int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err)
     if (!t->lead)
         return TB_OK; /* rank 0 writes the run directory */
     if (t->resume) {
-        const char *slash = strrchr(t->resume, '/');
-        if (!slash)
-            snprintf(t->rundir, sizeof t->rundir, ".");
-        else
-            snprintf(t->rundir, sizeof t->rundir, "%.*s", (int)(slash - t->resume), t->resume);
-        if (!t->rundir[0])
-            snprintf(t->rundir, sizeof t->rundir, "/");
-        tb_checkpoint_sweep_temps(t->rundir); /* what a killed run was writing */
-        return TB_OK;
+        int rc = tb_rundir_open_resumed(&t->rundir, t->resume, err);
+        if (!rc)
+            tb_checkpoint_sweep_temps(t->rundir.fd, t->rundir.path); /* what a killed run was writing */
+        return rc;
     }
-    const char *output = t->s->settings.run.output, *name = t->s->settings.run.name;
-    if (mkdir(output, 0777) != 0 && errno != EEXIST)
-        return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create the output directory ([run] output, %s): %s", output,
-                          tb_section_origin(run, "output"), strerror(errno));
-    for (int n = 1; n < 10000; n++) {
-        if (n == 1)
-            snprintf(t->rundir, sizeof t->rundir, "%s/%s", output, name);
-        else
-            snprintf(t->rundir, sizeof t->rundir, "%s/%s.%d", output, name, n);
-        if (mkdir(t->rundir, 0777) == 0) {
-            t->rundir_made = true;
-            return TB_OK;
-        }
-        if (errno != EEXIST)
-            return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot create the run directory: %s", t->rundir,
-                              strerror(errno));
-        DIR *d = opendir(t->rundir);
-        if (!d)
-            continue; /* a file of that name: take the next */
-        bool empty = true;
-        for (struct dirent *de; empty && (de = readdir(d));)
-            empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
-        closedir(d);
-        if (empty) {
-            t->rundir_made = true;
-            return TB_OK;
-        }
-    }
-    return tb_err_set(err, TB_ERR_RUNTIME, "%s/%s: 9999 run directories exist already; choose another [run] name",
-                      output, name);
+    return tb_rundir_create(&t->rundir, t->s->settings.run.output, t->s->settings.run.name,
+                            tb_section_origin(run, "output"), err);
 }
 
 /* ------------------------------------------------------------------ graphs and terms */

@@ -29,6 +29,7 @@
 #include "core/train/progress_internal.h"
 #include "core/train/report_internal.h"
 #include "core/train/run.h"
+#include "core/train/rundir_internal.h"
 
 enum { TB_IGNORE_LABEL = 255 };
 
@@ -76,8 +77,7 @@ struct tb_trainer {
 
     uint64_t iters_per_epoch, total_iters, iteration;
     double last_lr;
-    char rundir[4096];
-    bool rundir_made;   /* this run created rundir (or took it empty) */
+    struct tb_rundir rundir; /* rank 0's; fd -1 on the others */
     uint64_t kept_work; /* checkpoints and report rows written: what a failed run leaves */
     char *model_text, *training_text, *config_text;
     struct tb_report report;
@@ -104,8 +104,9 @@ struct tb_trainer {
  * and progress display's fields. t->s, the request's fields, t->world and t->lead are set already. */
 int tb_trainer_setup(struct tb_trainer *t, struct tb_err *err);
 
-/* The run directory (rank 0 only): where the resumed checkpoint is, else [run]
- * output/name, or output/name.N when that one already holds files. */
+/* The run directory (rank 0 only), opened and locked (core/train/rundir_internal.h):
+ * where the resumed checkpoint is, else a new [run] output/name, or output/name.N when
+ * that name is taken. */
 int tb_trainer_make_rundir(struct tb_trainer *t, struct tb_err *err);
 
 /* Frees and closes everything setup made; t itself stays the caller's. */

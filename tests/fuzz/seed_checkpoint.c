@@ -3,6 +3,7 @@
  * and without momentum, one written for another model, and plain safetensors files. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ static int save(const char *dir, const char *name, struct fuzz_engine *f, const 
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     struct tb_ckpt_info info = { 2, 17, 7, 0.005, model, "[train]\nbatch = 2\n", "[run]\nname = fuzz\n" };
-    return tb_checkpoint_save(path, &f->e, &info, err);
+    return tb_checkpoint_save(AT_FDCWD, path, path, &f->e, &info, err);
 }
 
 int main(int argc, char **argv)
