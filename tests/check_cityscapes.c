@@ -88,7 +88,7 @@ static void need(int rc)
 }
 
 static char *root_main, *root_wrap_images, *root_wrap_labels, *root_no_label, *root_empty, *root_broken, *root_coarse,
-    *root_no_extra, *root_nothing;
+    *root_no_extra, *root_nothing, *root_links;
 
 static char fixture_dir[4096];
 
@@ -161,6 +161,10 @@ static void make_trees(void)
     uint8_t small[(W / 2) * (H / 2)] = { 7 };
     need(fixture_png(path, small, W / 2, H / 2, false));
     free(path);
+
+    /* train's images made links (links_are_samples): a plain tree for now. */
+    root_links = fixture_path("links");
+    put_split(root_links, "leftImg8bit", "gtFine", "train", &fixture_cs_train, 3);
 
     /* Coarse labels: train (with train_extra) and val; fine labels only for val. */
     root_coarse = fixture_path("coarse");
@@ -437,6 +441,45 @@ START_TEST(broken_files)
 }
 END_TEST
 
+/* Images that are a dangling link, a looping link and a link out of root are samples
+ * like any other, bad when read (dropped unseen before, with "bad samples: 0"); the link
+ * out of root reads with allow_outside_root = yes. */
+START_TEST(links_are_samples)
+{
+    struct tb_instance d;
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    char *image[3], *outside = fixture_path("outside.png");
+    open_split(&d, root_links, "train", "");
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 3);
+    for (size_t i = 0; i < 3; i++)
+        need(!(image[i] = strdup(d.ops.dataset->sample_name(d.ctx, i))));
+    tb_instance_close(&d);
+    need(rename(image[2], outside) != 0);
+    need(unlink(image[0]) != 0 || symlink("nowhere.png", image[0]) != 0);
+    need(unlink(image[1]) != 0 || symlink(image[1], image[1]) != 0);
+    need(symlink(outside, image[2]) != 0);
+    open_split(&d, root_links, "train", "");
+    ck_assert_uint_eq(d.ops.dataset->count(d.ctx), 3);
+    static const char *const why[3] = { "No such file or directory", "Too many levels of symbolic links",
+                                        "a symbolic link leads outside root" };
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(d.ops.dataset->load(d.ctx, i, &s, &err), TB_ERR_RUNTIME);
+        ck_assert_contains(err.msg, image[i]);
+        ck_assert_contains(err.msg, why[i]);
+    }
+    tb_instance_close(&d);
+    open_split(&d, root_links, "train", "allow_outside_root = yes\n");
+    load(&d, 2, &s);
+    ck_assert_uint_eq(s.width, W);
+    tb_instance_close(&d);
+    tb_sample_release(&s);
+    for (size_t i = 0; i < 3; i++)
+        free(image[i]);
+    free(outside);
+}
+END_TEST
+
 struct job {
     struct tb_instance *d;
     int reverse;
@@ -513,6 +556,7 @@ static Suite *cityscapes_suite(void)
     tcase_add_test(tc, image_without_label);
     tcase_add_test(tc, empty_split);
     tcase_add_test(tc, broken_files);
+    tcase_add_test(tc, links_are_samples);
     tcase_add_test(tc, deterministic_and_thread_safe);
     suite_add_tcase(s, tc);
     return s;

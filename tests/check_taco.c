@@ -493,6 +493,76 @@ START_TEST(bad_images)
 }
 END_TEST
 
+/* A file_name that leaves root by its text (absolute, "..") is refused at open naming the
+ * image; a symbolic link inside root that leads out is a bad sample at load; both are
+ * read with allow_outside_root = yes. (Before, both read the file outside root.) */
+START_TEST(paths_stay_inside_root)
+{
+    char *outside = test_path("taco-outside");
+    mkdir(outside, 0755);
+    char *img = NULL, *abs = NULL, *link = NULL, *json = NULL;
+    ck_assert_int_ge(asprintf(&img, "%s/x.jpg", outside), 0);
+    char *src = rootf("batch_1/000001.jpg");
+    FILE *in = fopen(src, "rb"), *out = fopen(img, "wb");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    for (int c; (c = fgetc(in)) != EOF;)
+        fputc(c, out);
+    fclose(in);
+    fclose(out);
+    free(src);
+    static const char *const names[] = { "../taco-outside/x.jpg", NULL };
+    ck_assert_int_ge(asprintf(&abs, "%s", img), 0);
+    const char *const tries[] = { names[0], abs };
+    for (size_t k = 0; k < 2; k++) {
+        ck_assert_int_ge(asprintf(&json, "\"images\": [{\"id\": 7, \"width\": 10, \"height\": 8, "
+                                         "\"file_name\": \"%s\"}]",
+                                  tries[k]),
+                         0);
+        write_json("outside.json", categories, json, "\"annotations\": []");
+        free(json);
+        struct tb_instance d;
+        struct tb_err err;
+        ck_assert_int_eq(try_open("train", root, "annotations = outside.json\nsplit_ratios = 100,0,0\n", &d, &err),
+                         TB_ERR_CONFIG);
+        ck_assert_contains(err.msg, "outside.json: image 7: file_name '");
+        ck_assert_contains(err.msg, "leaves root");
+        ck_assert_contains(err.msg, "allow_outside_root = yes");
+        open_split(&d, "train", "annotations = outside.json\nsplit_ratios = 100,0,0\nallow_outside_root = yes\n");
+        struct tb_sample s = { 0 };
+        load(&d, 0, &s);
+        ck_assert_int_eq((int)s.width, 10);
+        tb_sample_release(&s);
+        tb_instance_close(&d);
+    }
+    /* a link inside root that leads out */
+    link = rootf("batch_1/link.jpg");
+    unlink(link);
+    ck_assert_int_eq(symlink(img, link), 0);
+    write_json("outside.json", categories,
+               "\"images\": [{\"id\": 8, \"width\": 10, \"height\": 8, \"file_name\": \"batch_1/link.jpg\"}]",
+               "\"annotations\": []");
+    struct tb_instance d;
+    open_split(&d, "train", "annotations = outside.json\nsplit_ratios = 100,0,0\n");
+    struct tb_sample s = { 0 };
+    struct tb_err err;
+    ck_assert_int_eq(d.ops.dataset->load(d.ctx, 0, &s, &err), TB_ERR_RUNTIME);
+    ck_assert_contains(err.msg, "link.jpg: a symbolic link leads outside root");
+    tb_instance_close(&d);
+    open_split(&d, "train", "annotations = outside.json\nsplit_ratios = 100,0,0\nallow_outside_root = yes\n");
+    load(&d, 0, &s);
+    tb_sample_release(&s);
+    tb_instance_close(&d);
+    unlink(link);
+    unlink(img);
+    rmdir(outside);
+    free(link);
+    free(abs);
+    free(img);
+    free(outside);
+}
+END_TEST
+
 /* Each bad annotation file is refused by open() with the file and the element named. */
 START_TEST(bad_annotations)
 {
@@ -797,6 +867,7 @@ static Suite *taco_suite(void)
     tcase_add_test(tc, user_split_files);
     tcase_add_test(tc, thread_safe_loads);
     tcase_add_test(tc, bad_images);
+    tcase_add_test(tc, paths_stay_inside_root);
     tcase_add_test(tc, bad_annotations);
     tcase_add_test(tc, generated_tree_contents);
     tcase_add_test(tc, generated_tree_loads);

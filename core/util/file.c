@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -74,4 +75,24 @@ FILE *tb_fopen_regular(const char *path, const char *what, int status, struct tb
         close(fd);
     }
     return f;
+}
+
+int tb_path_inside(const char *root, const char *path, const char *what, int status, bool *inside,
+                   struct tb_err *err)
+{
+    *inside = false;
+    char *r = realpath(root, NULL);
+    if (!r)
+        return tb_err_set(err, status, "%s: cannot open the directory holding %s: %s", root, what, strerror(errno));
+    char *p = realpath(path, NULL);
+    if (!p) {
+        int rc = tb_err_set(err, status, "%s: cannot open %s: %s", path, what, strerror(errno));
+        free(r);
+        return rc;
+    }
+    const size_t n = strlen(r);
+    *inside = strncmp(p, r, n) == 0 && (p[n] == '/' || p[n] == '\0' || (n == 1 && r[0] == '/'));
+    free(p);
+    free(r);
+    return TB_OK;
 }

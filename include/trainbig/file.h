@@ -6,6 +6,7 @@
 #ifndef TB_FILE_H
 #define TB_FILE_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 #include <trainbig/error.h>
@@ -27,5 +28,13 @@ FILE *tb_fopen_regular(const char *path, const char *what, int status, struct tb
 /* Whether path names a regular file (after symbolic links), without opening it; otherwise
  * err says what it is instead, as tb_open_regular does. */
 int tb_check_regular(const char *path, const char *what, int status, struct tb_err *err);
+
+/* Whether path, resolved through every symbolic link, lies inside the directory root
+ * (resolved the same way): TB_OK with *inside set. A path that does not resolve (missing,
+ * a dangling or looping link) is an error with status: "PATH: cannot open WHAT: REASON".
+ * For datasets that keep what they read under their root unless the user allows
+ * otherwise. */
+int tb_path_inside(const char *root, const char *path, const char *what, int status, bool *inside,
+                   struct tb_err *err);
 
 #endif

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <trainbig/file.h>
 #include <trainbig/image.h>
 #include <trainbig/trainbig.h>
 
@@ -44,6 +45,8 @@ static const struct tb_key cityscapes_keys[] = {
       "directory holding leftImg8bit/ and gtFine/ (or the zips' wrapper directories)" },
     { "cities", TB_KEY_LIST, "", NULL, "only these cities (e.g. aachen,bremen); empty = all" },
     { "coarse", TB_KEY_BOOL, "no", NULL, "labels from gtCoarse/; train adds leftImg8bit/train_extra/" },
+    { "allow_outside_root", TB_KEY_BOOL, "no", NULL,
+      "read images and labels whose symbolic links lead outside root (no: such a sample is bad)" },
     TB_KEYS_END,
 };
 
@@ -55,6 +58,7 @@ struct sample {
 };
 
 struct cityscapes {
+    char *root;      /* for allow_outside_root = no; NULL with yes */
     size_t count;
     struct sample *samples;
     uint8_t lut[256]; /* label id -> trainId or IGNORE */
@@ -94,6 +98,14 @@ static bool exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+/* Whether there is an entry named path, a dangling or looping link included: a sample
+ * whose image is one is listed, and is bad when it is read, instead of dropped unseen. */
+static bool entry_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
 }
 
 struct names {
@@ -163,7 +175,7 @@ static int list_dir(const char *dir, bool dirs, const char *suffix, struct names
             rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory listing %s", dir);
             break;
         }
-        const bool keep = dirs ? is_dir(path) : exists(path);
+        const bool keep = dirs ? is_dir(path) : entry_exists(path);
         free(path);
         if (keep && !names_push(out, e->d_name)) {
             rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory listing %s", dir);
@@ -301,6 +313,7 @@ static void cityscapes_close(void *ctx)
     if (!d)
         return;
     free_samples(d->samples, d->count);
+    free(d->root);
     free(d);
 }
 
@@ -421,6 +434,11 @@ static int cityscapes_open(const struct tb_section *cfg, const char *split, void
     } else {
         free_samples(sc.v, sc.n);
     }
+    if (!rc && !tb_section_bool(cfg, "allow_outside_root") && !(d->root = strdup(root))) {
+        cityscapes_close(d);
+        *ctx = NULL;
+        rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+    }
     free(sc.first_image);
     free(sc.first_label);
     for (int k = 0; k < 2; k++) {
@@ -444,11 +462,27 @@ static const char *cityscapes_name(void *ctx, size_t i)
     return ((struct cityscapes *)ctx)->samples[i].image;
 }
 
+/* Without allow_outside_root: path (of `what`) must resolve to a file inside root. */
+static int check_inside(const struct cityscapes *d, const char *path, const char *what, struct tb_err *err)
+{
+    bool inside = true;
+    int rc = d->root ? tb_path_inside(d->root, path, what, TB_ERR_RUNTIME, &inside, err) : TB_OK;
+    if (!rc && !inside)
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",
+                        path, d->root);
+    return rc;
+}
+
 static int cityscapes_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *err)
 {
     const struct cityscapes *d = ctx;
     const struct sample *s = &d->samples[i];
-    int rc = tb_image_read_rgb(s->image, out, err);
+    int rc = check_inside(d, s->image, "the image", err);
+    if (!rc)
+        rc = check_inside(d, s->label, "the label", err);
+    if (!rc)
+        rc = tb_image_read_rgb(s->image, out, err);
     if (!rc)
         rc = tb_image_read_label(s->label, out, err);
     if (rc)

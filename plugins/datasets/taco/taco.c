@@ -18,6 +18,8 @@
 #include <trainbig/image.h>
 #include <trainbig/trainbig.h>
 
+#include <trainbig/file.h>
+
 #include "taco.h"
 
 static const struct tb_key taco_keys[] = {
@@ -27,6 +29,8 @@ static const struct tb_key taco_keys[] = {
       "labels: background + 60 categories, or background + 28 supercategories" },
     { "split_seed", TB_KEY_INT, "0", "0..", "shuffles the images before they are cut into splits" },
     { "split_ratios", TB_KEY_INT_LIST, "80,10,10", "[3] 0..1000000", "shares of train, val and test" },
+    { "allow_outside_root", TB_KEY_BOOL, "no", NULL,
+      "read images whose file_name or symbolic links lead outside root (no: such an image is refused)" },
     TB_KEYS_END,
 };
 
@@ -34,6 +38,7 @@ static const char *const split_names[3] = { "train", "val", "test" };
 
 struct taco {
     char *root;
+    bool outside_ok; /* allow_outside_root */
     char *file; /* the annotation file read, for messages */
     struct taco_set set;
     size_t count;
@@ -147,6 +152,33 @@ static void warn_missing(const struct taco *d, const char *split)
                 split, missing, d->count, d->root, first);
 }
 
+/* Whether name leads out of the directory it is joined to by its own text: absolute,
+ * or with a ".." component. */
+static bool leaves_root(const char *name)
+{
+    if (name[0] == '/')
+        return true;
+    for (const char *p = name; (p = strstr(p, "..")); p += 2)
+        if ((p == name || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
+            return true;
+    return false;
+}
+
+/* Without allow_outside_root, no file_name may leave root by its text (links that do are
+ * found when the image is read). */
+static int check_names(const struct taco *d, const struct tb_section *cfg, struct tb_err *err)
+{
+    for (size_t i = 0; i < d->set.nimages; i++) {
+        const struct taco_image *im = &d->set.images[i];
+        if (leaves_root(im->file))
+            return tb_err_set(err, TB_ERR_CONFIG,
+                              "taco: %s: image %" PRId64 ": file_name '%s' leaves root %s (an absolute path or a "
+                              "'..' component): give it relative to root, or set [%s] allow_outside_root = yes",
+                              d->file, im->id, im->file, d->root, tb_section_name(cfg));
+    }
+    return TB_OK;
+}
+
 static int taco_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
 {
     int which = -1;
@@ -213,6 +245,9 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
     rc = taco_read(d->file, mode, &d->set, err);
     if (rc)
         goto fail;
+    d->outside_ok = tb_section_bool(cfg, "allow_outside_root");
+    if (!d->outside_ok && (rc = check_names(d, cfg, err)))
+        goto fail;
     if (present == 3) {
         d->samples = malloc((d->set.nimages ? d->set.nimages : 1) * sizeof *d->samples);
         if (!d->samples) {
@@ -261,7 +296,14 @@ static int taco_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *
     char *path = join(d->root, im->file);
     if (!path)
         return tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
-    int rc = tb_image_read_rgb(path, out, err);
+    bool inside = true;
+    int rc = d->outside_ok ? TB_OK : tb_path_inside(d->root, path, "the image", TB_ERR_RUNTIME, &inside, err);
+    if (!rc && !inside)
+        rc = tb_err_set(err, TB_ERR_RUNTIME,
+                        "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",
+                        path, d->root);
+    if (!rc)
+        rc = tb_image_read_rgb(path, out, err);
     if (rc) {
         free(path);
         return tb_err_prefix(err, "taco");
