@@ -109,9 +109,9 @@ START_TEST(int_rejects)
     parse_fails(&k_int, "1 2", "not an integer");
     parse_fails(&k_int, "", "empty value", "an integer");
     parse_fails(&k_int, "   ", "empty value");
-    parse_fails(&k_int, "9223372036854775808", "not an integer"); /* overflow */
-    parse_fails(&k_int, "-9223372036854775809", "not an integer");
-    parse_fails(&k_int, "99999999999999999999999", "not an integer");
+    parse_fails(&k_int, "9223372036854775808", "too large for an integer"); /* overflow */
+    parse_fails(&k_int, "-9223372036854775809", "too large for an integer");
+    parse_fails(&k_int, "99999999999999999999999", "too large for an integer");
 }
 END_TEST
 
@@ -179,7 +179,7 @@ START_TEST(float_values)
     parse_fails(&k_float, "", "empty value");
     parse_fails(&k_float, "inf", "not a number");
     parse_fails(&k_float, "nan", "not a number");
-    parse_fails(&k_float, "1e999", "not a number");
+    parse_fails(&k_float, "1e999", "too large for a number");
 }
 END_TEST
 
@@ -273,14 +273,48 @@ START_TEST(size_rejects)
                                        "1e30", "inf",    "nan",   "16iB" };
     uint64_t b = 77;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        ck_assert_msg(tb_parse_size(bad[i], &b) == -1, "tb_parse_size accepted \"%s\" as %llu", bad[i],
+        ck_assert_msg(tb_parse_size(bad[i], &b) != 0, "tb_parse_size accepted \"%s\" as %llu", bad[i],
                       (unsigned long long)b);
         ck_assert_uint_eq(b, 77); /* untouched on failure */
     }
     parse_fails(&k_size, "-1", "not a size", "a size in bytes with an optional K, M, G or T suffix");
     parse_fails(&k_size, "12X", "not a size", "K, M, G or T");
     parse_fails(&k_size, "", "empty value", "a size in bytes");
-    parse_fails(&k_size, "16777216T", "not a size");
+    parse_fails(&k_size, "16777216T", "too large for a size");
+}
+END_TEST
+
+/* Numbers are decimal only, and a value says what is wrong with it: hexadecimal (strtod
+ * took 0x100M and lr = 0x10), a size that rounds to 0 bytes (0.0000001K gave 0, "no
+ * cap"), a number too close to 0 to hold (1e-320 was "not a number"). */
+START_TEST(decimal_forms_only)
+{
+    parse_fails(&k_int, "0x10", "not an integer: hexadecimal is not accepted, write it in decimal");
+    parse_fails(&k_int, "-0X1f", "hexadecimal is not accepted");
+    parse_fails(&k_float, "0x10", "not a number: hexadecimal is not accepted");
+    parse_fails(&k_float, "0x1p-3", "hexadecimal");
+    parse_fails(&k_size, "0x100M", "not a size: hexadecimal is not accepted");
+    parse_fails(&k_float, "-inf", "not a number");
+    parse_fails(&k_float, "1e-320", "too close to 0 to hold", "write 0 or a larger value");
+    parse_fails(&k_float, "1e-400", "too close to 0 to hold");
+    parse_fails(&k_size, "0.0000001K", "rounds to 0 bytes: write 0 for none, or at least 1 byte");
+    parse_fails(&k_size, "0.4", "rounds to 0 bytes");
+    parse_fails(&k_size, "1e-30G", "rounds to 0 bytes");
+    ck_assert_uint_eq(size_of("0"), 0);
+    ck_assert_uint_eq(size_of("0K"), 0);
+    ck_assert_uint_eq(size_of("0.0M"), 0);
+    ck_assert_uint_eq(size_of("0.6"), 1);
+    struct tb_value v = parse_ok(&k_float, "2.3e-308", NULL);
+    ck_assert_double_eq(v.v.f, 2.3e-308);
+    tb_value_free(&v);
+    v = parse_ok(&k_float, ".5", NULL);
+    ck_assert_double_eq(v.v.f, 0.5);
+    tb_value_free(&v);
+    /* a list's bad item is named as such before its count */
+    static const struct tb_key blocks = { "blocks", TB_KEY_INT_LIST, "3,3,6,3,1,1", "[6] 1..64", "h" };
+    parse_fails(&blocks, "-2147483649", "item 1 '-2147483649' is out of range");
+    parse_fails(&blocks, "99999999999999999999", "item 1 '99999999999999999999' is too large for an integer");
+    parse_fails(&blocks, "0x3,3,6,3,1,1", "item 1 '0x3' is not an integer: hexadecimal");
 }
 END_TEST
 
@@ -921,6 +955,7 @@ int main(void)
     tc = tcase_create("size");
     tcase_add_test(tc, size_suffixes);
     tcase_add_test(tc, size_rejects);
+    tcase_add_test(tc, decimal_forms_only);
     tcase_add_test(tc, size_plain_bytes_exact);
     tcase_add_test(tc, size_ranges);
     tcase_add_test(tc, size_format_and_round_trip);

@@ -34,8 +34,8 @@ const struct tb_binding tb_run_bindings[] = {
 };
 
 const struct tb_key tb_train_keys[] = {
-    { "batch", TB_KEY_INT, "2", "1.." INT_TOP, "images per step, over all ranks together" },
-    { "val_batch", TB_KEY_INT, "0", "0.." INT_TOP, "images per validation step; 0 = batch" },
+    { "batch", TB_KEY_INT, "2", "1..65536", "images per step, over all ranks together" },
+    { "val_batch", TB_KEY_INT, "0", "0..65536", "images per validation step; 0 = batch" },
     { "lr", TB_KEY_FLOAT, "0.01", "0..", "base learning rate" },
     { "lr_policy", TB_KEY_ENUM, "poly", "poly|constant",
       "learning-rate schedule: poly decays to 0 over the run, per iteration; constant keeps lr" },

@@ -35,15 +35,53 @@ char *tb_trim_ndup(const char *s, size_t n)
     return r;
 }
 
+/* Refuses the forms strtod takes that a setting does not: hexadecimal ("0x10"), inf and
+ * nan. What follows a number's digits (a size's suffix) is left to the caller. */
+static int decimal_only(const char *s)
+{
+    const char *p = s + (*s == '+' || *s == '-');
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        return TB_PARSE_HEX;
+    return isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1])) ? 0 : TB_PARSE_SYNTAX;
+}
+
+void tb_parse_problem(int p, const char *kind, char *buf, size_t size)
+{
+    switch (p) {
+    case TB_PARSE_HEX:
+        snprintf(buf, size, "not %s: hexadecimal is not accepted, write it in decimal", kind);
+        break;
+    case TB_PARSE_TOO_BIG:
+        snprintf(buf, size, "too large for %s", kind);
+        break;
+    case TB_PARSE_TOO_SMALL:
+        snprintf(buf, size, "too close to 0 to hold (the smallest is 2.2e-308): write 0 or a larger value");
+        break;
+    case TB_PARSE_ZERO:
+        snprintf(buf, size, "rounds to 0 bytes: write 0 for none, or at least 1 byte");
+        break;
+    default:
+        snprintf(buf, size, "not %s", kind);
+    }
+}
+
 int tb_parse_int(const char *s, int64_t *out)
 {
     if (!*s)
-        return -1;
+        return TB_PARSE_SYNTAX;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s)
-        return -1;
+    if (end == s)
+        return TB_PARSE_SYNTAX;
+    if ((*end == 'x' || *end == 'X') && end - s <= 2 && end[-1] == '0')
+        return TB_PARSE_HEX;
+    if (*end)
+        return TB_PARSE_SYNTAX;
+    if (errno == ERANGE)
+        return TB_PARSE_TOO_BIG;
+    if (errno)
+        return TB_PARSE_SYNTAX;
     *out = v;
     return 0;
 }
@@ -51,12 +89,21 @@ int tb_parse_int(const char *s, int64_t *out)
 int tb_parse_float(const char *s, double *out)
 {
     if (!*s)
-        return -1;
+        return TB_PARSE_SYNTAX;
+    int rc = decimal_only(s);
+    if (rc)
+        return rc;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || end == s || !isfinite(v))
-        return -1;
+    if (*end || end == s)
+        return TB_PARSE_SYNTAX;
+    if (errno == ERANGE)
+        return fabs(v) > 1.0 ? TB_PARSE_TOO_BIG : TB_PARSE_TOO_SMALL;
+    if (errno || !isfinite(v))
+        return TB_PARSE_SYNTAX;
+    if (v != 0 && fpclassify(v) == FP_SUBNORMAL)
+        return TB_PARSE_TOO_SMALL;
     *out = v;
     return 0;
 }
@@ -64,20 +111,27 @@ int tb_parse_float(const char *s, double *out)
 int tb_parse_size(const char *s, uint64_t *bytes)
 {
     if (!*s || *s == '-' || *s == '+')
-        return -1;
+        return TB_PARSE_SYNTAX;
+    int rc = decimal_only(s);
+    if (rc)
+        return rc;
     char *end;
     errno = 0;
     if (isdigit((unsigned char)*s)) {
         unsigned long long whole = strtoull(s, &end, 10);
-        if (!errno && (!*end || ((*end == 'b' || *end == 'B') && !end[1]))) {
+        if (!*end || ((*end == 'b' || *end == 'B') && !end[1])) {
+            if (errno == ERANGE)
+                return TB_PARSE_TOO_BIG;
             *bytes = whole;
             return 0;
         }
         errno = 0;
     }
     double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v < 0)
-        return -1;
+    if (end == s || !isfinite(v) || v < 0)
+        return TB_PARSE_SYNTAX;
+    if (errno == ERANGE)
+        return v > 1.0 ? TB_PARSE_TOO_BIG : TB_PARSE_ZERO;
     double mul = 1;
     if (*end) {
         switch (toupper((unsigned char)*end)) {
@@ -98,16 +152,20 @@ int tb_parse_size(const char *s, uint64_t *bytes)
             end--; /* "B" alone: plain bytes */
             break;
         default:
-            return -1;
+            return TB_PARSE_SYNTAX;
         }
         end++;
         if (strcasecmp(end, "") != 0 && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0)
-            return -1;
+            return TB_PARSE_SYNTAX;
     }
     double b = v * mul;
     if (b >= 18446744073709551616.0) /* 2^64 */
-        return -1;
+        return TB_PARSE_TOO_BIG;
     *bytes = (uint64_t)llround(b);
+    /* 0 means "none" wherever a size is optional: a value meant as some bytes must not
+     * become it. */
+    if (*bytes == 0 && v != 0)
+        return TB_PARSE_ZERO;
     return 0;
 }
 

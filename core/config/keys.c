@@ -311,14 +311,10 @@ static int parse_typed_list(const struct tb_key *k, const char *text, struct tb_
     int rc = parse_list(k, text, out, why, why_size);
     if (rc)
         return rc;
-    char count[64], range[128], problem[300];
+    char count[64], range[128], problem[1024];
     size_t lo, hi;
     if (split_list_allowed(k->allowed, count, range, sizeof count) || count_bounds(count, &lo, &hi))
         return 0; /* a bad table, reported by tb_keys_check_table */
-    if (out->nitems < lo || out->nitems > hi) {
-        snprintf(problem, sizeof problem, "%zu item%s", out->nitems, out->nitems == 1 ? "" : "s");
-        return fail(why, why_size, k, problem);
-    }
     const bool ints = k->type == TB_KEY_INT_LIST;
     if (ints ? !(out->ints = calloc(out->nitems + 1, sizeof *out->ints))
              : !(out->floats = calloc(out->nitems + 1, sizeof *out->floats)))
@@ -328,10 +324,11 @@ static int parse_typed_list(const struct tb_key *k, const char *text, struct tb_
         struct tb_value v;
         char item_why[600];
         if (tb_key_parse(&scalar, out->items[i], NULL, &v, item_why, sizeof item_why)) {
-            snprintf(problem, sizeof problem, "item %zu '%s' is %s", i + 1, out->items[i],
-                     strncmp(item_why, "out of range", 12) == 0 ? "out of range"
-                     : ints                                     ? "not an integer"
-                                                                : "not a number");
+            /* the item's own problem, without the scalar's "allowed" (the list's follows) */
+            char *cut = strstr(item_why, "; allowed: ");
+            if (cut)
+                *cut = '\0';
+            snprintf(problem, sizeof problem, "item %zu '%s' is %s", i + 1, out->items[i], item_why);
             return fail(why, why_size, k, problem);
         }
         if (ints)
@@ -339,6 +336,11 @@ static int parse_typed_list(const struct tb_key *k, const char *text, struct tb_
         else
             out->floats[i] = v.v.f;
         tb_value_free(&v);
+    }
+    /* The count after the items, so that a bad item is named as such, not counted. */
+    if (out->nitems < lo || out->nitems > hi) {
+        snprintf(problem, sizeof problem, "%zu item%s", out->nitems, out->nitems == 1 ? "" : "s");
+        return fail(why, why_size, k, problem);
     }
     return 0;
 }
@@ -353,12 +355,14 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
         snprintf(why, why_size, "out of memory");
         return TB_ERR_NOMEM;
     }
-    int rc = 0;
+    int rc = 0, prc;
+    char problem[200];
     switch (k->type) {
     case TB_KEY_INT:
-        if (tb_parse_int(t, &out->v.i))
-            rc = fail(why, why_size, k, *t ? "not an integer" : "empty value");
-        else {
+        if ((prc = tb_parse_int(t, &out->v.i))) {
+            tb_parse_problem(prc, "an integer", problem, sizeof problem);
+            rc = fail(why, why_size, k, *t ? problem : "empty value");
+        } else {
             char lo[64], hi[64];
             int64_t a, b;
             if (k->allowed && tb_split_range(k->allowed, lo, hi, sizeof lo) == 0 &&
@@ -368,15 +372,17 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
         }
         break;
     case TB_KEY_FLOAT:
-        if (tb_parse_float(t, &out->v.f))
-            rc = fail(why, why_size, k, *t ? "not a number" : "empty value");
-        else
+        if ((prc = tb_parse_float(t, &out->v.f))) {
+            tb_parse_problem(prc, "a number", problem, sizeof problem);
+            rc = fail(why, why_size, k, *t ? problem : "empty value");
+        } else
             rc = check_range(k, out->v.f, why, why_size);
         break;
     case TB_KEY_SIZE:
-        if (tb_parse_size(t, &out->v.u))
-            rc = fail(why, why_size, k, *t ? "not a size" : "empty value");
-        else
+        if ((prc = tb_parse_size(t, &out->v.u))) {
+            tb_parse_problem(prc, "a size", problem, sizeof problem);
+            rc = fail(why, why_size, k, *t ? problem : "empty value");
+        } else
             rc = check_range(k, (double)out->v.u, why, why_size);
         break;
     case TB_KEY_BOOL:

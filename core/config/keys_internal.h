@@ -37,7 +37,19 @@ void tb_value_free(struct tb_value *v);
  * prefixed by `who`. Returns TB_OK or TB_ERR_PLUGIN. */
 int tb_keys_check_table(const struct tb_key *keys, const char *who, struct tb_err *err);
 
-/* ---- The text forms of values (key_syntax.c). Each returns 0, or -1 on bad syntax. */
+/* ---- The text forms of values (key_syntax.c). Numbers are decimal only (digits, a sign,
+ * a point, an exponent): no hexadecimal, no inf or nan. Each parser returns 0, or one of
+ * these, whose text tb_parse_problem gives for messages. */
+enum tb_parse_problem {
+    TB_PARSE_SYNTAX = -1,    /* not the form at all */
+    TB_PARSE_HEX = -2,       /* 0x...: hexadecimal is not a documented form */
+    TB_PARSE_TOO_BIG = -3,   /* past what the type holds */
+    TB_PARSE_TOO_SMALL = -4, /* a number too close to 0 to hold (below 2.2e-308), not 0 */
+    TB_PARSE_ZERO = -5,      /* a size that is not 0 but rounds to 0 bytes */
+};
+/* What problem p (a parser's result) means, with the kind named ("an integer", "a
+ * number", "a size"), into buf. */
+void tb_parse_problem(int p, const char *kind, char *buf, size_t size);
 
 /* A copy of s (of s[0..n)) without its leading and trailing white space; NULL when out
  * of memory. */
@@ -49,7 +61,7 @@ int tb_parse_int(const char *s, int64_t *out);
 int tb_parse_float(const char *s, double *out);
 /* yes/no, true/false, on/off, 1/0 in any case. */
 int tb_parse_bool(const char *s, bool *out);
-/* Parses a size ("16G", "1.5M", "4096") into bytes; -1 on bad syntax or overflow. */
+/* Parses a size ("16G", "1.5M", "4096") into bytes, to the nearest byte. */
 int tb_parse_size(const char *text, uint64_t *bytes);
 /* Formats bytes with the largest exact binary suffix ("16G", "1536M", "100"). */
 void tb_format_size(uint64_t bytes, char *buf, size_t size);

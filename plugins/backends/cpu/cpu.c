@@ -1,5 +1,6 @@
 /* backend/cpu: the CPU backend, and the numerical reference every other backend is
  * tested against. See cpu_shared.h for how it maps the backend contract onto the host. */
+#include <inttypes.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,8 @@
 #include "cpu_shared.h"
 
 static const struct tb_key cpu_keys[] = {
-    { "threads", TB_KEY_INT, "0", "0..4096", "OpenMP threads for ops; 0 = one per core" },
+    { "threads", TB_KEY_INT, "0", "0..1024",
+      "OpenMP threads for ops; 0 = one per core; more than the cores slows every op, more than " "4 per core is refused" },
     { "isa", TB_KEY_ENUM, "auto", "auto|avx512|avx2|scalar",
       "instruction set of the backend's kernels and the cap on oneDNN's (unless DNNL_MAX_CPU_ISA is set); auto = the "
       "best this CPU has" },
@@ -216,7 +218,22 @@ static int cpu_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     if (!cpu)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     int64_t threads = tb_section_int(cfg, "threads");
-    cpu->threads = threads > 0 ? (int)threads : omp_get_num_procs();
+    /* Each op waits for all its threads: past the cores they take turns, and far past
+     * them (4096 on 2 cores) a step takes minutes where it took a second. */
+    const int cores = omp_get_num_procs();
+    if (threads > 4 * (int64_t)cores) {
+        free(cpu);
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "%s: [backend] threads = %" PRId64 " on %d cores: more than 4 per core, every op would wait "
+                          "for threads taking turns on a core; set at most %d, or 0 for one per core",
+                          tb_section_origin(cfg, "threads"), threads, cores, 4 * cores);
+    }
+    if (threads > cores)
+        tb_log(TB_LOG_WARN,
+               "[backend] threads = %" PRId64 " is more than the %d cores: the threads take turns and every op is "
+               "slower than with %d",
+               threads, cores, cores);
+    cpu->threads = threads > 0 ? (int)threads : cores;
     cpu->threads_auto = threads == 0;
     uint64_t cap = tb_section_size(cfg, "device_memory");
     cpu->emulate_link = tb_section_bool(cfg, "emulate_link");
