@@ -217,6 +217,14 @@ START_TEST(broken_headers)
     refused("(a hole or an overlap)");
     write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
     refused("a shape is not 4-dimensional");
+    /* reversed offsets were printed as a wrap-around (18446744073709550752 bytes), and one
+     * past the data was blamed on the tensor after it */
+    write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[8,4]}}", 8);
+    refused("tensor 'a': data_offsets [8, 4] end before they begin");
+    write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[0,4000]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[4,8]}}",
+              8);
+    refused("tensor 'a': data_offsets [0, 4000] end past the 8 bytes the file holds after the header");
     write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1]}}", 4);
     refused("lacks dtype, shape or data_offsets");
     write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[0,4]}", 4);

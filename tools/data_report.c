@@ -97,6 +97,19 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char 
             }
             continue;
         }
+        /* A split that opens empty is one train refuses ("has no samples"): data says so
+         * and counts it with the missing ones. */
+        const struct tb_train_settings *tr = &s->settings.train;
+        const bool needed = k == 0 || (k == 1 && (tr->val_every > 0 || tr->val_at_start));
+        if (ops->count(ctx) == 0) {
+            fprintf(out, "split %s: no samples\n", splits[k]);
+            if (needed) {
+                size_t used = strlen(missing);
+                snprintf(missing + used, missing_size - used, "%s%s", used ? ", " : "", splits[k]);
+            }
+            ops->close(ctx);
+            continue;
+        }
         opened++;
         const struct tb_class *classes;
         const int nc = (int)ops->classes(ctx, &classes);

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/train/host_memory.h"
 #include "tools/steptime_internal.h"
 
 enum { MAX_SETS = 64, TIMED_STEPS = 3, MAX_VALUE = 1 << 16 };
@@ -207,12 +208,15 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
     for (int k = 0; k < NPOL; k++) {
         struct tb_step_timing best = { 0 }, t;
         int lo = 0, hi = 0; /* lo fits (0: nothing yet), hi does not (0: not found yet) */
+        char host_limit[TB_ERR_MSG_MAX] = ""; /* why hi did not fit, when the host set the bound */
         for (int v = start; v <= MAX_VALUE; v *= 2) {
             int r = probe(&c, policies[k], v, &t, err);
             if (r < 0)
                 return tb_err_prefix(err, "fit, %s = %d, swap %s", c.key, v, policies[k]);
             if (!r) {
                 hi = v;
+                if (strstr(err->msg, TB_HOST_MEMORY_REFUSAL))
+                    snprintf(host_limit, sizeof host_limit, "%s", err->msg);
                 break;
             }
             lo = v;
@@ -230,6 +234,7 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
                 best = t;
             } else {
                 hi = mid;
+                snprintf(host_limit, sizeof host_limit, "%s", strstr(err->msg, TB_HOST_MEMORY_REFUSAL) ? err->msg : "");
             }
         }
         largest[k] = lo;
@@ -277,6 +282,12 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
         }
         fprintf(out, "%-9s %8d %10.0f %14s %9s %8.1f%% %12s %14s %12s\n", policies[k], lo, best.step_s * 1e3, ref_ms,
                 over, 100.0 * best.stall_s / best.step_s, gain, within, within_gain);
+        /* Where the search stopped when the device did not: the host, or the search's end. */
+        if (host_limit[0])
+            fprintf(out, "%-9s search stopped below %s = %d by the host's memory, not the device's: %s\n", "",
+                    vary, hi, host_limit);
+        else if (!hi)
+            fprintf(out, "%-9s search stopped at %s = %d, the most it tries: the step still fitted\n", "", vary, lo);
         fflush(out);
     }
     tb_err_clear(err);

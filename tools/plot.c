@@ -16,9 +16,11 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <trainbig/log.h>
 
 #include "tools/figure_internal.h"
 
@@ -174,6 +176,30 @@ static bool blank(const char *s)
     return true;
 }
 
+/* The most of epochs.jsonl plot reads (documented in trainbig(1)): a row is about 1 KiB,
+ * so some 60,000 epochs; past it the rows of one run could take gigabytes. */
+#define MAX_JSONL_BYTES (64ull << 20)
+
+/* Warns about each of r's values the figures cannot draw as they are; those are left out
+ * (NaN) rather than drawn wrong. */
+static void check_drawable(const char *path, struct row *r)
+{
+    if (isfinite(r->loss) && r->loss <= 0) {
+        tb_log(TB_LOG_WARN, "%s:%zu: epoch %lld: loss %g is not positive: the loss figure's log scale leaves it out",
+               path, r->line, r->epoch, r->loss);
+        r->loss = NAN;
+    }
+    double *const frac[2] = { &r->miou, &r->pixel_accuracy };
+    static const char *const names[2] = { "miou", "pixel_accuracy" };
+    for (int k = 0; k < 2; k++)
+        if (isfinite(*frac[k]) && (*frac[k] < 0 || *frac[k] > 1)) {
+            tb_log(TB_LOG_WARN,
+                   "%s:%zu: epoch %lld: %s %g is not a fraction in 0..1: the accuracy figure leaves it out", path,
+                   r->line, r->epoch, names[k], *frac[k]);
+            *frac[k] = NAN;
+        }
+}
+
 /* Reads path's rows into run: those of the last run in it. */
 static int read_rows(const char *path, struct run *run, struct tb_err *err)
 {
@@ -182,6 +208,14 @@ static int read_rows(const char *path, struct run *run, struct tb_err *err)
     if (!f)
         return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot read it: %s%s", path, strerror(errno),
                           errno == ENOENT ? " (trainbig train writes it into the run directory after each epoch)" : "");
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (uint64_t)st.st_size > MAX_JSONL_BYTES) {
+        fclose(f);
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "%s: %.1f MiB, more than plot reads (%llu MiB): plot a copy of its last rows (tail -n "
+                          "N %s > DIR/epochs.jsonl, then trainbig plot DIR)",
+                          path, (double)st.st_size / 1048576.0, MAX_JSONL_BYTES >> 20, path);
+    }
     char *line = NULL;
     size_t cap = 0, lineno = 0;
     int rc = TB_OK;
@@ -193,8 +227,13 @@ static int read_rows(const char *path, struct run *run, struct tb_err *err)
         rc = parse_row(path, lineno, line, &r, err);
         if (rc)
             break;
+        check_drawable(path, &r);
         /* An epoch not above the last: another run starts here. */
         if (run->n && r.epoch <= run->rows[run->n - 1].epoch) {
+            tb_log(TB_LOG_WARN,
+                   "%s:%zu: epoch %lld does not follow epoch %lld (line %zu): a new run starts there, and the rows "
+                   "before it are not drawn",
+                   path, lineno, r.epoch, run->rows[run->n - 1].epoch, run->rows[run->n - 1].line);
             for (size_t i = 0; i < run->n; i++)
                 row_free(&run->rows[i]);
             run->n = 0;

@@ -14,6 +14,7 @@
 #include "core/data/dataloader.h"
 #include "core/engine/engine.h"
 #include "core/engine/graph.h"
+#include "core/train/host_memory.h"
 #include "core/config/loader.h"
 #include "core/train/inputs.h"
 #include "core/train/run.h"
@@ -134,6 +135,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     const int batch = s ? s->settings.train.batch : 0;
     const struct tb_data_settings *set = s ? &s->settings.data : NULL;
     uint32_t w = 0, h = 0;
+    struct tb_model_input in = { 0 };
     struct tb_data_loader *l = NULL;
     if (!rc && (size_t)batch > dops->count(ds))
         rc = tb_err_set(err, TB_ERR_CONFIG, "batch %d: the train split has only %zu samples", batch, dops->count(ds));
@@ -142,12 +144,24 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     if (!rc) {
         const struct tb_class *classes;
         const int k = (int)dops->classes(ds, &classes);
-        const struct tb_model_input in = { batch, 3, (int)h, (int)w, k, 255 };
-        rc = tb_run_graph(&r, true, &in, &g, &x, err);
+        in = (struct tb_model_input){ batch, 3, (int)h, (int)w, k, 255 };
+        rc = tb_run_build(&r, true, &in, &g, err);
     }
     struct tb_batch_spec inputs = { 0 };
     if (!rc)
         rc = tb_inputs_spec(&inputs, g, r.model, r.model_ctx, batch, (int)h, (int)w, err);
+    /* What the host must hold before the executor allocates: a step too big for it
+     * (the cpu backend without a device cap, whose device memory is host memory) is
+     * refused as out of memory, as train refuses it, instead of growing until the
+     * kernel ends the process. */
+    if (!rc) {
+        char fix[128];
+        snprintf(fix, sizeof fix, "a smaller batch (%d now) or training crop (%ux%u now)", batch, w, h);
+        const uint64_t buffers = (uint64_t)(set->prefetch + 1) * tb_batch_bytes(batch, (int)h, (int)w, &inputs);
+        rc = tb_host_memory_check(&r.engine, &g, 1, buffers, false, "a training step", fix, NULL, err);
+    }
+    if (!rc)
+        rc = tb_run_exec(&r, g, &in, &x, err);
     if (!rc) {
         const struct tb_data_loader_config lc = {
             .ops = dops,

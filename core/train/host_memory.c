@@ -148,7 +148,7 @@ int tb_host_memory_check(struct tb_engine *e, struct tb_graph *const *gs, size_t
             add_part(parts, sizeof parts, part);
         }
         return tb_err_set(err, TB_ERR_NOMEM,
-                          "%s needs at least %.2f GiB more host memory than it holds (%s), but only %.2f GiB is "
+                          "%s needs at least %.2f GiB " TB_HOST_MEMORY_REFUSAL " (%s), but only %.2f GiB is "
                           "available to it (%s); %s",
                           what, (double)total / GIB, parts, (double)avail / GIB, source, fix);
     }

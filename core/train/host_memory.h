@@ -30,6 +30,10 @@ uint64_t tb_host_available(char *source, size_t source_size);
  * allocate (a loader's batches), and a checkpoint's buffer when `checkpoints`. More than the host has is a TB_ERR_NOMEM
  * naming `what` ("training", "predicting IMAGE"), the figures and `fix` (the keys to change, said by the caller).
  * Otherwise e's swap space limit is set to what is left for it, and *need (may be NULL) gets the estimate. */
+/* Words every refusal of tb_host_memory_check holds, by which a caller tells it from a
+ * device's out of memory (both are TB_ERR_NOMEM). */
+#define TB_HOST_MEMORY_REFUSAL "more host memory than it holds"
+
 int tb_host_memory_check(struct tb_engine *e, struct tb_graph *const *gs, size_t ng, uint64_t buffers, bool checkpoints,
                          const char *what, const char *fix, uint64_t *need, struct tb_err *err);
 

@@ -412,7 +412,16 @@ static int check_layout(const struct tb_safetensors *st, const char *path, uint6
     for (size_t i = 0; i < st->n && !rc; i++) {
         const struct st_entry *e = &sorted[i];
         const uint64_t want = f32_bytes(e->shape);
-        if (e->end < e->begin || e->end - e->begin != want)
+        if (e->end < e->begin)
+            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin",
+                            path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end);
+        else if (e->end > data_len)
+            rc = tb_err_set(err, TB_ERR_RUNTIME,
+                            "%s: tensor '%s': data_offsets [%llu, %llu] end past the %llu bytes the file holds after "
+                            "the header (truncated, or a wrong offset)",
+                            path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                            (unsigned long long)data_len);
+        else if (e->end - e->begin != want)
             rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor '%s': %llu bytes for shape (%d,%d,%d,%d) of F32", path,
                             e->name, (unsigned long long)(e->end - e->begin), e->shape.n, e->shape.c, e->shape.h,
                             e->shape.w);

@@ -466,7 +466,12 @@ static const char *cityscapes_name(void *ctx, size_t i)
 static int check_inside(const struct cityscapes *d, const char *path, const char *what, struct tb_err *err)
 {
     bool inside = true;
-    int rc = d->root ? tb_path_inside(d->root, path, what, TB_ERR_RUNTIME, &inside, err) : TB_OK;
+    if (!d->root)
+        return TB_OK;
+    /* what the file is first: a link to /dev/zero is refused as a device */
+    int rc = tb_check_regular(path, what, TB_ERR_RUNTIME, err);
+    if (!rc)
+        rc = tb_path_inside(d->root, path, what, TB_ERR_RUNTIME, &inside, err);
     if (!rc && !inside)
         rc = tb_err_set(err, TB_ERR_RUNTIME,
                         "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",

@@ -297,7 +297,10 @@ static int taco_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *
     if (!path)
         return tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
     bool inside = true;
-    int rc = d->outside_ok ? TB_OK : tb_path_inside(d->root, path, "the image", TB_ERR_RUNTIME, &inside, err);
+    /* what the file is first: a link to /dev/zero is refused as a device */
+    int rc = d->outside_ok ? TB_OK : tb_check_regular(path, "the image", TB_ERR_RUNTIME, err);
+    if (!rc && !d->outside_ok)
+        rc = tb_path_inside(d->root, path, "the image", TB_ERR_RUNTIME, &inside, err);
     if (!rc && !inside)
         rc = tb_err_set(err, TB_ERR_RUNTIME,
                         "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",
