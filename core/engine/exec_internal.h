@@ -45,6 +45,10 @@ struct tb_exec {
     uint8_t *mark;       /* [nops] scratch of a chain walk */
     uint32_t *chain_buf; /* scratch for a chain */
     uint32_t rebuilding; /* dropped tensors being rebuilt now, one inside another */
+    /* Ops re-run now, one for another's input (recompute.c); of a chain that failed, the
+     * innermost op and its depth, for the one message the outermost writes. */
+    uint32_t rerun_depth, failed_depth;
+    const char *failed_op;
 };
 
 /* Shared by the forward (exec.c) and backward (exec_backward.c) passes:

@@ -112,9 +112,34 @@ static bool droppable(const void *arg, size_t i, size_t now)
  * tensor no step holds any more is rebuilt, and kept in temps[] to be freed after. */
 static int hold(struct tb_exec *x, size_t at, uint32_t id, uint32_t *pinned, uint32_t *npinned, struct tb_err *err);
 
+static int rerun_op(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err *err);
+
 /* Runs forward step k's op again so that its outputs that are dropped (and tensor i) are
- * resident again. */
+ * resident again. A failure is said once, by the chain's outermost op: "recomputing OP
+ * for step STEP" and, when it failed deeper, which op did and how deep (each level once
+ * added its own prefix: eight before the cause). */
 static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err *err)
+{
+    x->rerun_depth++;
+    int rc = rerun_op(x, at, k, i, err);
+    if (rc && !x->failed_op) { /* the innermost returns first */
+        x->failed_op = x->g->ops[k].name;
+        x->failed_depth = x->rerun_depth;
+    }
+    if (--x->rerun_depth > 0 || !rc)
+        return rc;
+    const char *step = at < x->s->nsteps ? x->s->steps[at].name : "a read";
+    if (x->failed_depth > 1)
+        rc = tb_err_prefix(err, "recomputing %s for step %s (it failed re-running %s, %u ops deep in the chain)",
+                           x->g->ops[k].name, step, x->failed_op, x->failed_depth);
+    else
+        rc = tb_err_prefix(err, "recomputing %s for step %s", x->g->ops[k].name, step);
+    x->failed_op = NULL;
+    x->failed_depth = 0;
+    return rc;
+}
+
+static int rerun_op(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err *err)
 {
     const struct tb_gop *o = &x->g->ops[k];
     uint32_t pinned[TB_OP_MAX_IN + TB_OP_MAX_OUT], npinned = 0;
@@ -188,8 +213,7 @@ static int rerun(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_err
     while (x->ntemps > base)
         tb_swapmem_drop(&x->mem, x->temps[--x->ntemps]);
     if (rc)
-        return tb_err_prefix(err, "recomputing %s for step %s", o->name,
-                             at < x->s->nsteps ? x->s->steps[at].name : "a read");
+        return rc; /* rerun() says which */
     st->recomputes++;
     st->recompute_bytes += rebuilt;
     return TB_OK;
