@@ -40,7 +40,8 @@
  * back on demand and wait for it). A read that is dropped then is rebuilt too (and dropped
  * again after: the plan's count of the memory stays true), its rebuild's time added to the
  * price; one level deep only: what that rebuild reads must be on the device, and no tensor
- * is dropped over a step at which a planned rebuild reads it. Priced one level and grown
+ * is dropped over a step at which a planned rebuild reads it; and one rebuild re-runs at
+ * most MAX_REBUILD ops. Priced one level and grown
  * without that bound, chains nested a dozen deep and more (23 in check_trainer's hybrid
  * run, with 16 times the ops re-run; at 272x272 under 256 MiB, 8 GiB recomputed a step
  * where prefetch swapped 1.4). This is a greedy choice, not an optimum: an ILP over every
@@ -81,7 +82,11 @@
 
 #include "planner.h"
 
-enum { DEFAULT_THRESHOLD = 8, DEFAULT_AHEAD = 2, MAX_CHAIN = 64, HISTORY = 3 };
+/* MAX_REBUILD: the most forward ops one planned rebuild re-runs. In training the forward
+ * keeps what the backward reads, so a rebuild re-runs one or two ops; where the schedule
+ * freed what it reads (validation, which keeps nothing for a backward) the chain restarts
+ * from the last tensor held, tens of ops holding more memory than price() counts. */
+enum { DEFAULT_THRESHOLD = 8, DEFAULT_AHEAD = 2, MAX_REBUILD = 4, HISTORY = 3 };
 
 int planner_create(const struct tb_section *cfg, const char *name, bool recompute, bool adaptive, void **ctx,
                    struct tb_err *err)
@@ -454,8 +459,8 @@ struct pick {
  * first step is the one that makes it). -1 when out of memory. */
 static int price(const struct plan *pl, size_t i, uint32_t v, struct price *c)
 {
-    uint32_t steps[MAX_CHAIN];
-    const int n = tb_swap_recompute_steps(pl->m, i, v, steps, MAX_CHAIN);
+    uint32_t steps[MAX_REBUILD];
+    const int n = tb_swap_recompute_steps(pl->m, i, v, steps, MAX_REBUILD);
     c->known = true;
     c->ok = n >= 0;
     c->seconds = c->bytes = 0;
@@ -705,7 +710,7 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 for (uint32_t j = u + 1; j < v; j++)
                     mem[j] -= bytes;
                 mem[v] += drop.bytes; /* the rebuild's own, before step v */
-                rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
+rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
                 continue;
             }
             if (best.i == SIZE_MAX || rc)
