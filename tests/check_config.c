@@ -21,6 +21,7 @@
 #include "core/config/keys_internal.h"
 #include "core/config/section_internal.h"
 #include "core/config/setup_internal.h"
+#include "core/util/printable.h"
 #include "tests/testutil.h"
 
 /* The dataset plugins the build has: taco only with jansson. */
@@ -1735,6 +1736,34 @@ END_TEST
 
 /* ------------------------------------------------------------------ main */
 
+/* What a message quotes is printed as it is where a terminal shows it as text, and as \xNN
+ * where a terminal would act on it or could not show it. */
+START_TEST(printable_escapes_what_a_terminal_acts_on)
+{
+    char out[128];
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        { "plain 1.5G, tab\tand\nnewline", "plain 1.5G, tab\tand\nnewline" },
+        { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+        { "a\x1b[2Jb\x1b]0;x\x07", "a\\x1b[2Jb\\x1b]0;x\\x07" },
+        { "cr\rdel\x7f", "cr\\x0ddel\\x7f" },
+        { "c1 \xc2\x9b" "31m", "c1 \\xc2\\x9b31m" },                   /* CSI as UTF-8 */
+        { "bad \xff\xfe \xc3", "bad \\xff\\xfe \\xc3" },              /* not UTF-8; cut short */
+        { "over \xc0\xaf \xe0\x80\xaf", "over \\xc0\\xaf \\xe0\\x80\\xaf" }, /* overlong '/' */
+        { "sur \xed\xa0\x80", "sur \\xed\\xa0\\x80" },                  /* a surrogate */
+        { "big \xf4\x90\x80\x80", "big \\xf4\\x90\\x80\\x80" },        /* past U+10FFFF */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        ck_assert_str_eq(tb_printable(out, sizeof out, cases[k].in), cases[k].want);
+    /* the worst case fits 4x, and a short buffer cuts before a character, never inside */
+    ck_assert_str_eq(tb_printable(out, 13, "\x01\x02\x03"), "\\x01\\x02\\x03");
+    ck_assert_str_eq(tb_printable(out, 12, "\x01\x02\x03"), "\\x01\\x02");
+    ck_assert_str_eq(tb_printable(out, 4, "ab\xe2\x82\xac"), "ab");
+    ck_assert_str_eq(tb_printable(out, 1, "abc"), "");
+}
+END_TEST
+
 int main(void)
 {
     /* Quiet logs: only errors. */
@@ -1818,6 +1847,7 @@ int main(void)
     tcase_add_test(tc, error_lines_past_the_buffer_are_counted);
     tcase_add_test(tc, error_set_may_quote_its_own_message);
     tcase_add_test(tc, error_prefix_on_a_full_message_says_it_was_cut);
+    tcase_add_test(tc, printable_escapes_what_a_terminal_acts_on);
     suite_add_tcase(s, tc);
 
     return test_run_suite(s);

@@ -14,6 +14,7 @@
 #include "core/config/keys.h"
 #include "core/util/kind.h"
 #include "core/util/log_control.h"
+#include "core/util/printable.h"
 #include "core/config/loader.h"
 #include "core/config/setup.h"
 #include "tools/data_report_internal.h"
@@ -157,15 +158,18 @@ static const char usage_version[] = "usage: trainbig version\n\nPrints the versi
 
 static int usage_error(const char *fmt, const char *arg, const char *cmd)
 {
-    fprintf(stderr, "trainbig: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'trainbig %s--help'.\n", cmd ? cmd : "");
+    /* fmt holds one "%s", for arg, which the user gave: printed safe */
+    const char *at = strstr(fmt, "%s");
+    fprintf(stderr, "trainbig: %.*s", (int)(at - fmt), fmt);
+    tb_fputs_printable(arg, stderr);
+    fprintf(stderr, "%s\nTry 'trainbig %s--help'.\n", at + 2, cmd ? cmd : "");
     return EXIT_USAGE;
 }
 
 static void print_error(const struct tb_err *err)
 {
-    const char *p = err->msg;
+    char msg[4 * sizeof err->msg];
+    const char *p = tb_printable(msg, sizeof msg, err->msg); /* it may quote a user's or a file's bytes */
     while (*p) {
         const char *nl = strchr(p, '\n');
         int n = nl ? (int)(nl - p) : (int)strlen(p);
@@ -735,12 +739,10 @@ int main(int argc, char **argv)
         const char *names[] = { "train", "predict", "data",    "fit",     "probe", "plot",
                                 "study", "config",  "plugins", "version", "help" };
         const char *near = tb_nearest(cmd, names, sizeof names / sizeof names[0]);
-        if (near)
-            fprintf(stderr, "trainbig: unknown command '%s'; did you mean '%s'?\n", cmd, near);
-        else
-            fprintf(stderr, "trainbig: unknown command '%s'\n", cmd);
-        fprintf(stderr, "Try 'trainbig --help'.\n");
-        return EXIT_USAGE;
+        char fmt[96] = "unknown command '%s'";
+        if (near) /* one of names[]: no '%' in it */
+            snprintf(fmt, sizeof fmt, "unknown command '%%s'; did you mean '%s'?", near);
+        return usage_error(fmt, cmd, NULL);
     }
     return c->run(argc - 1, argv + 1);
 }

@@ -7,11 +7,13 @@
 #include "core/data/dataloader.h"
 #include "core/dist/world.h"
 #include "core/util/log_control.h"
+#include "core/util/printable.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <trainbig/trainbig.h>
+
 
 static const struct {
     const char *name;
@@ -463,12 +465,16 @@ static void print_pair(FILE *out, const char *key, const char *value, const char
         snprintf(line, sizeof line, "%s = %c%s%c", key, q, value, q);
     else
         snprintf(line, sizeof line, "%s = %s", key, value);
-    fprintf(out, "%-40s ; %s\n", line, origin);
+    fprintf(out, "%-40s ; ", line);
+    tb_fputs_printable(origin, out); /* a file name or a --set: the user's bytes */
+    fputc('\n', out);
 }
 
 void tb_setup_print(const struct tb_setup *s, FILE *out)
 {
-    fprintf(out, "; effective configuration of %s\n; each key: its value ; where it came from\n", s->cfg->path);
+    fputs("; effective configuration of ", out);
+    tb_fputs_printable(s->cfg->path, out);
+    fputs("\n; each key: its value ; where it came from\n", out);
     for (int i = 0; i < TB_SEC_COUNT; i++) {
         const struct tb_setup_slot *slot = &s->slot[i];
         fprintf(out, "\n[%s]\n", slot->name);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "core/util/log_control.h"
+#include "core/util/printable.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -104,8 +105,9 @@ void tb_vlog_tagged(const char *tag, enum tb_log_level level, const char *fmt, v
 {
     if (!tb_log_enabled(level) || (log_rank != 0 && level > TB_LOG_WARN))
         return;
-    char msg[2048];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char raw[2048], msg[4 * sizeof raw];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    tb_printable(msg, sizeof msg, raw); /* it may quote what a user or a file gave */
 
     struct timeval tv;
     gettimeofday(&tv, NULL);

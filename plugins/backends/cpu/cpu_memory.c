@@ -90,12 +90,17 @@ int tb_cpu_memory_init(struct tb_cpu_memory *m, uint64_t cap, struct tb_err *err
     pthread_mutex_init(&m->lock, NULL);
     if (!cap)
         return TB_OK;
+    if (cap < QUANTUM) { /* in bytes: as MiB it would read 0.00 */
+        tb_cpu_memory_fini(m);
+        return tb_err_set(err, TB_ERR_NOMEM,
+                          "cpu backend: [backend] device_memory = %llu byte%s is less than one block (%zu bytes): "
+                          "write 0 for no cap, or a size such as 256M",
+                          (unsigned long long)cap, cap == 1 ? "" : "s", QUANTUM);
+    }
     const uint64_t avail = available_memory();
     const char *fail = NULL;
     void *p = NULL;
-    if (cap < QUANTUM)
-        fail = "too small for one block";
-    else if (cap > SIZE_MAX || (avail && cap > avail))
+    if (cap > SIZE_MAX || (avail && cap > avail))
         fail = "more than this machine's available memory (it is reserved and touched at start)";
     else if (!(p = reserve((size_t)cap)))
         fail = "the system refused to map it";
