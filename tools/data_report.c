@@ -134,6 +134,7 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char 
         ops->close(ctx);
     }
     if (!opened)
-        rc = tb_err_set(err, TB_ERR_RUNTIME, "dataset '%s': no split could be opened (see above)", p->name);
+        rc = tb_err_set(err, TB_ERR_RUNTIME, "dataset '%s': no split could be opened or has samples (see above)",
+                        p->name);
     return rc;
 }
