@@ -41,9 +41,10 @@ static int lock(struct tb_rundir *d, struct tb_err *err)
     }
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(d->lock_fd, 0) == 0 && pwrite(d->lock_fd, pid, (size_t)n, 0) != n) {
-        /* the PID is for people; the lock is what counts */
-    }
+    /* The PID is for people reading the file; the lock is what counts, so a failed write
+     * is no error. */
+    if (ftruncate(d->lock_fd, 0) == 0)
+        (void)!pwrite(d->lock_fd, pid, (size_t)n, 0);
     return TB_OK;
 }
 

@@ -77,22 +77,15 @@ FILE *tb_fopen_regular(const char *path, const char *what, int status, struct tb
     return f;
 }
 
-int tb_path_inside(const char *root, const char *path, const char *what, int status, bool *inside,
+int tb_path_inside(const char *real_root, const char *path, const char *what, int status, bool *inside,
                    struct tb_err *err)
 {
     *inside = false;
-    char *r = realpath(root, NULL);
-    if (!r)
-        return tb_err_set(err, status, "%s: cannot open the directory holding %s: %s", root, what, strerror(errno));
     char *p = realpath(path, NULL);
-    if (!p) {
-        int rc = tb_err_set(err, status, "%s: cannot open %s: %s", path, what, strerror(errno));
-        free(r);
-        return rc;
-    }
-    const size_t n = strlen(r);
-    *inside = strncmp(p, r, n) == 0 && (p[n] == '/' || p[n] == '\0' || (n == 1 && r[0] == '/'));
+    if (!p)
+        return tb_err_set(err, status, "%s: cannot open %s: %s", path, what, strerror(errno));
+    const size_t n = strlen(real_root);
+    *inside = strncmp(p, real_root, n) == 0 && (p[n] == '/' || p[n] == '\0' || (n == 1 && real_root[0] == '/'));
     free(p);
-    free(r);
     return TB_OK;
 }

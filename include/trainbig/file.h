@@ -29,12 +29,13 @@ FILE *tb_fopen_regular(const char *path, const char *what, int status, struct tb
  * err says what it is instead, as tb_open_regular does. */
 int tb_check_regular(const char *path, const char *what, int status, struct tb_err *err);
 
-/* Whether path, resolved through every symbolic link, lies inside the directory root
- * (resolved the same way): TB_OK with *inside set. A path that does not resolve (missing,
- * a dangling or looping link) is an error with status: "PATH: cannot open WHAT: REASON".
- * For datasets that keep what they read under their root unless the user allows
- * otherwise. */
-int tb_path_inside(const char *root, const char *path, const char *what, int status, bool *inside,
+/* Whether path, resolved through every symbolic link, lies inside the directory real_root,
+ * which the caller resolved already (realpath(3)): a dataset resolves its root once, when
+ * it opens, and checks each sample against it. TB_OK with *inside set. A path that does
+ * not resolve (missing, a dangling or looping link) is an error with status: "PATH:
+ * cannot open WHAT: REASON". For datasets that keep what they read under their root
+ * unless the user allows otherwise. */
+int tb_path_inside(const char *real_root, const char *path, const char *what, int status, bool *inside,
                    struct tb_err *err);
 
 #endif

@@ -58,7 +58,7 @@ struct sample {
 };
 
 struct cityscapes {
-    char *root;      /* for allow_outside_root = no; NULL with yes */
+    char *root;      /* resolved (realpath), for allow_outside_root = no; NULL with yes */
     size_t count;
     struct sample *samples;
     uint8_t lut[256]; /* label id -> trainId or IGNORE */
@@ -434,10 +434,10 @@ static int cityscapes_open(const struct tb_section *cfg, const char *split, void
     } else {
         free_samples(sc.v, sc.n);
     }
-    if (!rc && !tb_section_bool(cfg, "allow_outside_root") && !(d->root = strdup(root))) {
+    if (!rc && !tb_section_bool(cfg, "allow_outside_root") && !(d->root = realpath(root, NULL))) {
+        rc = tb_err_set(err, TB_ERR_CONFIG, "cityscapes: root %s: cannot resolve it: %s", root, strerror(errno));
         cityscapes_close(d);
         *ctx = NULL;
-        rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
     }
     free(sc.first_image);
     free(sc.first_label);

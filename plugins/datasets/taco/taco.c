@@ -9,6 +9,7 @@
  * TACO has no official split: the images are shuffled with split_seed and cut by
  * split_ratios, unless root holds annotations_train.json, annotations_val.json and
  * annotations_test.json, in which case each split reads its own file. */
+#define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ static const char *const split_names[3] = { "train", "val", "test" };
 
 struct taco {
     char *root;
+    char *real_root; /* root resolved (realpath), without allow_outside_root */
     bool outside_ok; /* allow_outside_root */
     char *file; /* the annotation file read, for messages */
     struct taco_set set;
@@ -126,6 +128,7 @@ static void taco_close(void *ctx)
     taco_set_free(&d->set);
     free(d->samples);
     free(d->root);
+    free(d->real_root);
     free(d->file);
     free(d);
 }
@@ -246,6 +249,11 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
     if (rc)
         goto fail;
     d->outside_ok = tb_section_bool(cfg, "allow_outside_root");
+    if (!d->outside_ok && !(d->real_root = realpath(d->root, NULL))) {
+        rc = tb_err_set(err, TB_ERR_CONFIG, "taco: root %s (%s): cannot resolve it: %s", d->root,
+                        tb_section_origin(cfg, "root"), strerror(errno));
+        goto fail;
+    }
     if (!d->outside_ok && (rc = check_names(d, cfg, err)))
         goto fail;
     if (present == 3) {
@@ -300,7 +308,7 @@ static int taco_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *
     /* what the file is first: a link to /dev/zero is refused as a device */
     int rc = d->outside_ok ? TB_OK : tb_check_regular(path, "the image", TB_ERR_RUNTIME, err);
     if (!rc && !d->outside_ok)
-        rc = tb_path_inside(d->root, path, "the image", TB_ERR_RUNTIME, &inside, err);
+        rc = tb_path_inside(d->real_root, path, "the image", TB_ERR_RUNTIME, &inside, err);
     if (!rc && !inside)
         rc = tb_err_set(err, TB_ERR_RUNTIME,
                         "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",
