@@ -68,7 +68,7 @@ int tb_fit_probe(const char *path, const char *own_policy, const char *const *se
                                                                      : tb_time_steps_swap(path, all, n, steps, t, err);
     if (rc == TB_OK)
         return 1;
-    if (rc == TB_ERR_NOMEM || (rc == TB_ERR_CONFIG && strstr(err->msg, "the train split has only")))
+    if (rc == TB_ERR_NOMEM || (rc == TB_ERR_CONFIG && strstr(err->msg, TB_STEPTIME_DATA_SHORT)))
         return 0;
     return -1;
 }
@@ -185,6 +185,16 @@ static int largest_within(const struct probe_ctx *c, bool batch, const char *pol
     return lo;
 }
 
+/* A probe did not fit (probe() 0): err says why; host and data (each TB_ERR_MSG_MAX) get
+ * it when the host's memory or the data set the bound, else "" (the device did). */
+static void bound_by(const struct tb_err *err, char *host, char *data)
+{
+    const bool by_host = strstr(err->msg, TB_HOST_MEMORY_REFUSAL) != NULL;
+    const bool by_data = !by_host && strstr(err->msg, TB_STEPTIME_DATA_SHORT) != NULL;
+    snprintf(host, TB_ERR_MSG_MAX, "%s", by_host ? err->msg : "");
+    snprintf(data, TB_ERR_MSG_MAX, "%s", by_data ? err->msg : "");
+}
+
 int tb_fit(const char *path, const char *policy, const char *const *sets, int nsets, const char *vary, FILE *out,
            struct tb_err *err)
 {
@@ -208,15 +218,15 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
     for (int k = 0; k < NPOL; k++) {
         struct tb_step_timing best = { 0 }, t;
         int lo = 0, hi = 0; /* lo fits (0: nothing yet), hi does not (0: not found yet) */
-        char host_limit[TB_ERR_MSG_MAX] = ""; /* why hi did not fit, when the host set the bound */
+        /* why hi did not fit, when the host or the data set the bound (not the device) */
+        char host_limit[TB_ERR_MSG_MAX] = "", data_limit[TB_ERR_MSG_MAX] = "";
         for (int v = start; v <= MAX_VALUE; v *= 2) {
             int r = probe(&c, policies[k], v, &t, err);
             if (r < 0)
                 return tb_err_prefix(err, "fit, %s = %d, swap %s", c.key, v, policies[k]);
             if (!r) {
                 hi = v;
-                if (strstr(err->msg, TB_HOST_MEMORY_REFUSAL))
-                    snprintf(host_limit, sizeof host_limit, "%s", err->msg);
+                bound_by(err, host_limit, data_limit);
                 break;
             }
             lo = v;
@@ -234,7 +244,7 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
                 best = t;
             } else {
                 hi = mid;
-                snprintf(host_limit, sizeof host_limit, "%s", strstr(err->msg, TB_HOST_MEMORY_REFUSAL) ? err->msg : "");
+                bound_by(err, host_limit, data_limit);
             }
         }
         largest[k] = lo;
@@ -286,6 +296,9 @@ int tb_fit(const char *path, const char *policy, const char *const *sets, int ns
         if (host_limit[0])
             fprintf(out, "%-9s search stopped below %s = %d by the host's memory, not the device's: %s\n", "",
                     vary, hi, host_limit);
+        else if (data_limit[0])
+            fprintf(out, "%-9s search stopped below %s = %d by the data, not the device: %s\n", "", vary, hi,
+                    data_limit);
         else if (!hi)
             fprintf(out, "%-9s search stopped at %s = %d, the most it tries: the step still fitted\n", "", vary, lo);
         fflush(out);

@@ -138,7 +138,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     struct tb_model_input in = { 0 };
     struct tb_data_loader *l = NULL;
     if (!rc && (size_t)batch > dops->count(ds))
-        rc = tb_err_set(err, TB_ERR_CONFIG, "batch %d: the train split has only %zu samples", batch, dops->count(ds));
+        rc = tb_err_set(err, TB_ERR_CONFIG, "batch %d: " TB_STEPTIME_DATA_SHORT " %zu samples", batch, dops->count(ds));
     if (!rc)
         rc = tb_data_image_size(dops, ds, set, true, &w, &h, err);
     if (!rc) {

@@ -8,6 +8,10 @@
 #include <trainbig/error.h>
 #include <trainbig/platform.h>
 
+/* Words of the refusal of a batch larger than the training set ("batch N: the train split
+ * has only M samples"), by which fit tells the data's bound from an error. */
+#define TB_STEPTIME_DATA_SHORT "the train split has only"
+
 struct tb_trace_span;
 
 /* The timed steps' median step (by time), each figure that step's own: its parts add up

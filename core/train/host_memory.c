@@ -2,11 +2,14 @@
 #include "config.h"
 
 #include "core/train/host_memory.h"
+#include "core/config/keys_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <trainbig/log.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -82,6 +85,18 @@ uint64_t tb_host_available(char *source, size_t source_size)
             best = room;
             from = "ulimit -v less this process's size";
         }
+    }
+    /* A smaller host, to ask what fits on one (documented in trainbig(1)). */
+    const char *as = getenv("TRAINBIG_HOST_MEMORY");
+    uint64_t given;
+    if (as && *as && (tb_parse_size(as, &given) != 0 || given == 0)) {
+        static bool warned; /* once a process */
+        if (!warned)
+            tb_log(TB_LOG_WARN, "TRAINBIG_HOST_MEMORY = '%s' is not a size above 0 (as 16G or 512M): ignored", as);
+        warned = true;
+    } else if (as && *as && given < best) {
+        best = given;
+        from = "TRAINBIG_HOST_MEMORY";
     }
     if (source && source_size)
         snprintf(source, source_size, "%s", from);

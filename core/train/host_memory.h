@@ -18,8 +18,9 @@
 #include "core/engine/engine.h"
 
 /* Bytes this process may still take from the host: the least of /proc/meminfo's
- * MemAvailable, its cgroup's memory.max less memory.current, and `ulimit -v` less the
- * process's size. source (may be NULL) gets which bound that is. UINT64_MAX when none is
+ * MemAvailable, its cgroup's memory.max less memory.current, `ulimit -v` less the
+ * process's size, and TRAINBIG_HOST_MEMORY where set (a size, as [backend] device_memory).
+ * source (may be NULL) gets which bound that is. UINT64_MAX when none is
  * known (not Linux). */
 uint64_t tb_host_available(char *source, size_t source_size);
 
