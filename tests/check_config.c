@@ -1400,6 +1400,24 @@ static char *print_setup(const struct tb_setup *s)
 }
 
 /* The printed line "key = ..." of [section], malloc'ed, or NULL. */
+/* The line at p with the comment lines that continue its origin (";   " each), joined
+ * by spaces as the origin was cut; allocated. Every printed line is checked to be one
+ * the INI reader takes (at most 1000 characters). */
+static char *joined_line(const char *p)
+{
+    size_t n = strcspn(p, "\n");
+    ck_assert_uint_le(n, 1000);
+    char *l = strndup(p, n);
+    for (p += n; p[0] == '\n' && strncmp(p + 1, ";   ", 4) == 0; p += n + 1) {
+        n = strcspn(p + 1, "\n");
+        ck_assert_uint_le(n, 1000);
+        char *more = xasprintf("%s %.*s", l, (int)n - 4, p + 5);
+        free(l);
+        l = more;
+    }
+    return l;
+}
+
 static char *printed_line(const char *text, const char *section, const char *key)
 {
     char hdr[128];
@@ -1412,7 +1430,7 @@ static char *printed_line(const char *text, const char *section, const char *key
     while (*p && *p != '[') {
         size_t n = strcspn(p, "\n");
         if (strncmp(p, key, klen) == 0 && (p[klen] == ' ' || p[klen] == '='))
-            return strndup(p, n);
+            return joined_line(p);
         p += n + (p[n] == '\n');
     }
     return NULL;

@@ -516,6 +516,83 @@ START_TEST(op_contract_cases)
 }
 END_TEST
 
+/* An op's cost from its shapes (tb_op_cost): a convolution's multiply-adds, forward and
+ * for each gradient wanted, and the bytes its kernels cannot avoid moving; a kind that
+ * makes two passes counts both; a kind without backward costs nothing there; FLOPs and
+ * bytes grow with the batch as they should. */
+static struct tb_op costed(enum tb_op_kind kind, uint32_t nin, const struct tb_tensor_desc *in)
+{
+    struct tb_op op = op_of(kind, nin, in);
+    if (kind == TB_OP_BATCHNORM)
+        op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, 1, 0 };
+    char why[200];
+    ck_assert_msg(tb_op_outputs(&op, op.out, &op.nout, why, sizeof why) == 0, "%s", why);
+    return op;
+}
+
+START_TEST(op_cost_from_shapes)
+{
+    const struct tb_tensor_desc x = { TB_F32, { 2, 3, 8, 8 } }, w = { TB_F32, { 4, 3, 3, 3 } };
+    const struct tb_tensor_desc conv_in[] = { x, w };
+    struct tb_op conv = op_of(TB_OP_CONV2D, 2, conv_in);
+    conv.p.conv = (struct tb_conv2d_params){ 3, 3, 1, 1, 1, 1, 1, 1, 0 };
+    char why[200];
+    ck_assert_msg(tb_op_outputs(&conv, conv.out, &conv.nout, why, sizeof why) == 0, "%s", why);
+    struct tb_op_cost c;
+    tb_op_cost(&conv, 0x3, &c);
+    const double macs = 2.0 * 4 * 8 * 8 * 3 * 3 * 3; /* outputs x C x KH x KW */
+    ck_assert_double_eq(c.fwd_flops, 2 * macs);
+    ck_assert_double_eq(c.bwd_flops, 4 * macs);                    /* dx and dw */
+    ck_assert_double_eq(c.fwd_bytes, 4.0 * (384 + 108 + 512));      /* x, w, y */
+    ck_assert_double_eq(c.bwd_bytes, 4.0 * (384 + 108 + 512 + 384 + 108)); /* x, w, dy; dx, dw */
+    tb_op_cost(&conv, 0x2, &c); /* the first convolution: no data gradient */
+    ck_assert_double_eq(c.bwd_flops, 2 * macs);
+    ck_assert_double_eq(c.bwd_bytes, 4.0 * (384 + 108 + 512 + 108));
+
+    /* batch norm in training reads x twice (statistics, then normalising) */
+    const struct tb_tensor_desc vec = { TB_F32, { 1, 3, 1, 1 } };
+    const struct tb_tensor_desc bn_in[] = { x, vec, vec, vec, vec };
+    struct tb_op bn = costed(TB_OP_BATCHNORM, 5, bn_in);
+    struct tb_op_cost train_c, infer_c;
+    bn.p.bn.training = 1;
+    tb_op_cost(&bn, 0x7, &train_c);
+    bn.p.bn.training = 0;
+    tb_op_cost(&bn, 0, &infer_c);
+    ck_assert_double_eq(train_c.fwd_bytes - infer_c.fwd_bytes, 4.0 * 384);
+    ck_assert(train_c.fwd_flops > infer_c.fwd_flops);
+
+    /* a concatenation moves bytes and computes nothing */
+    const struct tb_tensor_desc cat_in[] = { x, x };
+    struct tb_op cat = costed(TB_OP_CONCAT, 2, cat_in);
+    tb_op_cost(&cat, 0x3, &c);
+    ck_assert_double_eq(c.fwd_flops, 0);
+    ck_assert_double_eq(c.fwd_bytes, 4.0 * 4 * 384);
+    ck_assert_double_eq(c.bwd_bytes, 4.0 * 4 * 384); /* dy; dx0, dx1 */
+
+    /* no backward: nothing there, whatever is asked */
+    const struct tb_tensor_desc labels = { TB_U8, { 2, 1, 8, 8 } };
+    struct tb_op cw = op_of(TB_OP_CLASS_WEIGHTS, 1, &labels);
+    cw.p.label.classes = 5;
+    ck_assert_msg(tb_op_outputs(&cw, cw.out, &cw.nout, why, sizeof why) == 0, "%s", why);
+    tb_op_cost(&cw, 0x1, &c);
+    ck_assert(c.fwd_bytes == 128 + 2 * 5 * 4 && c.bwd_flops == 0 && c.bwd_bytes == 0);
+
+    /* twice the batch, twice the cost, for every kind the engine builds here */
+    const struct tb_tensor_desc x2 = { TB_F32, { 4, 3, 8, 8 } };
+    const struct tb_tensor_desc relu_in[] = { x }, relu_in2[] = { x2 };
+    struct tb_op r1 = costed(TB_OP_RELU, 1, relu_in), r2 = costed(TB_OP_RELU, 1, relu_in2);
+    struct tb_op_cost c1, c2;
+    tb_op_cost(&r1, 0x1, &c1);
+    tb_op_cost(&r2, 0x1, &c2);
+    ck_assert(c2.fwd_flops == 2 * c1.fwd_flops && c2.fwd_bytes == 2 * c1.fwd_bytes && c2.bwd_bytes == 2 * c1.bwd_bytes);
+
+    /* an unknown kind costs nothing (and does not crash) */
+    struct tb_op none = op_of((enum tb_op_kind)TB_OP_KIND_COUNT, 0, NULL);
+    tb_op_cost(&none, 0, &c);
+    ck_assert(c.fwd_flops == 0 && c.fwd_bytes == 0 && c.bwd_flops == 0 && c.bwd_bytes == 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("graph");
@@ -530,6 +607,7 @@ int main(void)
     tcase_add_test(tc, scope_misuse_is_an_error);
     tcase_add_test(tc, inference_graph_flags);
     tcase_add_test(tc, op_contract_cases);
+    tcase_add_test(tc, op_cost_from_shapes);
     suite_add_tcase(s, tc);
     tc = tcase_create("schedule");
     tcase_add_checked_fixture(tc, new_training_graph, free_graph);

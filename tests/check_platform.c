@@ -1,5 +1,6 @@
-/* check_platform: the platform plugins (x86-pcie, power9-nvlink) opened through the core:
- * their defaults in bytes/s and seconds, overrides, the errors of values the key table
+/* check_platform: the platform plugins (the link classes x86-pcie and power9-nvlink, the
+ * presets) opened through the core: their defaults in bytes/s and seconds, their
+ * accelerators (ABI 1.13), overrides, the errors of values the key table
  * cannot catch, environment defaults applied only where unset; the core's reading of a
  * link from plugins built for ABI 1.3 and 1.4 (core/config/platform.c); and the machine probe
  * behind score() and numa_node = -1, on this machine and on fake /proc and /sys trees of
@@ -139,6 +140,69 @@ START_TEST(presets_are_their_class)
     open_ok(&pi, "p3.8xlarge", "h2d_gbps = 11\n");
     ck_assert_near(link_of(&pi).h2d_bytes_per_s, 11e9);
     tb_instance_close(&pi);
+}
+END_TEST
+
+static struct tb_accel accel_of(const struct tb_instance *pi)
+{
+    struct tb_accel a;
+    tb_platform_accel(pi->h->p, pi->ctx, &a);
+    return a;
+}
+
+/* Every platform describes its accelerator (ABI 1.13): the study's classes and presets a
+ * V100 SXM2 16 GB, the newer presets theirs, each with its link; every value is a key. */
+START_TEST(accelerators_described)
+{
+    static const struct {
+        const char *platform, *name;
+        double memory_gib, mem_gbps, fp16, bf16, fp32, h2d_gbps, efficiency;
+    } rows[] = {
+        { "x86-pcie", "V100 SXM2 16 GB", 15, 900, 125, 0, 15.7, 12, 0.7 },
+        { "power9-nvlink", "V100 SXM2 16 GB", 15, 900, 125, 0, 15.7, 68, 0.7 },
+        { "ac922", "V100 SXM2 16 GB", 15, 900, 125, 0, 15.7, 68, 0.7 },
+        { "dgx-station", "V100 SXM2 16 GB", 15, 900, 125, 0, 15.7, 12, 0.7 },
+        { "p3.8xlarge", "V100 SXM2 16 GB", 15, 900, 125, 0, 15.7, 12, 0.7 },
+        { "h100-sxm", "H100 SXM5 80 GB", 78, 3350, 989, 989, 67, 48, 0.45 },
+        { "h200", "H200 141 GB", 139, 4800, 989, 989, 67, 48, 0.45 },
+        { "rtx4090", "GeForce RTX 4090 24 GB", 23, 1008, 165.2, 165.2, 82.6, 24, 0.7 },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct tb_instance pi;
+        open_ok(&pi, rows[i].platform, "");
+        const struct tb_accel a = accel_of(&pi);
+        const struct tb_link l = link_of(&pi);
+        ck_assert_str_eq(a.name, rows[i].name);
+        ck_assert_uint_eq(a.memory_bytes, (uint64_t)(rows[i].memory_gib * 1073741824.0));
+        ck_assert_near(a.mem_bytes_per_s, rows[i].mem_gbps * 1e9);
+        ck_assert_near(a.fp16_flops, rows[i].fp16 * 1e12);
+        ck_assert(rows[i].bf16 > 0 ? fabs(a.bf16_flops - rows[i].bf16 * 1e12) < 1 : a.bf16_flops == 0);
+        ck_assert_near(l.accel_flops, rows[i].fp32 * 1e12);
+        ck_assert_near(l.h2d_bytes_per_s, rows[i].h2d_gbps * 1e9);
+        ck_assert_near(l.accel_efficiency, rows[i].efficiency);
+        tb_instance_close(&pi);
+    }
+    struct tb_instance pi;
+    open_ok(&pi, "dgx-station",
+            "accel_name = V100 SXM2 32 GB\naccel_memory = 31G\naccel_mem_gbps = 897\naccel_fp16_tflops = 120\n"
+            "accel_bf16_tflops = 1.5\n");
+    const struct tb_accel a = accel_of(&pi);
+    ck_assert_str_eq(a.name, "V100 SXM2 32 GB");
+    ck_assert_uint_eq(a.memory_bytes, 31ull << 30);
+    ck_assert_near(a.mem_bytes_per_s, 897e9);
+    ck_assert_near(a.fp16_flops, 120e12);
+    ck_assert_near(a.bf16_flops, 1.5e12);
+    char text[256];
+    tb_accel_text(&a, 15.7e12, text, sizeof text);
+    ck_assert_str_eq(text, "V100 SXM2 32 GB: 31.0 GiB for trainbig, 897 GB/s memory, 15.7 TFLOP/s fp32, 120.0 fp16, "
+                           "1.5 bf16 (dense, matrix units)");
+    tb_instance_close(&pi);
+    /* a memory of 0, a rate written in bytes/s, are caught by the keys' ranges */
+    struct tb_err err;
+    open_fails("h200", "accel_memory = 0\n", &err);
+    ck_assert_contains(err.msg, "accel_memory");
+    open_fails("h200", "accel_mem_gbps = 4.8e12\n", &err);
+    ck_assert_contains(err.msg, "accel_mem_gbps");
 }
 END_TEST
 
@@ -496,6 +560,55 @@ START_TEST(abi_1_7_accel_efficiency)
 }
 END_TEST
 
+static double accel_bw_written;
+
+static void accel_scribbles(void *ctx, struct tb_accel *out)
+{
+    (void)ctx;
+    memset(out->name, 'x', sizeof out->name); /* no terminator */
+    out->memory_bytes = 16ull << 30;
+    out->mem_bytes_per_s = accel_bw_written;
+    out->fp16_flops = NAN;
+    out->bf16_flops = -1;
+}
+
+/* accel (ABI 1.13) is read only from a plugin of that minor or newer: an older one's
+ * vtable ends before it, so whatever lies there is not its and the accelerator reads as
+ * undescribed. What it writes is made safe: the name cut to its array, rates that are
+ * negative or not numbers read as 0 (unknown). */
+START_TEST(abi_1_13_accel)
+{
+    static const struct tb_platform_ops ops = {
+        .create = fake_create, .destroy = fake_destroy, .link = link_with_efficiency, .accel = accel_scribbles
+    };
+    struct tb_accel a;
+    accel_bw_written = 900e9;
+    struct tb_plugin_handle *p = fake_plugin(12, &ops);
+    memset(&a, 0x5a, sizeof a);
+    tb_platform_accel(p->p, NULL, &a);
+    ck_assert(a.name[0] == '\0' && a.memory_bytes == 0 && a.mem_bytes_per_s == 0 && a.fp16_flops == 0);
+    char text[256];
+    tb_accel_text(&a, 15.7e12, text, sizeof text);
+    ck_assert_contains(text, "not described");
+    tb_plugin_close(p);
+    p = fake_plugin(13, &ops);
+    tb_platform_accel(p->p, NULL, &a);
+    ck_assert_uint_eq(strlen(a.name), sizeof a.name - 1);
+    ck_assert_uint_eq(a.memory_bytes, 16ull << 30);
+    ck_assert(a.mem_bytes_per_s == 900e9 && a.fp16_flops == 0 && a.bf16_flops == 0);
+    accel_bw_written = INFINITY;
+    tb_platform_accel(p->p, NULL, &a);
+    ck_assert(a.mem_bytes_per_s == 0);
+    tb_plugin_close(p);
+    /* without the member, none either */
+    static const struct tb_platform_ops bare = { .create = fake_create, .destroy = fake_destroy, .link = old_link };
+    p = fake_plugin(13, &bare);
+    tb_platform_accel(p->p, NULL, &a);
+    ck_assert(a.name[0] == '\0' && a.memory_bytes == 0);
+    tb_plugin_close(p);
+}
+END_TEST
+
 static const char *const *bad_env(void *ctx)
 {
     (void)ctx;
@@ -784,6 +897,41 @@ START_TEST(probe_p3_8xlarge)
 }
 END_TEST
 
+/* The GPU presets know their machine by the GPU the driver names, on an x86 host. */
+START_TEST(probe_gpu_presets)
+{
+    static const struct {
+        const char *model;
+        int h100, h200, rtx;
+    } rows[] = {
+        { "NVIDIA H100 80GB HBM3", 20, 0, 0 },
+        { "NVIDIA H100 PCIe", 0, 0, 0 },
+        { "NVIDIA H200", 0, 20, 0 },
+        { "NVIDIA GeForce RTX 4090", 0, 0, 20 },
+        { "Tesla V100-SXM2-16GB", 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gpu%zu", i);
+        char *root = fake_root(name);
+        put(root, "proc/cpuinfo", xeon_cpuinfo);
+        put_gpu(root, "0000:07:00.0", "0\n", false);
+        char model[128];
+        snprintf(model, sizeof model, "Model: \t\t %s\n", rows[i].model);
+        put(root, "proc/driver/nvidia/gpus/0000:07:00.0/information", model);
+        struct plat_machine m;
+        plat_probe(root, &m);
+        char why[256];
+        ck_assert_int_eq(plat_score_h100_sxm(&m, why, sizeof why), rows[i].h100);
+        ck_assert_int_eq(plat_score_h200(&m, why, sizeof why), rows[i].h200);
+        ck_assert_int_eq(plat_score_rtx4090(&m, why, sizeof why), rows[i].rtx);
+        if (rows[i].rtx)
+            ck_assert_contains(why, "recognised as the RTX 4090 workstation");
+        free(root);
+    }
+}
+END_TEST
+
 START_TEST(probe_without_gpus)
 {
     char *root = fake_root("nogpu");
@@ -856,6 +1004,7 @@ static Suite *platform_suite(void)
     tcase_add_test(tc, x86_pcie_defaults);
     tcase_add_test(tc, power9_nvlink_defaults);
     tcase_add_test(tc, presets_are_their_class);
+    tcase_add_test(tc, accelerators_described);
     tcase_add_test(tc, every_value_overridden);
     tcase_add_test(tc, edges_allowed);
     tcase_add_test(tc, duplex_faster_than_alone);
@@ -868,6 +1017,7 @@ static Suite *platform_suite(void)
     tcase_add_test(core, abi_1_3_plugin_link_unknown);
     tcase_add_test(core, abi_1_4_plugin_link);
     tcase_add_test(core, abi_1_7_accel_efficiency);
+    tcase_add_test(core, abi_1_13_accel);
     tcase_add_test(core, malformed_env_default_sets_nothing);
     tcase_add_test(core, swap_defaults_where_the_user_set_none);
     suite_add_tcase(s, core);
@@ -875,6 +1025,7 @@ static Suite *platform_suite(void)
     tcase_add_test(probe, probe_ac922);
     tcase_add_test(probe, probe_dgx_station);
     tcase_add_test(probe, probe_p3_8xlarge);
+    tcase_add_test(probe, probe_gpu_presets);
     tcase_add_test(probe, probe_without_gpus);
     tcase_add_test(probe, probe_driver_only);
     suite_add_tcase(s, probe);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <trainbig/clock.h>
 
+#include "core/config/platform_internal.h"
 #include "core/train/run.h"
 
 enum { REPEATS = 5 };
@@ -122,6 +123,9 @@ int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *e
             fprintf(out, "  platform '%s': latency %.1f us, reference accelerator %.1f TFLOP/s%s\n", r.platform->name,
                     p->latency_s * 1e6, p->accel_flops / 1e12,
                     emulated ? "; emulated on this backend ([backend] emulate_link)" : "");
+            char accel[256];
+            tb_accel_text(&r.accel, p->accel_flops, accel, sizeof accel);
+            fprintf(out, "  platform's accelerator: %s\n", accel);
             /* The emulated link's accelerator is this CPU (set_platform): its achieved
              * convolution rate is accel_flops x accel_efficiency, as the platform's. */
             if (emulated && p->h2d_bytes_per_s > 0) {

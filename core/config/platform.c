@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first minor whose tb_link and tb_platform_ops have the 1.4 members, and the first
- * whose tb_link has accel_efficiency. */
-enum { LINK_V14 = 4, LINK_V17 = 7 };
+/* The first minor whose tb_link and tb_platform_ops have the 1.4 members, the first whose
+ * tb_link has accel_efficiency, and the first with accel(). */
+enum { LINK_V14 = 4, LINK_V17 = 7, ACCEL_V113 = 13 };
 
 static bool has_v14(const struct tb_plugin *p)
 {
@@ -49,6 +49,42 @@ void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out)
         out->latency_s = 0.0;
     if (out->numa_node < -1)
         out->numa_node = -1;
+}
+
+static double known_rate(double v)
+{
+    return isfinite(v) && v > 0 ? v : 0.0;
+}
+
+void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *out)
+{
+    memset(out, 0, sizeof *out);
+    if (p->abi_minor < ACCEL_V113 || !p->ops.platform->accel)
+        return;
+    p->ops.platform->accel(ctx, out);
+    out->name[sizeof out->name - 1] = '\0';
+    out->mem_bytes_per_s = known_rate(out->mem_bytes_per_s);
+    out->fp16_flops = known_rate(out->fp16_flops);
+    out->bf16_flops = known_rate(out->bf16_flops);
+}
+
+void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_t size)
+{
+    if (!a->name[0] && !a->memory_bytes && !a->mem_bytes_per_s) {
+        snprintf(buf, size, "not described (a platform plugin older than ABI 1.13, or one without accel)");
+        return;
+    }
+    char mem[48] = "memory unknown", bw[48] = "bandwidth unknown", h[40] = "no fp16", b[40] = "no bf16";
+    if (a->memory_bytes)
+        snprintf(mem, sizeof mem, "%.1f GiB for trainbig", (double)a->memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    if (a->mem_bytes_per_s > 0)
+        snprintf(bw, sizeof bw, "%.0f GB/s memory", a->mem_bytes_per_s / 1e9);
+    if (a->fp16_flops > 0)
+        snprintf(h, sizeof h, "%.1f fp16", a->fp16_flops / 1e12);
+    if (a->bf16_flops > 0)
+        snprintf(b, sizeof b, "%.1f bf16", a->bf16_flops / 1e12);
+    snprintf(buf, size, "%s: %s, %s, %.1f TFLOP/s fp32, %s, %s (dense, matrix units)", a->name[0] ? a->name : "unnamed",
+             mem, bw, fp32_flops / 1e12, h, b);
 }
 
 enum { MAX_NAME = 255 };

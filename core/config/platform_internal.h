@@ -1,6 +1,6 @@
 /* core/config/platform_internal.h: what the core does with a platform plugin's instance
- * (platform.c): read its link whatever ABI minor the plugin was built for, and apply its
- * environment defaults. */
+ * (platform.c): read its link and its accelerator whatever ABI minor the plugin was built
+ * for, and apply its environment defaults. */
 #ifndef TB_CORE_PLATFORM_INTERNAL_H
 #define TB_CORE_PLATFORM_INTERNAL_H
 
@@ -16,6 +16,17 @@
  * reads as unknown. accel_efficiency (ABI 1.7) is TB_ACCEL_EFFICIENCY_DEFAULT for a
  * plugin built for ABI 1.6 or older, and where a plugin gives 0, less or not a number. */
 void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out);
+
+/* Fills *out with the accelerator instance ctx of platform plugin p describes (accel, ABI
+ * 1.13): cleared first, and left so for a plugin of an older minor or without accel; the
+ * name is cut to its array, and a rate that is negative or not finite reads as 0
+ * (unknown). */
+void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *out);
+
+/* One line describing accelerator a, whose fp32 rate is fp32_flops (tb_link's
+ * accel_flops), for probe and reports: "V100 SXM2 16 GB: 15.0 GiB for trainbig, 900 GB/s
+ * memory, 15.7 TFLOP/s fp32, 125.0 fp16, no bf16 (dense, matrix units)". */
+void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_t size);
 
 /* Sets each of the plugin's environment defaults (env_defaults, ABI 1.4) that is not
  * already set in this process's environment: setenv(name, value, 0), so what the user

@@ -114,6 +114,7 @@ static const struct {
     { TB_KIND_BACKEND, 12, offsetof(struct tb_backend_ops, mem_blocks) },
     { TB_KIND_PLATFORM, 4, offsetof(struct tb_platform_ops, env_defaults) },
     { TB_KIND_PLATFORM, 5, offsetof(struct tb_platform_ops, swap_defaults) },
+    { TB_KIND_PLATFORM, 13, offsetof(struct tb_platform_ops, accel) },
     { TB_KIND_MODEL, 2, offsetof(struct tb_model_ops, build) },
     { TB_KIND_MODEL, 8, offsetof(struct tb_model_ops, prepare) },
     { TB_KIND_SWAP, 4, offsetof(struct tb_swap_ops, plan) },

@@ -9,6 +9,7 @@
 #include "core/util/log_control.h"
 #include "core/util/printable.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,6 +455,35 @@ void tb_setup_free(struct tb_setup *s)
     free(s);
 }
 
+/* Writes origin, a comment, and ends the line. Safe to print (a file name or a --set
+ * holds the user's bytes), and cut at spaces into lines of at most ORIGIN_WIDTH, each
+ * after the first as a comment of its own: the INI reader refuses a line past 1000
+ * characters, and `plugin = auto`'s reasons for every candidate run longer. */
+enum { ORIGIN_WIDTH = 160 };
+static void print_origin(FILE *out, const char *origin)
+{
+    const size_t n = 4 * strlen(origin) + 1;
+    char *safe = malloc(n);
+    if (!safe) {
+        fputs("(out of memory)\n", out);
+        return;
+    }
+    const char *p = tb_printable(safe, n, origin);
+    for (bool first = true; first || *p; first = false) {
+        size_t len = strlen(p);
+        if (len > ORIGIN_WIDTH) {
+            len = ORIGIN_WIDTH;
+            while (len > ORIGIN_WIDTH / 2 && p[len] != ' ')
+                len--;
+        }
+        fprintf(out, "%s%.*s\n", first ? "" : ";   ", (int)len, p);
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    free(safe);
+}
+
 /* Writes "key = value" so that iniparser reads the same value back. */
 static void print_pair(FILE *out, const char *key, const char *value, const char *origin)
 {
@@ -466,8 +496,7 @@ static void print_pair(FILE *out, const char *key, const char *value, const char
     else
         snprintf(line, sizeof line, "%s = %s", key, value);
     fprintf(out, "%-40s ; ", line);
-    tb_fputs_printable(origin, out); /* a file name or a --set: the user's bytes */
-    fputc('\n', out);
+    print_origin(out, origin);
 }
 
 void tb_setup_print(const struct tb_setup *s, FILE *out)

@@ -612,9 +612,11 @@ double tb_graph_conv_flops(const struct tb_graph *g)
         const struct tb_op *op = &g->ops[k].op;
         if (op->kind != TB_OP_CONV2D)
             continue;
-        const double f =
-            2.0 * (double)tb_shape_elems(op->out[0].shape) * op->in[0].shape.c * op->p.conv.kh * op->p.conv.kw;
-        flops += g->ops[k].in[0]->requires_grad ? 3 * f : 2 * f;
+        /* the weight's (and bias's) gradient always; the data's where its input wants one */
+        const uint32_t grads = 0x6u | (g->ops[k].in[0]->requires_grad ? 1u : 0u);
+        struct tb_op_cost c;
+        tb_op_cost(op, grads, &c);
+        flops += c.fwd_flops + c.bwd_flops;
     }
     return flops;
 }

@@ -22,7 +22,8 @@ uint32_t tb_op_grad_outputs(const struct tb_op *op);
 /* The multiply-adds of the convolutions of one training step, as FLOPs (2 per
  * multiply-add): forward, backward-data and backward-weights; no backward-data for a
  * convolution whose input needs no gradient (the first, on the image). The work that
- * counts, for rates against a machine's peak and for arithmetic intensity. */
+ * counts, for rates against a machine's peak and for arithmetic intensity: tb_op_cost's
+ * (bias adds included). */
 double tb_graph_conv_flops(const struct tb_graph *g);
 
 #endif

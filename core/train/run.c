@@ -55,6 +55,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     }
     tb_platform_link(r->platform, r->platform_ctx, &r->link);
     r->platform_link = r->link;
+    tb_platform_accel(r->platform, r->platform_ctx, &r->accel);
     const struct tb_backend_ops *bo = r->backend->ops.backend;
     if (bo->set_platform) {
         char note[1024];

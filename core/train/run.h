@@ -21,6 +21,7 @@ struct tb_run {
     void *platform_ctx;
     struct tb_link link;          /* what copies see: the platform's, or the emulated one */
     struct tb_link platform_link; /* the platform's, as it describes it */
+    struct tb_accel accel;        /* the platform's accelerator, as it describes it (zeros: none) */
     struct tb_engine engine;      /* valid while engine_ready */
     bool engine_ready;
 };

@@ -208,6 +208,17 @@ int tb_op_outputs(const struct tb_op *op, struct tb_tensor_desc out[TB_OP_MAX_OU
                   size_t why_size);
 int tb_op_check(const struct tb_op *op, char *why, size_t why_size);
 
+/* What an op costs, from its shapes (ABI 1.13): the arithmetic and the memory traffic of
+ * its forward and of its backward, for a model of a device to price it (a multiply-add
+ * counts 2 FLOPs; bytes: each tensor a kernel must read or write, once per pass over it).
+ * grads: bit i set when input i's gradient is wanted (the backward computes only those).
+ * A kind without backward has bwd_* 0. op->out must be set as tb_op_check requires. */
+struct tb_op_cost {
+    double fwd_flops, fwd_bytes;
+    double bwd_flops, bwd_bytes;
+};
+void tb_op_cost(const struct tb_op *op, uint32_t grads, struct tb_op_cost *c);
+
 #ifdef __cplusplus
 }
 #endif

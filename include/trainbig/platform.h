@@ -12,10 +12,13 @@
  * env_defaults from such a plugin either (its vtable ends before that member), nor
  * swap_defaults (ABI 1.5) from one built for 1.4 or older. ABI 1.7 added tb_link's
  * accel_efficiency: the core sets it to TB_ACCEL_EFFICIENCY_DEFAULT before it calls
- * link(), and keeps it so for a plugin built for ABI 1.6 or older. */
+ * link(), and keeps it so for a plugin built for ABI 1.6 or older. ABI 1.13 added
+ * struct tb_accel and tb_platform_ops's accel: the core clears the struct before it
+ * calls accel(), and a plugin built for ABI 1.12 or older describes no accelerator. */
 #ifndef TRAINBIG_PLATFORM_H
 #define TRAINBIG_PLATFORM_H
 
+#include <stdint.h>
 #include <trainbig/error.h>
 #include <trainbig/keys.h>
 #include <trainbig/plugin.h>
@@ -53,6 +56,19 @@ struct tb_link {
  * the shipped platforms' accel_efficiency key for what it rests on). */
 #define TB_ACCEL_EFFICIENCY_DEFAULT 0.7
 
+/* One device of the platform's accelerator (ABI 1.13, accel()): what it holds and how
+ * fast it computes and reads its memory, beside the link above. Its fp32 rate is
+ * tb_link's accel_flops (and accel_efficiency), declared there once. A backend that models
+ * the device rather than running on it plans against these; a figure a platform does not
+ * know is 0. */
+struct tb_accel {
+    char name[64];          /* "V100 SXM2 16 GB"; "" = unknown */
+    uint64_t memory_bytes;  /* device memory one process may use, after the CUDA context and libraries' handles */
+    double mem_bytes_per_s; /* device memory bandwidth, peak */
+    double fp16_flops;      /* dense fp16 rate of its matrix units (tensor cores), fp32 accumulation; 0 = none */
+    double bf16_flops;      /* the same for bf16; 0 = none */
+};
+
 struct tb_platform_ops {
     /* ---- ABI 1.0 ---- */
     tb_score_fn score; /* optional, see trainbig/plugin.h */
@@ -77,6 +93,10 @@ struct tb_platform_ops {
      * policy is created, and logs which; a value the key refuses is a configuration error
      * naming the platform. For example "min_size=256K" where the link has time to spare. */
     const char *const *(*swap_defaults)(void *ctx);
+    /* ---- ABI 1.13 ---- */
+    /* Optional (NULL = none described): fills *out, which the core has cleared, with this
+     * instance's accelerator (after its key overrides). */
+    void (*accel)(void *ctx, struct tb_accel *out);
 };
 
 #ifdef __cplusplus

@@ -48,9 +48,16 @@ extern "C" {
  *   1.8  model: prepare, free_work (model.h); SDK functions: edge maps for models'
  *        inputs (edges.h)
  *   1.9  SDK functions: opening user-named files as regular files only (file.h)
- *   1.10 ops: the dual-task regulariser, TB_OP_DUAL_TASK and its parameters (ops.h) */
+ *   1.10 ops: the dual-task regulariser, TB_OP_DUAL_TASK and its parameters (ops.h)
+ *   1.11 backend: op_recompute (backend.h); swap: dropping and rebuilding tensors,
+ *        tb_swap_drop and tb_swap_recompute_steps (swap.h)
+ *   1.12 backend: mem_blocks, struct tb_mem_block (backend.h); swap: tb_swap_out_range
+ *        (swap.h)
+ *   1.13 platform: struct tb_accel and tb_platform_ops accel, the accelerator's memory,
+ *        bandwidth and 16-bit rates (platform.h); SDK functions: an op's FLOPs and
+ *        bytes from its shapes, tb_op_cost (ops.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 12
+#define TB_ABI_MINOR 13
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -19,6 +19,7 @@
 
 struct plat {
     struct tb_link link;
+    struct tb_accel accel;
     char **env;  /* "NAME=VALUE" copies ended by NULL: what env_defaults returns */
     char **swap; /* "key=value" copies ended by NULL: what swap_defaults returns */
 };
@@ -151,6 +152,11 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
     p->link.latency_s = tb_section_float(cfg, "latency_us") * 1e-6;
     p->link.accel_flops = tb_section_float(cfg, "accel_tflops") * 1e12;
     p->link.accel_efficiency = tb_section_float(cfg, "accel_efficiency");
+    snprintf(p->accel.name, sizeof p->accel.name, "%s", tb_section_string(cfg, "accel_name"));
+    p->accel.memory_bytes = tb_section_size(cfg, "accel_memory");
+    p->accel.mem_bytes_per_s = tb_section_float(cfg, "accel_mem_gbps") * 1e9;
+    p->accel.fp16_flops = tb_section_float(cfg, "accel_fp16_tflops") * 1e12;
+    p->accel.bf16_flops = tb_section_float(cfg, "accel_bf16_tflops") * 1e12;
     p->link.numa_node = (int)tb_section_int(cfg, "numa_node");
     if (p->link.numa_node == -1) {
         struct plat_machine m;
@@ -176,6 +182,11 @@ void plat_destroy(void *ctx)
 void plat_link(void *ctx, struct tb_link *out)
 {
     *out = ((const struct plat *)ctx)->link;
+}
+
+void plat_accel(void *ctx, struct tb_accel *out)
+{
+    *out = ((const struct plat *)ctx)->accel;
 }
 
 const char *const *plat_env_defaults(void *ctx)
@@ -466,6 +477,31 @@ int plat_score_p3_8xlarge(const struct plat_machine *m, char *why, size_t why_si
 {
     return score_preset(m, m->cpu == PLAT_CPU_X86 && m->gpus && strstr(m->cpu_model, "E5-2686 v4"),
                         "AWS p3.8xlarge (Xeon E5-2686 v4 and GPUs)", plat_score_x86_pcie, why, why_size);
+}
+
+/* The GPU presets: recognised by the model the driver names (an x86 host with it). */
+static bool gpu_is(const struct plat_machine *m, const char *model, const char *unless)
+{
+    return m->cpu == PLAT_CPU_X86 && m->gpus && strstr(m->gpu_model, model) &&
+           !(unless && strstr(m->gpu_model, unless));
+}
+
+int plat_score_h100_sxm(const struct plat_machine *m, char *why, size_t why_size)
+{
+    return score_preset(m, gpu_is(m, "H100", "PCIe"), "H100 SXM host (x86, NVIDIA H100 80GB HBM3)",
+                        plat_score_x86_pcie, why, why_size);
+}
+
+int plat_score_h200(const struct plat_machine *m, char *why, size_t why_size)
+{
+    return score_preset(m, gpu_is(m, "H200", NULL), "H200 host (x86, NVIDIA H200)", plat_score_x86_pcie, why,
+                        why_size);
+}
+
+int plat_score_rtx4090(const struct plat_machine *m, char *why, size_t why_size)
+{
+    return score_preset(m, gpu_is(m, "RTX 4090", NULL), "RTX 4090 workstation (x86, GeForce RTX 4090)",
+                        plat_score_x86_pcie, why, why_size);
 }
 
 int plat_auto_numa_node(const struct plat_machine *m, char *why, size_t why_size)

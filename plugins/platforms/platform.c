@@ -14,6 +14,9 @@
 #define TB_PLATFORM_AC922 3
 #define TB_PLATFORM_DGX_STATION 4
 #define TB_PLATFORM_P3_8XLARGE 5
+#define TB_PLATFORM_H100_SXM 6
+#define TB_PLATFORM_H200 7
+#define TB_PLATFORM_RTX4090 8
 
 /* The study's three machines are presets: the link classes' rows above with the machine's
  * name, description and a score that is above its class's only on that machine (its
@@ -21,11 +24,25 @@
  * runs and names it in reports; elsewhere a preset is chosen by name, to emulate it. */
 #if TB_PLATFORM == TB_PLATFORM_AC922
 #define TB_PLATFORM_CLASS TB_PLATFORM_POWER9_NVLINK
-#elif TB_PLATFORM == TB_PLATFORM_DGX_STATION || TB_PLATFORM == TB_PLATFORM_P3_8XLARGE
+#elif TB_PLATFORM == TB_PLATFORM_DGX_STATION || TB_PLATFORM == TB_PLATFORM_P3_8XLARGE ||                          \
+    TB_PLATFORM == TB_PLATFORM_H100_SXM || TB_PLATFORM == TB_PLATFORM_H200 || TB_PLATFORM == TB_PLATFORM_RTX4090
 #define TB_PLATFORM_CLASS TB_PLATFORM_X86_PCIE
 #else
 #define TB_PLATFORM_CLASS TB_PLATFORM
 #endif
+
+/* Both classes' accelerator: the study's, a V100 SXM2 16 GB (NVIDIA Tesla V100 datasheet:
+ * 16 GB HBM2 at 900 GB/s, 15.7 TFLOP/s fp32, 125 TFLOP/s on its tensor cores, fp16 with
+ * fp32 accumulation; Volta has no bf16). accel_memory = 15G is an estimate of what one
+ * process may use: CUDA reports about 15.8 GiB in all on a 16 GB V100, and the context
+ * with cuDNN's and cuBLAS's handles holds some 0.5-0.8 GiB of it; `trainbig probe` with
+ * the cuda backend on the machine prints what is left. */
+#define PLAT_ACCEL_NAME "V100 SXM2 16 GB"
+#define PLAT_ACCEL_MEMORY "15G"
+#define PLAT_ACCEL_MEM_GBPS "900"
+#define PLAT_ACCEL_FP16 "125"
+#define PLAT_ACCEL_BF16 "0"
+#define PLAT_EFFICIENCY PLAT_EFFICIENCY_DEFAULT
 
 #if TB_PLATFORM_CLASS == TB_PLATFORM_POWER9_NVLINK
 
@@ -163,6 +180,113 @@
 #define PLAT_DESCRIPTION "the study's AWS p3.8xlarge: Xeon E5-2686 v4, 4 V100 SXM2 on PCIe 3.0 to the CPU (preset)"
 #define PLAT_SCORE plat_score_p3_8xlarge
 
+#elif TB_PLATFORM == TB_PLATFORM_H100_SXM || TB_PLATFORM == TB_PLATFORM_H200
+
+/* platform/h100-sxm and platform/h200: the GPUs rented for training today, in HGX/DGX
+ * servers: x86 hosts, each GPU on PCIe 5.0 x16 to the host and on NVLink 4 (NVSwitch) to
+ * the others.
+ *
+ * Where the defaults come from:
+ *   h2d_gbps, d2h_gbps = 48: an estimate. PCIe 5.0 x16's nominal rate is 63.0 GB/s per
+ *     direction (32 GT/s x 16 lanes x 128/130); the study measured 12 of PCIe 3.0's
+ *     15.75 on the DGX Station (76%), and 76% of 63 is 48. Run `trainbig probe` there.
+ *   duplex_gbps = 40, latency_us = 7: as x86-pcie's, scaled (83% of one direction).
+ *   accel_tflops = 67: H100 SXM5 fp32 (NVIDIA H100 datasheet: 67 TFLOP/s); the H200 has
+ *     the same GH100 and clocks (NVIDIA H200 datasheet: 67).
+ *   accel_efficiency = 0.45: measured, not assumed: bench/step --backend cuda --size
+ *     reference on an H100 80GB HBM3 ran G-SCNN's fp32 convolutions at 44% of that peak
+ *     (README, 2026-11-24; cuDNN 9.19, TF32 off).
+ *   accel_mem_gbps: 3350 (H100 SXM5, HBM3) and 4800 (H200, HBM3e), the datasheets'.
+ *   accel_fp16_tflops, accel_bf16_tflops = 989: the datasheets' dense tensor-core rates
+ *     (1979 is with 2:4 sparsity, which training does not use).
+ *   accel_memory: 78G of the H100's 80 GB (CUDA reports 79.6 GiB in all) and 139G of the
+ *     H200's 141 GB (140.4 GiB), less about 1 GiB for the context and libraries'
+ *     handles: estimates; `trainbig probe` on the machine prints what is left.
+ *   nccl_env = NCCL_P2P_LEVEL=NVL: the GPUs of a node talk over NVLink.
+ *   swap_defaults = min_size=1M: a 1M copy moves data 75% of its time at 48 GB/s. */
+#undef PLAT_GBPS
+#undef PLAT_GBPS_NOTE
+#undef PLAT_DUPLEX
+#undef PLAT_TFLOPS
+#undef PLAT_TFLOPS_NOTE
+#undef PLAT_NCCL_ENV
+#undef PLAT_ACCEL_NAME
+#undef PLAT_ACCEL_MEMORY
+#undef PLAT_ACCEL_MEM_GBPS
+#undef PLAT_ACCEL_FP16
+#undef PLAT_ACCEL_BF16
+#undef PLAT_EFFICIENCY
+#undef PLAT_NAME
+#undef PLAT_DESCRIPTION
+#undef PLAT_SCORE
+#define PLAT_GBPS "48"
+#define PLAT_GBPS_NOTE "PCIe 5.0 x16: ~48, estimated"
+#define PLAT_DUPLEX "40"
+#define PLAT_TFLOPS "67"
+#define PLAT_NCCL_ENV "NCCL_P2P_LEVEL=NVL"
+#define PLAT_ACCEL_FP16 "989"
+#define PLAT_ACCEL_BF16 "989"
+#define PLAT_EFFICIENCY "0.45"
+#if TB_PLATFORM == TB_PLATFORM_H100_SXM
+#define PLAT_TFLOPS_NOTE "H100 SXM5: 67"
+#define PLAT_ACCEL_NAME "H100 SXM5 80 GB"
+#define PLAT_ACCEL_MEMORY "78G"
+#define PLAT_ACCEL_MEM_GBPS "3350"
+#define PLAT_NAME "h100-sxm"
+#define PLAT_DESCRIPTION "x86 host, H100 SXM5 80 GB GPUs on PCIe 5.0 x16 to the CPU, NVLink between them (preset)"
+#define PLAT_SCORE plat_score_h100_sxm
+#else
+#define PLAT_TFLOPS_NOTE "H200: 67"
+#define PLAT_ACCEL_NAME "H200 141 GB"
+#define PLAT_ACCEL_MEMORY "139G"
+#define PLAT_ACCEL_MEM_GBPS "4800"
+#define PLAT_NAME "h200"
+#define PLAT_DESCRIPTION "x86 host, H200 141 GB GPUs on PCIe 5.0 x16 to the CPU, NVLink between them (preset)"
+#define PLAT_SCORE plat_score_h200
+#endif
+
+#elif TB_PLATFORM == TB_PLATFORM_RTX4090
+
+/* platform/rtx4090: a workstation with a consumer card, GeForce RTX 4090 24 GB, on
+ * PCIe 4.0 x16 (no NVLink).
+ *
+ * Where the defaults come from:
+ *   h2d_gbps, d2h_gbps = 24: an estimate: PCIe 4.0 x16's nominal 31.5 GB/s per direction
+ *     at the 76% the study measured on PCIe 3.0. duplex_gbps = 20 (83%), latency_us = 7.
+ *   accel_tflops = 82.6, accel_mem_gbps = 1008, accel_fp16_tflops = accel_bf16_tflops =
+ *     165.2: NVIDIA's Ada Lovelace architecture whitepaper for the RTX 4090 (fp32; GDDR6X
+ *     bandwidth; dense 16-bit tensor rates with fp32 accumulation, 330.4 with sparsity).
+ *   accel_efficiency = 0.7: an assumption, as for the V100.
+ *   accel_memory = 23G of its 24 GB (CUDA reports 24.0 GiB in all, and a desktop's
+ *     display takes some too): an estimate; `trainbig probe` prints what is left.
+ *   nccl_env = NCCL_P2P_LEVEL=PHB, swap_defaults = min_size=1M: as x86-pcie's. */
+#undef PLAT_GBPS
+#undef PLAT_GBPS_NOTE
+#undef PLAT_DUPLEX
+#undef PLAT_TFLOPS
+#undef PLAT_TFLOPS_NOTE
+#undef PLAT_ACCEL_NAME
+#undef PLAT_ACCEL_MEMORY
+#undef PLAT_ACCEL_MEM_GBPS
+#undef PLAT_ACCEL_FP16
+#undef PLAT_ACCEL_BF16
+#undef PLAT_NAME
+#undef PLAT_DESCRIPTION
+#undef PLAT_SCORE
+#define PLAT_GBPS "24"
+#define PLAT_GBPS_NOTE "PCIe 4.0 x16: ~24, estimated"
+#define PLAT_DUPLEX "20"
+#define PLAT_TFLOPS "82.6"
+#define PLAT_TFLOPS_NOTE "RTX 4090: 82.6"
+#define PLAT_ACCEL_NAME "GeForce RTX 4090 24 GB"
+#define PLAT_ACCEL_MEMORY "23G"
+#define PLAT_ACCEL_MEM_GBPS "1008"
+#define PLAT_ACCEL_FP16 "165.2"
+#define PLAT_ACCEL_BF16 "165.2"
+#define PLAT_NAME "rtx4090"
+#define PLAT_DESCRIPTION "x86 workstation, a GeForce RTX 4090 24 GB on PCIe 4.0 x16 to the CPU (preset)"
+#define PLAT_SCORE plat_score_rtx4090
+
 #endif
 
 static int platform_score(char *why, size_t why_size)
@@ -187,7 +311,18 @@ static const struct tb_key platform_keys[] = {
     { "latency_us", TB_KEY_FLOAT, PLAT_LATENCY, PLAT_LATENCY_RANGE, "fixed cost of one copy, microseconds" },
     { "accel_tflops", TB_KEY_FLOAT, PLAT_TFLOPS, PLAT_TFLOPS_RANGE,
       "fp32 TFLOP/s of the reference GPU (" PLAT_TFLOPS_NOTE ")" },
-    { "accel_efficiency", TB_KEY_FLOAT, PLAT_EFFICIENCY_DEFAULT, PLAT_EFFICIENCY_RANGE, PLAT_EFFICIENCY_HELP },
+    { "accel_efficiency", TB_KEY_FLOAT, PLAT_EFFICIENCY, PLAT_EFFICIENCY_RANGE, PLAT_EFFICIENCY_HELP },
+    { "accel_name", TB_KEY_STRING, PLAT_ACCEL_NAME, NULL, "the accelerator's name, for reports (" PLAT_ACCEL_NAME ")" },
+    { "accel_memory", TB_KEY_SIZE, PLAT_ACCEL_MEMORY, PLAT_MEMORY_RANGE,
+      "device memory one process may use on one GPU, after the CUDA context (" PLAT_ACCEL_NAME ": " PLAT_ACCEL_MEMORY
+      ", estimated)" },
+    { "accel_mem_gbps", TB_KEY_FLOAT, PLAT_ACCEL_MEM_GBPS, PLAT_MEM_GBPS_RANGE,
+      "the GPU's device-memory bandwidth, GB/s (" PLAT_ACCEL_NAME ": " PLAT_ACCEL_MEM_GBPS ")" },
+    { "accel_fp16_tflops", TB_KEY_FLOAT, PLAT_ACCEL_FP16, PLAT_16BIT_RANGE,
+      "dense fp16 TFLOP/s of the GPU's tensor cores, fp32 accumulation; 0 = none (" PLAT_ACCEL_NAME ": " PLAT_ACCEL_FP16
+      ")" },
+    { "accel_bf16_tflops", TB_KEY_FLOAT, PLAT_ACCEL_BF16, PLAT_16BIT_RANGE,
+      "dense bf16 TFLOP/s of the GPU's tensor cores; 0 = none (" PLAT_ACCEL_NAME ": " PLAT_ACCEL_BF16 ")" },
     { "numa_node", TB_KEY_INT, "-1", PLAT_NUMA_RANGE,
       "NUMA node of the host memory nearest the GPU; -1 = the first GPU's node from sysfs, or unknown" },
     { "nccl_env", TB_KEY_LIST, PLAT_NCCL_ENV, NULL,
@@ -204,6 +339,7 @@ static const struct tb_platform_ops platform_ops = {
     .link = plat_link,
     .env_defaults = plat_env_defaults,
     .swap_defaults = plat_swap_defaults,
+    .accel = plat_accel,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
