@@ -364,17 +364,6 @@ struct contract_case {
     const char *refusal; /* NULL: accepted */
 };
 
-static struct tb_op op_of(enum tb_op_kind kind, uint32_t nin, const struct tb_tensor_desc *in)
-{
-    struct tb_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.nin = nin;
-    for (uint32_t i = 0; i < nin; i++)
-        op.in[i] = in[i];
-    return op;
-}
-
 START_TEST(op_contract_cases)
 {
     struct contract_case cases[40];
@@ -383,7 +372,7 @@ START_TEST(op_contract_cases)
 #define REFUSE(OP, WHY) (cases[n++] = (struct contract_case){ (OP), 0, { { 0, { 0, 0, 0, 0 } } }, (WHY) })
     struct tb_op op;
     /* conv2d: 3x3, stride 2, padding 1, dilation 1, with bias */
-    op = op_of(TB_OP_CONV2D, 3, (struct tb_tensor_desc[]){ F(2, 3, 9, 8), F(5, 3, 3, 3), F(1, 5, 1, 1) });
+    op = test_op(TB_OP_CONV2D, 3, (struct tb_tensor_desc[]){ F(2, 3, 9, 8), F(5, 3, 3, 3), F(1, 5, 1, 1) });
     op.p.conv = (struct tb_conv2d_params){ 3, 3, 2, 2, 1, 1, 1, 1, 1 };
     ACCEPT(op, 1, F(2, 5, 5, 4));
     op.p.conv.has_bias = 0;
@@ -395,81 +384,81 @@ START_TEST(op_contract_cases)
     op.p.conv.dil_h = op.p.conv.dil_w = 2000000000;
     REFUSE(op, "the kernel does not fit the padded input");
     /* batchnorm */
-    op = op_of(TB_OP_BATCHNORM, 5,
+    op = test_op(TB_OP_BATCHNORM, 5,
                (struct tb_tensor_desc[]){ F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1) });
     op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, 1, 0 };
     ACCEPT(op, 3, F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1));
     op.in[3] = F(1, 3, 1, 1);
     REFUSE(op, "batchnorm: running_mean 1x3x1x1 must be 1x4x1x1");
     /* relu, sigmoid */
-    op = op_of(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
+    op = test_op(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
     ACCEPT(op, 1, F(1, 2, 3, 4));
-    op = op_of(TB_OP_SIGMOID, 1, (struct tb_tensor_desc[]){ U(1, 2, 3, 4) });
+    op = test_op(TB_OP_SIGMOID, 1, (struct tb_tensor_desc[]){ U(1, 2, 3, 4) });
     REFUSE(op, "sigmoid: input 0 is u8, expected f32");
     /* maxpool: 3, stride 2, pad 1 */
-    op = op_of(TB_OP_MAXPOOL, 1, (struct tb_tensor_desc[]){ F(1, 2, 7, 6) });
+    op = test_op(TB_OP_MAXPOOL, 1, (struct tb_tensor_desc[]){ F(1, 2, 7, 6) });
     op.p.pool = (struct tb_pool_params){ 3, 2, 1 };
     ACCEPT(op, 1, F(1, 2, 4, 3));
     op.p.pool.pad = 2;
     REFUSE(op, "maxpool: x 1x2x7x6, kernel 3, stride 2, padding 2: the window does not fit");
     /* global_avgpool, resize */
-    op = op_of(TB_OP_GLOBAL_AVGPOOL, 1, (struct tb_tensor_desc[]){ F(3, 5, 7, 2) });
+    op = test_op(TB_OP_GLOBAL_AVGPOOL, 1, (struct tb_tensor_desc[]){ F(3, 5, 7, 2) });
     ACCEPT(op, 1, F(3, 5, 1, 1));
-    op = op_of(TB_OP_RESIZE, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
+    op = test_op(TB_OP_RESIZE, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
     op.p.resize = (struct tb_resize_params){ 9, 7, 1 };
     ACCEPT(op, 1, F(1, 2, 9, 7));
     op.p.resize.out_w = 0;
     REFUSE(op, "resize: x 1x2x3x4 to 9x0: the output needs a side >= 1");
     /* concat */
-    op = op_of(TB_OP_CONCAT, 3, (struct tb_tensor_desc[]){ F(2, 1, 4, 4), F(2, 3, 4, 4), F(2, 2, 4, 4) });
+    op = test_op(TB_OP_CONCAT, 3, (struct tb_tensor_desc[]){ F(2, 1, 4, 4), F(2, 3, 4, 4), F(2, 2, 4, 4) });
     ACCEPT(op, 1, F(2, 6, 4, 4));
     op.nin = 1;
     REFUSE(op, "concat: 1 inputs; it takes 2 to 8");
     /* add, mul */
-    op = op_of(TB_OP_ADD, 2, (struct tb_tensor_desc[]){ F(1, 2, 3, 4), F(1, 2, 3, 5) });
+    op = test_op(TB_OP_ADD, 2, (struct tb_tensor_desc[]){ F(1, 2, 3, 4), F(1, 2, 3, 5) });
     REFUSE(op, "add: a 1x2x3x4 and b 1x2x3x5 differ in shape");
-    op = op_of(TB_OP_MUL, 2, (struct tb_tensor_desc[]){ F(2, 3, 5, 7), F(2, 1, 5, 7) });
+    op = test_op(TB_OP_MUL, 2, (struct tb_tensor_desc[]){ F(2, 3, 5, 7), F(2, 1, 5, 7) });
     ACCEPT(op, 1, F(2, 3, 5, 7));
     op.in[1] = F(2, 2, 5, 7);
     REFUSE(op, "mul: g 2x2x5x7 must be 2x3x5x7 or 2x1x5x7 to multiply x 2x3x5x7");
     /* dropout: channelwise mask */
-    op = op_of(TB_OP_DROPOUT, 1, (struct tb_tensor_desc[]){ F(2, 3, 5, 7) });
+    op = test_op(TB_OP_DROPOUT, 1, (struct tb_tensor_desc[]){ F(2, 3, 5, 7) });
     op.p.dropout = (struct tb_dropout_params){ 0.5f, 1, 1, 0 };
     ACCEPT(op, 2, F(2, 3, 5, 7), U(2, 3, 1, 1));
     op.p.dropout.p = 1.0f;
     REFUSE(op, "dropout: p = 1; allowed: 0 <= p < 1");
     /* softmax_ce, weighted */
-    op = op_of(TB_OP_SOFTMAX_CE, 3, (struct tb_tensor_desc[]){ F(2, 4, 3, 3), U(2, 1, 3, 3), F(2, 4, 1, 1) });
+    op = test_op(TB_OP_SOFTMAX_CE, 3, (struct tb_tensor_desc[]){ F(2, 4, 3, 3), U(2, 1, 3, 3), F(2, 4, 1, 1) });
     op.p.ce = (struct tb_ce_params){ 255, 1, 0 };
     ACCEPT(op, 1, F(1, 1, 1, 1));
     op.in[1] = U(2, 1, 3, 4);
     REFUSE(op, "softmax_ce: labels 2x1x3x4 must be 2x1x3x3 to match logits 2x4x3x3");
     /* bce_logits */
-    op = op_of(TB_OP_BCE_LOGITS, 2, (struct tb_tensor_desc[]){ F(2, 1, 3, 3), U(2, 1, 3, 3) });
+    op = test_op(TB_OP_BCE_LOGITS, 2, (struct tb_tensor_desc[]){ F(2, 1, 3, 3), U(2, 1, 3, 3) });
     ACCEPT(op, 1, F(1, 1, 1, 1));
     op.in[1] = F(2, 1, 3, 3);
     REFUSE(op, "bce_logits: input 1 is f32, expected u8");
     /* class_weights, mask_labels */
-    op = op_of(TB_OP_CLASS_WEIGHTS, 1, (struct tb_tensor_desc[]){ U(2, 1, 3, 3) });
+    op = test_op(TB_OP_CLASS_WEIGHTS, 1, (struct tb_tensor_desc[]){ U(2, 1, 3, 3) });
     op.p.label = (struct tb_label_params){ 255, 0.0f, 19 };
     ACCEPT(op, 1, F(2, 19, 1, 1));
     op.p.label.classes = 0;
     REFUSE(op, "class_weights: labels 2x1x3x3 must be Nx1xHxW and classes (0) at least 1");
-    op = op_of(TB_OP_MASK_LABELS, 2, (struct tb_tensor_desc[]){ U(2, 1, 3, 3), F(2, 1, 3, 3) });
+    op = test_op(TB_OP_MASK_LABELS, 2, (struct tb_tensor_desc[]){ U(2, 1, 3, 3), F(2, 1, 3, 3) });
     ACCEPT(op, 1, U(2, 1, 3, 3));
     op.in[1] = F(2, 2, 3, 3);
     REFUSE(op, "mask_labels: labels 2x1x3x3 and x 2x2x3x3 must both be Nx1xHxW");
     /* dual_task: the loss and the sample */
-    op = op_of(TB_OP_DUAL_TASK, 2, (struct tb_tensor_desc[]){ F(2, 4, 3, 5), U(2, 1, 3, 5) });
+    op = test_op(TB_OP_DUAL_TASK, 2, (struct tb_tensor_desc[]){ F(2, 4, 3, 5), U(2, 1, 3, 5) });
     op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
     ACCEPT(op, 2, F(1, 1, 1, 1), F(2, 4, 3, 5));
     op.p.dual.tau = 0.0f;
     REFUSE(op, "dual_task: tau = 0; allowed: tau > 0");
-    op = op_of(TB_OP_DUAL_TASK, 2, (struct tb_tensor_desc[]){ F(2, 4, 2, 5), U(2, 1, 2, 5) });
+    op = test_op(TB_OP_DUAL_TASK, 2, (struct tb_tensor_desc[]){ F(2, 4, 2, 5), U(2, 1, 2, 5) });
     op.p.dual = (struct tb_dual_params){ 0.5f, 255, 0 };
     REFUSE(op, "dual_task: logits 2x4x2x5: H and W must be at least 3 (the smoothing pads by reflection)");
     /* any kind: an empty dimension */
-    op = op_of(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 0, 3, 4) });
+    op = test_op(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 0, 3, 4) });
     REFUSE(op, "relu: input 0 has shape 1x0x3x4: every dimension must be >= 1");
 #undef ACCEPT
 #undef REFUSE
@@ -508,7 +497,7 @@ START_TEST(op_contract_cases)
     for (int k = 1; k < TB_OP_KIND_COUNT; k++)
         if (k != TB_OP_ADD && k != TB_OP_SIGMOID)
             ck_assert_msg(kind_passes[k], "%s has no accepted case", tb_op_kind_name((enum tb_op_kind)k));
-    struct tb_op none = op_of((enum tb_op_kind)TB_OP_KIND_COUNT, 0, NULL);
+    struct tb_op none = test_op((enum tb_op_kind)TB_OP_KIND_COUNT, 0, NULL);
     struct tb_tensor_desc out[TB_OP_MAX_OUT];
     uint32_t nout;
     char why[200];
@@ -522,7 +511,7 @@ END_TEST
  * bytes grow with the batch as they should. */
 static struct tb_op costed(enum tb_op_kind kind, uint32_t nin, const struct tb_tensor_desc *in)
 {
-    struct tb_op op = op_of(kind, nin, in);
+    struct tb_op op = test_op(kind, nin, in);
     if (kind == TB_OP_BATCHNORM)
         op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, 1, 0 };
     char why[200];
@@ -534,7 +523,7 @@ START_TEST(op_cost_from_shapes)
 {
     const struct tb_tensor_desc x = { TB_F32, { 2, 3, 8, 8 } }, w = { TB_F32, { 4, 3, 3, 3 } };
     const struct tb_tensor_desc conv_in[] = { x, w };
-    struct tb_op conv = op_of(TB_OP_CONV2D, 2, conv_in);
+    struct tb_op conv = test_op(TB_OP_CONV2D, 2, conv_in);
     conv.p.conv = (struct tb_conv2d_params){ 3, 3, 1, 1, 1, 1, 1, 1, 0 };
     char why[200];
     ck_assert_msg(tb_op_outputs(&conv, conv.out, &conv.nout, why, sizeof why) == 0, "%s", why);
@@ -571,7 +560,7 @@ START_TEST(op_cost_from_shapes)
 
     /* no backward: nothing there, whatever is asked */
     const struct tb_tensor_desc labels = { TB_U8, { 2, 1, 8, 8 } };
-    struct tb_op cw = op_of(TB_OP_CLASS_WEIGHTS, 1, &labels);
+    struct tb_op cw = test_op(TB_OP_CLASS_WEIGHTS, 1, &labels);
     cw.p.label.classes = 5;
     ck_assert_msg(tb_op_outputs(&cw, cw.out, &cw.nout, why, sizeof why) == 0, "%s", why);
     tb_op_cost(&cw, 0x1, &c);
@@ -587,7 +576,7 @@ START_TEST(op_cost_from_shapes)
     ck_assert(c2.fwd_flops == 2 * c1.fwd_flops && c2.fwd_bytes == 2 * c1.fwd_bytes && c2.bwd_bytes == 2 * c1.bwd_bytes);
 
     /* an unknown kind costs nothing (and does not crash) */
-    struct tb_op none = op_of((enum tb_op_kind)TB_OP_KIND_COUNT, 0, NULL);
+    struct tb_op none = test_op((enum tb_op_kind)TB_OP_KIND_COUNT, 0, NULL);
     tb_op_cost(&none, 0, &c);
     ck_assert(c.fwd_flops == 0 && c.fwd_bytes == 0 && c.bwd_flops == 0 && c.bwd_bytes == 0);
 }

@@ -65,6 +65,20 @@ static inline size_t test_count_lines(const char *s)
 }
 
 /* Runs one suite and returns the process exit status. */
+#ifdef TRAINBIG_OPS_H
+/* An op of `kind` on inputs in[0..nin-1], everything else zero (parameters, outputs). */
+static inline struct tb_op test_op(enum tb_op_kind kind, uint32_t nin, const struct tb_tensor_desc *in)
+{
+    struct tb_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.nin = nin;
+    for (uint32_t i = 0; i < nin; i++)
+        op.in[i] = in[i];
+    return op;
+}
+#endif
+
 static inline int test_run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

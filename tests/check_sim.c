@@ -1,0 +1,213 @@
+/* check_sim: the parts of the sim backend that stand alone (plugins/backends/sim): the
+ * virtual clocks' ordering of streams, events and the host as CUDA orders them, the
+ * link's copy times (each direction alone, both at once), and the op-time model's
+ * roofline over the op costs, on the platforms' accelerators. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <string.h>
+#include <trainbig/trainbig.h>
+
+#include "plugins/backends/sim/sim_clock.h"
+#include "plugins/backends/sim/sim_model.h"
+#include "tests/testutil.h"
+
+#define ck_assert_close(x, want) \
+    ck_assert_msg(fabs((x) - (want)) <= 1e-12 + 1e-9 * fabs(want), "%s = %.12g, want %.12g", #x, (double)(x), (double)(want))
+
+/* ------------------------------------------------------------------ clocks */
+
+/* Work on one stream runs in order, each piece from when the host submitted it; work on
+ * another stream runs beside it. */
+START_TEST(streams_order_and_overlap)
+{
+    struct sim_clock c;
+    sim_clock_init(&c, 1e-6);
+    ck_assert_close(sim_submit(&c, TB_STREAM_COMPUTE, 1e-3), 1e-6);
+    ck_assert_close(sim_submit(&c, TB_STREAM_COMPUTE, 2e-3), 1e-3 + 1e-6); /* after the first */
+    ck_assert_close(c.tail[TB_STREAM_COMPUTE], 3e-3 + 1e-6);
+    ck_assert_close(c.host, 2e-6); /* the host only submitted */
+    ck_assert_close(sim_submit(&c, TB_STREAM_H2D, 5e-4), 3e-6); /* a copy beside the compute */
+    ck_assert_close(c.tail[TB_STREAM_H2D], 5e-4 + 3e-6);
+}
+END_TEST
+
+/* An event recorded on a stream completes with the work before it; a stream that waits on
+ * it starts its next work no earlier; a query tells without waiting, a sync waits. */
+START_TEST(events_order_streams_and_host)
+{
+    struct sim_clock c;
+    sim_clock_init(&c, 0);
+    struct sim_event copied = { 0 }, never = { 0 };
+    sim_submit(&c, TB_STREAM_H2D, 4e-3);
+    sim_record(&c, &copied, TB_STREAM_H2D);
+    ck_assert_close(copied.time, 4e-3);
+    sim_submit(&c, TB_STREAM_COMPUTE, 1e-3); /* does not wait: runs at once */
+    ck_assert_close(c.tail[TB_STREAM_COMPUTE], 1e-3);
+    sim_wait(&c, TB_STREAM_COMPUTE, &copied);
+    ck_assert_close(sim_submit(&c, TB_STREAM_COMPUTE, 1e-3), 4e-3); /* waits for the copy */
+    ck_assert(!sim_query(&c, &copied));
+    ck_assert(sim_query(&c, &never)); /* never recorded: complete */
+    sim_event_sync(&c, &copied);
+    ck_assert_close(c.host, 4e-3);
+    ck_assert(sim_query(&c, &copied));
+    sim_stream_sync(&c, TB_STREAM_COMPUTE);
+    ck_assert_close(c.host, 5e-3);
+    /* a wait on an event already passed changes nothing */
+    sim_wait(&c, TB_STREAM_COMPUTE, &copied);
+    ck_assert_close(c.tail[TB_STREAM_COMPUTE], 5e-3);
+    /* recording again moves the event */
+    sim_record(&c, &copied, TB_STREAM_COMPUTE);
+    ck_assert_close(copied.time, 5e-3);
+}
+END_TEST
+
+/* A copy takes the link's latency plus its bytes at the direction's rate, and the duplex
+ * rate when the other direction is busy as it starts. */
+START_TEST(copies_on_the_link)
+{
+    const struct tb_link link = { .h2d_bytes_per_s = 12e9, .d2h_bytes_per_s = 11e9, .duplex_bytes_per_s = 10e9,
+                                  .latency_s = 7e-6 };
+    struct sim_clock c;
+    sim_clock_init(&c, 0);
+    const size_t mib = 1 << 20;
+    ck_assert_close(sim_copy_seconds(&c, TB_STREAM_H2D, 12 * mib, &link), 7e-6 + 12.0 * mib / 12e9);
+    ck_assert_close(sim_copy_seconds(&c, TB_STREAM_D2H, 11 * mib, &link), 7e-6 + 11.0 * mib / 11e9);
+    sim_submit(&c, TB_STREAM_H2D, sim_copy_seconds(&c, TB_STREAM_H2D, 64 * mib, &link));
+    /* device to host while host to device is busy: both at the duplex rate */
+    ck_assert_close(sim_copy_seconds(&c, TB_STREAM_D2H, 10 * mib, &link), 7e-6 + 10.0 * mib / 10e9);
+    /* once that copy is over, alone again */
+    sim_stream_sync(&c, TB_STREAM_H2D);
+    ck_assert_close(sim_copy_seconds(&c, TB_STREAM_D2H, 11 * mib, &link), 7e-6 + 11.0 * mib / 11e9);
+    /* a stream waiting on an event is idle until then, not busy */
+    struct sim_clock w;
+    sim_clock_init(&w, 0);
+    struct sim_event later = { 1.0, true };
+    sim_wait(&w, TB_STREAM_H2D, &later);
+    ck_assert_close(sim_copy_seconds(&w, TB_STREAM_D2H, 11 * mib, &link), 7e-6 + 11.0 * mib / 11e9);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ the op model */
+
+static struct tb_op op_with(enum tb_op_kind kind, uint32_t nin, const struct tb_tensor_desc *in)
+{
+    struct tb_op op = test_op(kind, nin, in);
+    if (kind == TB_OP_CONV2D)
+        op.p.conv = (struct tb_conv2d_params){ in[1].shape.h, in[1].shape.w, 1, 1, in[1].shape.h / 2, in[1].shape.w / 2,
+                                               1, 1, 0 };
+    char why[200];
+    ck_assert_msg(tb_op_outputs(&op, op.out, &op.nout, why, sizeof why) == 0, "%s", why);
+    return op;
+}
+
+static struct sim_device v100(void)
+{
+    const struct tb_link l = { .accel_flops = 15.7e12, .accel_efficiency = 0.7 };
+    const struct tb_accel a = { "V100", 15ull << 30, 900e9, 125e12, 0 };
+    struct sim_device d;
+    sim_device_from(&d, &l, &a);
+    return d;
+}
+
+/* A large 3x3 convolution is bound by arithmetic at the platform's convolution
+ * efficiency; a ReLU by memory at 0.8 of the bandwidth; each pays one launch. */
+START_TEST(roofline_of_a_conv_and_a_relu)
+{
+    const struct sim_device d = v100();
+    const struct tb_tensor_desc x = { TB_F32, { 8, 64, 128, 128 } }, w = { TB_F32, { 64, 64, 3, 3 } };
+    const struct tb_tensor_desc in[] = { x, w };
+    const struct tb_op conv = op_with(TB_OP_CONV2D, 2, in);
+    struct sim_estimate e;
+    sim_op_estimate(&d, &conv, false, 0, &e);
+    const double flops = 2.0 * 8 * 64 * 128 * 128 * 64 * 9;
+    ck_assert(!e.memory_bound);
+    ck_assert_str_eq(e.row, "conv2d 3x3 and up");
+    ck_assert_close(e.seconds, flops / (15.7e12 * 0.7) + 5e-6);
+    sim_op_estimate(&d, &conv, true, 0x3, &e); /* two gradients: twice the work, two kernels */
+    ck_assert_close(e.seconds, 2 * flops / (15.7e12 * 0.7) + 10e-6);
+
+    const struct tb_op relu = op_with(TB_OP_RELU, 1, &x);
+    sim_op_estimate(&d, &relu, false, 0, &e);
+    ck_assert(e.memory_bound);
+    ck_assert_close(e.seconds, 2.0 * 4 * 8 * 64 * 128 * 128 / (900e9 * 0.8) + 5e-6);
+}
+END_TEST
+
+/* The classes of convolution: the first on an RGB image is narrow, a 1x1 and a dilated
+ * one are theirs; on a faster device the same op takes as much less as its rates say. */
+START_TEST(conv_classes_and_devices)
+{
+    const struct sim_device d = v100();
+    struct sim_estimate e;
+    const struct tb_tensor_desc rgb = { TB_F32, { 2, 3, 256, 256 } }, w1 = { TB_F32, { 64, 3, 3, 3 } };
+    const struct tb_tensor_desc in1[] = { rgb, w1 };
+    struct tb_op first = op_with(TB_OP_CONV2D, 2, in1);
+    sim_op_estimate(&d, &first, false, 0, &e);
+    ck_assert_str_eq(e.row, "conv2d narrow");
+    const struct tb_tensor_desc x = { TB_F32, { 8, 256, 64, 64 } }, w11 = { TB_F32, { 256, 256, 1, 1 } };
+    const struct tb_tensor_desc in2[] = { x, w11 };
+    struct tb_op pw = op_with(TB_OP_CONV2D, 2, in2);
+    sim_op_estimate(&d, &pw, false, 0, &e);
+    ck_assert_str_eq(e.row, "conv2d 1x1");
+    const struct tb_tensor_desc w33 = { TB_F32, { 256, 256, 3, 3 } };
+    const struct tb_tensor_desc in3[] = { x, w33 };
+    struct tb_op dil = op_with(TB_OP_CONV2D, 2, in3);
+    dil.p.conv.dil_h = dil.p.conv.dil_w = 2;
+    dil.p.conv.pad_h = dil.p.conv.pad_w = 2;
+    sim_op_estimate(&d, &dil, false, 0, &e);
+    ck_assert_str_eq(e.row, "conv2d dilated");
+
+    const struct tb_link hl = { .accel_flops = 67e12, .accel_efficiency = 0.45 };
+    const struct tb_accel ha = { "H100", 78ull << 30, 3350e9, 989e12, 989e12 };
+    struct sim_device h;
+    sim_device_from(&h, &hl, &ha);
+    struct tb_op big = op_with(TB_OP_CONV2D, 2, in3);
+    struct sim_estimate ev, eh;
+    sim_op_estimate(&d, &big, false, 0, &ev);
+    sim_op_estimate(&h, &big, false, 0, &eh);
+    ck_assert_close((ev.seconds - d.launch_s) / (eh.seconds - h.launch_s), (67e12 * 0.45) / (15.7e12 * 0.7));
+}
+END_TEST
+
+/* An op without backward costs no kernel there; a platform that describes no accelerator
+ * gets the stated defaults (a V100's), so the model always answers. */
+START_TEST(no_backward_and_defaults)
+{
+    const struct sim_device d = v100();
+    const struct tb_tensor_desc labels = { TB_U8, { 2, 1, 64, 64 } };
+    struct tb_op cw;
+    memset(&cw, 0, sizeof cw);
+    cw.kind = TB_OP_CLASS_WEIGHTS;
+    cw.nin = 1;
+    cw.in[0] = labels;
+    cw.p.label.classes = 19;
+    char why[200];
+    ck_assert_msg(tb_op_outputs(&cw, cw.out, &cw.nout, why, sizeof why) == 0, "%s", why);
+    struct sim_estimate e;
+    sim_op_estimate(&d, &cw, true, 0x1, &e);
+    ck_assert(e.seconds == 0);
+    sim_op_estimate(&d, &cw, false, 0, &e);
+    ck_assert(e.seconds > 0);
+    struct sim_device none;
+    sim_device_from(&none, NULL, NULL);
+    ck_assert(none.fp32_flops == 15.7e12 && none.mem_bytes_per_s == 900e9 && none.conv_efficiency == 0.7);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("clock");
+    tcase_add_test(tc, streams_order_and_overlap);
+    tcase_add_test(tc, events_order_streams_and_host);
+    tcase_add_test(tc, copies_on_the_link);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("model");
+    tcase_add_test(tc, roofline_of_a_conv_and_a_relu);
+    tcase_add_test(tc, conv_classes_and_devices);
+    tcase_add_test(tc, no_backward_and_defaults);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
