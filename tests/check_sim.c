@@ -1,15 +1,18 @@
 /* check_sim: the parts of the sim backend that stand alone (plugins/backends/sim): the
  * virtual clocks' ordering of streams, events and the host as CUDA orders them, the
- * link's copy times (each direction alone, both at once), and the op-time model's
- * roofline over the op costs, on the platforms' accelerators. */
+ * link's copy times (each direction alone, both at once), the op-time model's roofline
+ * over the op costs on the platforms' accelerators, and the modelled device memory (the
+ * shared arena over addresses with no bytes behind them). */
 #include "config.h"
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <trainbig/trainbig.h>
 
 #include "plugins/backends/sim/sim_clock.h"
+#include "plugins/backends/sim/sim_memory.h"
 #include "plugins/backends/sim/sim_model.h"
 #include "tests/testutil.h"
 
@@ -196,6 +199,74 @@ START_TEST(no_backward_and_defaults)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ device memory */
+
+/* The kB of this process's resident memory (VmRSS). */
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* A 16 GiB device is modelled without its memory: 15 GiB handed out leaves this process's
+ * resident memory where it was. */
+START_TEST(device_memory_without_its_bytes)
+{
+    struct sim_memory m;
+    ck_assert_int_eq(sim_memory_init(&m, 16ull << 30), 0);
+    const long before = rss_kib();
+    void *a = sim_memory_alloc(&m, (size_t)15 << 30);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_null(sim_memory_alloc(&m, (size_t)2 << 30)); /* past the capacity */
+    struct tb_mem_stats st;
+    sim_memory_stats(&m, &st);
+    ck_assert_uint_eq(st.in_use, 15ull << 30);
+    ck_assert_uint_eq(st.capacity, 16ull << 30);
+    ck_assert_uint_eq(st.fails, 1);
+    ck_assert_uint_eq(st.allocs, 1);
+    ck_assert(before < 0 || rss_kib() - before < 64 * 1024);
+    ck_assert(sim_memory_free(&m, a));
+    ck_assert(!sim_memory_free(&m, a)); /* not a live block any more */
+    sim_memory_fini(&m);
+}
+END_TEST
+
+/* Fragmentation is the allocator's: with the first and third of three blocks freed, the
+ * free bytes would hold twice a block but no free block does. */
+START_TEST(device_memory_fragments)
+{
+    struct sim_memory m;
+    const size_t mib4 = (size_t)4 << 20;
+    ck_assert_int_eq(sim_memory_init(&m, 3 * (uint64_t)mib4), 0);
+    void *b[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_ptr_nonnull(b[i] = sim_memory_alloc(&m, mib4));
+    ck_assert(sim_memory_free(&m, b[0]) && sim_memory_free(&m, b[2]));
+    struct tb_mem_stats st;
+    sim_memory_stats(&m, &st);
+    ck_assert_uint_eq(st.capacity - st.in_use, 2 * (uint64_t)mib4);
+    ck_assert_uint_eq(st.largest_free, mib4);
+    ck_assert_ptr_null(sim_memory_alloc(&m, 2 * mib4));
+    ck_assert_uint_eq(st.peak, 3 * (uint64_t)mib4);
+    sim_memory_reset_peak(&m);
+    sim_memory_stats(&m, &st);
+    ck_assert_uint_eq(st.peak, mib4);
+    struct tb_mem_block blocks[8];
+    ck_assert_uint_eq(tb_arena_blocks(&m.arena, blocks, 8), 3);
+    ck_assert(blocks[0].flags & TB_MEM_BLOCK_FREE && !(blocks[1].flags & TB_MEM_BLOCK_FREE));
+    sim_memory_fini(&m);
+    struct sim_memory none;
+    ck_assert_int_ne(sim_memory_init(&none, 0), 0); /* no memory: refused, nothing to free */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim");
@@ -208,6 +279,10 @@ int main(void)
     tcase_add_test(tc, roofline_of_a_conv_and_a_relu);
     tcase_add_test(tc, conv_classes_and_devices);
     tcase_add_test(tc, no_backward_and_defaults);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("memory");
+    tcase_add_test(tc, device_memory_without_its_bytes);
+    tcase_add_test(tc, device_memory_fragments);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
