@@ -10,7 +10,7 @@
 #include <string.h>
 #include <trainbig/clock.h>
 
-#include "core/config/platform_internal.h"
+#include "core/config/platform.h"
 #include "core/train/run.h"
 
 enum { REPEATS = 5 };

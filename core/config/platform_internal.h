@@ -9,6 +9,8 @@
 #include <trainbig/platform.h>
 #include <trainbig/plugin.h>
 
+#include "core/config/platform.h"
+
 /* Fills *out from instance ctx of platform plugin p. *out is cleared and its ABI 1.4
  * fields set to unknown (duplex_bytes_per_s 0, latency_s 0, numa_node -1) before link()
  * is called; for a plugin built for ABI 1.3 or older they stay unknown whatever it wrote,
@@ -22,11 +24,6 @@ void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out)
  * name is cut to its array, and a rate that is negative or not finite reads as 0
  * (unknown). */
 void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *out);
-
-/* One line describing accelerator a, whose fp32 rate is fp32_flops (tb_link's
- * accel_flops), for probe and reports: "V100 SXM2 16 GB: 15.0 GiB for trainbig, 900 GB/s
- * memory, 15.7 TFLOP/s fp32, 125.0 fp16, no bf16 (dense, matrix units)". */
-void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_t size);
 
 /* Sets each of the plugin's environment defaults (env_defaults, ABI 1.4) that is not
  * already set in this process's environment: setenv(name, value, 0), so what the user
