@@ -103,8 +103,6 @@ void sim_op_estimate(const struct sim_device *d, const struct tb_op *op, bool ba
     e->memory_s = bytes > 0 && d->mem_bytes_per_s > 0 ? bytes / (d->mem_bytes_per_s * r->memory) : 0;
     e->memory_bound = e->memory_s > e->compute_s;
     /* a convolution's backward runs a kernel per gradient (data, weight) */
-    int kernels = 1;
-    if (backward && op->kind == TB_OP_CONV2D)
-        kernels = ((grads & 1u) != 0) + ((grads & 2u) != 0) > 1 ? 2 : 1;
+    const int kernels = backward && op->kind == TB_OP_CONV2D && (grads & 3u) == 3u ? 2 : 1;
     e->seconds = (e->memory_bound ? e->memory_s : e->compute_s) + kernels * d->launch_s;
 }
