@@ -19,10 +19,29 @@
 static struct test_backend b;
 static struct tb_engine e;
 
+/* The backend under test: cpu, or sim (TB_TEST_BACKEND=sim, tests/exec-sim.test), which
+ * runs the cases that read no value; its keys are the cpu's but threads. */
+static const char *backend_name(void)
+{
+    const char *name = getenv("TB_TEST_BACKEND");
+    return name && *name ? name : "cpu";
+}
+
+static bool on_sim(void)
+{
+    return strcmp(backend_name(), "sim") == 0;
+}
+
+static const char *keys_for_backend(const char *keys)
+{
+    static const char threads[] = "threads = 2\n";
+    return on_sim() && strncmp(keys, threads, sizeof threads - 1) == 0 ? keys + sizeof threads - 1 : keys;
+}
+
 static void open_engine_keys(const char *keys)
 {
     setenv("TRAINBIG_LOG", "error", 1);
-    test_backend_open(&b, "cpu", keys);
+    test_backend_open(&b, backend_name(), keys_for_backend(keys));
     struct tb_err err;
     tb_err_clear(&err);
     ck_assert_msg(tb_engine_init(&e, b.h->p, b.ctx, 0, 7, &err) == TB_OK, "%s", err.msg);
@@ -447,7 +466,8 @@ END_TEST
  * shared by every executor, and given up whenever room is needed). */
 static void held_apart_from_scratch(struct tb_mem_stats *st)
 {
-    b.ops.backend->release_scratch(b.ctx, 0);
+    if (b.ops.backend->release_scratch)
+        b.ops.backend->release_scratch(b.ctx, 0);
     b.ops.backend->mem_stats(b.ctx, 0, st);
 }
 
@@ -595,6 +615,8 @@ static struct tb_graph *fragmenting_graph(void)
 static void assert_fragmenting_values(struct tb_exec *x, const float *in, float *out)
 {
     enum { N = FRAG_C * FRAG_H * FRAG_W };
+    if (on_sim())
+        return; /* a modelled device keeps no values: the moves are what its run checks */
     struct tb_err err;
     tb_err_clear(&err);
     ck_assert_msg(tb_exec_read(x, "y", out, &err) == TB_OK, "%s", err.msg);
@@ -972,7 +994,7 @@ START_TEST(a_rebuild_leaves_what_it_read_where_the_policy_had_it)
     /* b once, a for it, a again for step 5 */
     ck_assert_uint_eq(tb_exec_swap_stats(x)->recomputes, 3);
     ck_assert_msg(tb_exec_read(x, "f", out, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N && !on_sim(); i++) {
         const float r = in[i] > 0 ? in[i] : 0.0f;
         ck_assert(out[i] == r + (r + r));
     }
@@ -1045,12 +1067,12 @@ static void rebuild_in_fragmented_memory(uint64_t *out, uint64_t *in_bytes, uint
     *in_bytes = tb_exec_swap_stats(x)->bytes_in;
     *relocated = tb_exec_swap_stats(x)->relocated_bytes;
     ck_assert_msg(tb_exec_read(x, "f", res, &err) == TB_OK, "%s", err.msg);
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N && !on_sim(); i++) {
         const float r = in[i] > 0 ? in[i] : 0.0f;
         ck_assert(res[i] == (r + r) + r);
     }
     ck_assert_msg(tb_exec_read(x, "y", res, &err) == TB_OK, "%s", err.msg);
-    for (int c = 0; c < 3 * C; c++) {
+    for (int c = 0; c < 3 * C && !on_sim(); c++) {
         double sum = 0;
         for (int i = 0; i < H * W; i++)
             sum += in[c % C * H * W + i] > 0 ? in[c % C * H * W + i] : 0.0f;
@@ -1089,7 +1111,7 @@ static struct tb_plugin no_blocks_backend;
 static void open_six_block_engine_without_blocks(void)
 {
     setenv("TRAINBIG_LOG", "error", 1);
-    test_backend_open(&b, "cpu", "threads = 2\ndevice_memory = 384K\n");
+    test_backend_open(&b, backend_name(), keys_for_backend("threads = 2\ndevice_memory = 384K\n"));
     no_blocks_ops = *b.h->p->ops.backend;
     no_blocks_ops.mem_blocks = NULL;
     no_blocks_backend = *b.h->p;
@@ -1331,33 +1353,42 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("exec");
+    /* On sim: the cases about memory, swapping, recomputation and scheduling, none of
+     * whose assertions reads a value (those that check values too skip that part). */
+    const bool all = !on_sim();
+    Suite *s = suite_create(all ? "exec" : "exec on sim");
     TCase *tc = tcase_create("memory");
     tcase_add_checked_fixture(tc, open_engine, close_engine);
     tcase_add_test(tc, activations_freed_at_last_use);
     tcase_add_test(tc, broken_graph_refused);
-    tcase_add_test(tc, lr_policies);
-    tcase_add_test(tc, initialisers);
+    if (all) {
+        tcase_add_test(tc, lr_policies);
+        tcase_add_test(tc, initialisers);
+    }
     suite_add_tcase(s, tc);
-    tc = tcase_create("gradients");
-    tcase_add_checked_fixture(tc, open_engine, close_engine);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, tensor_used_twice_accumulates);
-    tcase_add_test(tc, whole_net_gradients);
-    tcase_add_test(tc, weighted_losses_sum);
-    tcase_add_test(tc, many_parameters);
-    tcase_add_test(tc, unreached_parameter_gets_zero_gradient);
-    suite_add_tcase(s, tc);
+    if (all) {
+        tc = tcase_create("gradients");
+        tcase_add_checked_fixture(tc, open_engine, close_engine);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, tensor_used_twice_accumulates);
+        tcase_add_test(tc, whole_net_gradients);
+        tcase_add_test(tc, weighted_losses_sum);
+        tcase_add_test(tc, many_parameters);
+        tcase_add_test(tc, unreached_parameter_gets_zero_gradient);
+        suite_add_tcase(s, tc);
+    }
     tc = tcase_create("training");
     tcase_add_checked_fixture(tc, open_engine, close_engine);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, small_net_overfits_one_batch);
-    tcase_add_test(tc, runs_are_bit_identical);
-    tcase_add_test(tc, inference_graph_shares_parameters);
+    if (all) {
+        tcase_add_test(tc, small_net_overfits_one_batch);
+        tcase_add_test(tc, runs_are_bit_identical);
+        tcase_add_test(tc, inference_graph_shares_parameters);
+        tcase_add_test(tc, parameters_enumerable_by_name);
+        tcase_add_test(tc, recomputing_every_op_kind_is_bit_identical);
+    }
     tcase_add_test(tc, a_released_executor_holds_no_device_memory);
-    tcase_add_test(tc, parameters_enumerable_by_name);
     tcase_add_test(tc, estimate_bounds_the_measured_step);
-    tcase_add_test(tc, recomputing_every_op_kind_is_bit_identical);
     tcase_add_test(tc, a_rebuild_chain_holds_few_tensors_at_once);
     tcase_add_test(tc, a_rebuild_leaves_what_it_read_where_the_policy_had_it);
     suite_add_tcase(s, tc);

@@ -9,11 +9,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <trainbig/trainbig.h>
 
 #include "plugins/backends/sim/sim_clock.h"
 #include "plugins/backends/sim/sim_memory.h"
 #include "plugins/backends/sim/sim_model.h"
+#include "plugins/backends/sim/sim_profile.h"
 #include "tests/testutil.h"
 
 #define ck_assert_close(x, want) \
@@ -267,6 +269,127 @@ START_TEST(device_memory_fragments)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ calibration */
+
+/* An op's signature names its kind, the parameters that change its work, its shapes and
+ * the pass; two ops alike but for one of them differ. */
+START_TEST(signature_of_an_op)
+{
+    const struct tb_tensor_desc x = { TB_F32, { 2, 64, 56, 56 } }, w = { TB_F32, { 64, 64, 3, 3 } };
+    const struct tb_tensor_desc in[] = { x, w };
+    struct tb_op conv = op_with(TB_OP_CONV2D, 2, in);
+    char a[256], b[256];
+    ck_assert_uint_eq(tb_op_signature(&conv, false, a, sizeof a), strlen(a));
+    ck_assert_str_eq(a, "conv2d k=3x3 s=1x1 p=1x1 d=1x1 bias=0 in=2x64x56x56;64x64x3x3 out=2x64x56x56 forward");
+    tb_op_signature(&conv, true, b, sizeof b);
+    ck_assert_str_ne(a, b);
+    conv.p.conv.dil_h = conv.p.conv.dil_w = 2;
+    tb_op_signature(&conv, false, b, sizeof b);
+    ck_assert_str_ne(a, b);
+    /* too small a buffer: the line's whole length, cut and terminated */
+    char small[8];
+    ck_assert_uint_eq(tb_op_signature(&conv, false, small, sizeof small), strlen(b));
+    ck_assert_str_eq(small, "conv2d ");
+    const struct tb_tensor_desc lab = { TB_U8, { 2, 1, 8, 8 } }, logits = { TB_F32, { 2, 4, 8, 8 } };
+    const struct tb_tensor_desc ce_in[] = { logits, lab };
+    const struct tb_op ce = op_with(TB_OP_SOFTMAX_CE, 2, ce_in);
+    tb_op_signature(&ce, false, a, sizeof a);
+    ck_assert_str_eq(a, "softmax_ce weighted=0 per_image=0 in=2x4x8x8;2x1x8x8u8 out=1x1x1x1 forward");
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A CSV profile: comments skipped, an op measured three times takes the median. */
+START_TEST(csv_profile_takes_medians)
+{
+    char path[] = "/tmp/check_sim_profile_XXXXXX";
+    ck_assert_int_ge(mkstemp(path), 0);
+    write_file(path, "# measured on a device\nop,seconds\nrelu in=1x1x1x1 out=1x1x1x1 forward,0.003\n"
+                     "relu in=1x1x1x1 out=1x1x1x1 forward,0.001\n\nrelu in=1x1x1x1 out=1x1x1x1 forward,0.002\n"
+                     "add in=1x1x1x1;1x1x1x1 out=1x1x1x1 forward,5e-6\r\n");
+    struct sim_profile p;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(sim_profile_load(&p, path, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(p.read, 4);
+    ck_assert_uint_eq(p.n, 2);
+    ck_assert_close(sim_profile_find(&p, "relu in=1x1x1x1 out=1x1x1x1 forward"), 0.002);
+    ck_assert_close(sim_profile_find(&p, "add in=1x1x1x1;1x1x1x1 out=1x1x1x1 forward"), 5e-6);
+    ck_assert(sim_profile_find(&p, "relu in=1x1x1x1 out=1x1x1x1 backward") < 0);
+    sim_profile_free(&p);
+    unlink(path);
+}
+END_TEST
+
+/* What is not a profile is refused, naming the file and the line. */
+START_TEST(bad_profiles_refused)
+{
+    char path[] = "/tmp/check_sim_profile_XXXXXX";
+    ck_assert_int_ge(mkstemp(path), 0);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        { "signature,time\nx,1\n", ":1: the header is not 'op,seconds'" },
+        { "op,seconds\nrelu forward,fast\n", ":2: seconds 'fast' is not a number in 0..3600" },
+        { "op,seconds\nrelu forward,-1\n", ":2: seconds '-1' is not a number" },
+        { "op,seconds\nno comma here\n", ":2: not 'signature,seconds'" },
+        { "op,seconds\n", "no op timings in it" },
+        { "", "empty: no 'op,seconds' header" },
+#ifdef HAVE_JANSSON
+        { "{\"traceEvents\":[{\"name\":\"x\",\"cat\":\"op\",\"dur\":3}]}", "without its signature (args.op)" },
+        { "{\"traceEvents\": [", "not a Chrome trace" },
+#endif
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file(path, bad[i].text);
+        struct sim_profile p;
+        struct tb_err err;
+        tb_err_clear(&err);
+        ck_assert_int_eq(sim_profile_load(&p, path, &err), TB_ERR_CONFIG);
+        ck_assert_contains(err.msg, path);
+        ck_assert_contains(err.msg, bad[i].says);
+        ck_assert_uint_eq(p.n, 0);
+    }
+    struct sim_profile p;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_int_ne(sim_profile_load(&p, "/nonexistent/profile.csv", &err), TB_OK);
+    ck_assert_contains(err.msg, "/nonexistent/profile.csv");
+    unlink(path);
+}
+END_TEST
+
+#ifdef HAVE_JANSSON
+/* A Chrome trace as trainbig writes one: its op events' signatures and durations
+ * (microseconds); copies and recomputations are not ops' times. */
+START_TEST(trace_profile)
+{
+    char path[] = "/tmp/check_sim_profile_XXXXXX";
+    ck_assert_int_ge(mkstemp(path), 0);
+    write_file(path, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+                     "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"compute\"}},\n"
+                     "{\"name\":\"c1\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":0,\"dur\":250.5,\"args\":{\"op\":\"conv2d A forward\"}},\n"
+                     "{\"name\":\"c1\",\"cat\":\"recompute\",\"ph\":\"X\",\"ts\":300,\"dur\":999,\"args\":{\"bytes\":4}},\n"
+                     "{\"name\":\"t\",\"cat\":\"swap out\",\"ph\":\"X\",\"ts\":0,\"dur\":77,\"args\":{\"bytes\":4}}]}\n");
+    struct sim_profile p;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(sim_profile_load(&p, path, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(p.n, 1);
+    ck_assert_close(sim_profile_find(&p, "conv2d A forward"), 250.5e-6);
+    sim_profile_free(&p);
+    unlink(path);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("sim");
@@ -283,6 +406,14 @@ int main(void)
     tc = tcase_create("memory");
     tcase_add_test(tc, device_memory_without_its_bytes);
     tcase_add_test(tc, device_memory_fragments);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("calibration");
+    tcase_add_test(tc, signature_of_an_op);
+    tcase_add_test(tc, csv_profile_takes_medians);
+    tcase_add_test(tc, bad_profiles_refused);
+#ifdef HAVE_JANSSON
+    tcase_add_test(tc, trace_profile);
+#endif
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -199,22 +199,22 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         if (traced)
             tb_exec_trace_begin(x);
         const struct tb_swap_stats before = *tb_exec_swap_stats(x);
-        double t0 = tb_now();
+        double t0 = tb_engine_now(&r.engine);
         rc = tb_exec_forward(x, (uint64_t)k, err);
         if (!rc)
             rc = tb_exec_backward(x, err);
         if (!rc)
             rc = tb_sgd_step(&r.engine, 0.001f, 0.9f, 1e-4f, err);
         /* The step is done when its copies are: nothing may spill into the next. */
-        const double t1 = tb_now();
+        const double t1 = tb_engine_now(&r.engine);
         if (!rc)
             r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
         if (!rc && k >= warmup) {
             const struct tb_swap_stats *a = tb_exec_swap_stats(x);
             struct timed *t = &times[k - warmup];
-            t->step_s = tb_now() - t0;
+            t->step_s = tb_engine_now(&r.engine) - t0;
             /* its end waiting for its last copies out is stall too */
-            t->stall_s = a->stall_seconds - before.stall_seconds + (tb_now() - t1);
+            t->stall_s = a->stall_seconds - before.stall_seconds + (tb_engine_now(&r.engine) - t1);
             t->ops_s = 0;
             const double *sec = tb_exec_step_seconds(x);
             for (size_t i = 0; i < tb_schedule_steps(tb_exec_schedule(x)); i++)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <trainbig/clock.h>
 #include <trainbig/random.h>
 
 int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *ctx, int device, uint64_t seed,
@@ -35,9 +36,21 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     e->reorder_stats = o->reorder_stats;
     /* A struct the plugin fills, not a vtable member: only a 1.7 plugin knows the field. */
     e->largest_free_known = backend->abi_minor >= 7;
+    e->now = o->now;
+    if (backend->abi_minor >= 14 && o->device_info) {
+        struct tb_device_info info;
+        memset(&info, 0, sizeof info);
+        if (o->device_info(ctx, device, &info) == TB_OK)
+            e->modelled = (info.flags & TB_DEVICE_MODELLED) != 0;
+    }
     e->device = device;
     e->seed = seed;
     return TB_OK;
+}
+
+double tb_engine_now(const struct tb_engine *e)
+{
+    return e->now ? e->now(e->ctx) : tb_now();
 }
 
 static void free_tensor(struct tb_engine *e, struct tb_tensor *t)

@@ -37,6 +37,10 @@ struct tb_engine {
     void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
     void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
     bool largest_free_known; /* mem_stats fills largest_free (ABI 1.7) */
+    /* ABI 1.14: the backend's clock (NULL: tb_now), and whether it models its device
+     * (TB_DEVICE_MODELLED: no values, no bytes behind its memory). */
+    double (*now)(void *ctx);
+    bool modelled;
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
@@ -63,6 +67,11 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
                    struct tb_err *err);
 /* Frees every parameter's memory (the backend instance stays). */
 void tb_engine_fini(struct tb_engine *e);
+
+/* Seconds on the backend's clock (backend now; CLOCK_MONOTONIC when it has none): what
+ * every step, op, wait and stall is timed with, so a modelled device's times are its
+ * model's. */
+double tb_engine_now(const struct tb_engine *e);
 
 /* The parameter or buffer `name` of description d, created and initialised on first use
  * (init from the engine's seed and the name, so it does not depend on creation order). A
@@ -140,6 +149,8 @@ struct tb_trace_span {
     const char *name;  /* the op's step or the tensor's; valid while the executor lives */
     bool recompute;    /* track 0: an op run again to rebuild a dropped tensor */
     bool relocate;     /* track 0: a tensor copied to another block of device memory (compaction) */
+    const struct tb_op *op; /* track 0, an op's step (not a rerun or move): the op, for its signature */
+    bool backward;          /* with op: its backward */
 };
 int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t *n, struct tb_err *err);
 /* The memory manager's counters: swaps, bytes each way, stall (cumulative). */

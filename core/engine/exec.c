@@ -547,13 +547,13 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
                 in[i] = x->t[o->in[i]->id];
             for (uint32_t j = 0; j < o->op.nout; j++)
                 out[j] = x->t[o->out[j]->id];
-            t0 = tb_now();
+            t0 = tb_engine_now(x->e);
             tb_exec_trace_mark(x, k, false);
             rc = x->e->ops->op_forward(x->e->ctx, &o->op, x->state[k], step, in, out, err);
         } while (tb_exec_room_for_op(x, k, &rc, err));
         tb_exec_trace_mark(x, k, true);
         x->starts[k] = t0;
-        x->seconds[k] = tb_now() - t0;
+        x->seconds[k] = tb_engine_now(x->e) - t0;
         tb_exec_unpin_step(x, k);
         if (rc)
             return tb_err_prefix(err, "%s", o->name);

@@ -146,7 +146,7 @@ static int run_op(struct tb_exec *x, size_t step, struct bwd *b, struct tb_err *
     int rc;
     do {
         refresh_backward(x, o, b->temp, b->in, b->out, b->dout, b->din);
-        t0 = tb_now();
+        t0 = tb_engine_now(x->e);
         tb_exec_trace_mark(x, step, false);
         rc = x->e->ops->op_backward(x->e->ctx, &o->op, x->state[x->s->steps[step].op], b->in, b->out, b->dout, b->din,
                                     err);
@@ -154,7 +154,7 @@ static int run_op(struct tb_exec *x, size_t step, struct bwd *b, struct tb_err *
     tb_exec_trace_mark(x, step, true);
     tb_swapmem_set_loose(&x->mem, NULL, NULL, 0);
     x->starts[step] = t0;
-    x->seconds[step] = tb_now() - t0;
+    x->seconds[step] = tb_engine_now(x->e) - t0;
     if (rc)
         tb_err_prefix(err, "%s (backward)", o->name);
     return rc;

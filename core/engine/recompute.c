@@ -175,7 +175,7 @@ static int rerun_op(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_
             scratch[j] = tb_exec_device_alloc(x, at, id, (size_t)x->s->tensors[id].bytes, &rc, err);
         }
     }
-    const double t0 = tb_now();
+    const double t0 = tb_engine_now(x->e);
     struct tb_event *ev0 = rc == TB_OK ? tb_exec_trace_event(x) : NULL;
     if (rc == TB_OK) {
         struct tb_tensor in[TB_OP_MAX_IN], out[TB_OP_MAX_OUT];
@@ -194,7 +194,7 @@ static int rerun_op(struct tb_exec *x, size_t at, size_t k, size_t i, struct tb_
         } while (tb_exec_room_for_op(x, at, &rc, err));
     }
     struct tb_swap_stats *st = &x->mem.stats;
-    const double t1 = tb_now();
+    const double t1 = tb_engine_now(x->e);
     st->recompute_seconds += t1 - t0;
     tb_exec_trace_rerun(x, k, rebuilt, t0, t1, ev0, ev0 ? tb_exec_trace_event(x) : NULL);
     for (uint32_t j = 0; j < npinned; j++)

@@ -135,9 +135,9 @@ static bool copy_done(struct tb_swap_mem *m, size_t i, bool wait)
 {
     if (!wait)
         return m->be->event_query(m->be_ctx, m->ev[i]) == 1;
-    double t0 = tb_now();
+    double t0 = tb_swap_now(m);
     m->be->event_sync(m->be_ctx, m->ev[i]);
-    m->stats.stall_seconds += tb_now() - t0;
+    m->stats.stall_seconds += tb_swap_now(m) - t0;
     return true;
 }
 
@@ -258,6 +258,11 @@ int tb_swap_recompute_steps(const struct tb_swap_mem *m, size_t i, size_t step, 
     if (!m->rb.chain || i >= m->s->ntensors || step >= m->s->nsteps)
         return -1;
     return m->rb.chain(m->rb.arg, i, step, steps, max);
+}
+
+double tb_swap_now(const struct tb_swap_mem *m)
+{
+    return m->be->now ? m->be->now(m->be_ctx) : tb_now();
 }
 
 double tb_swap_op_seconds(const struct tb_swap_mem *m, size_t step)
@@ -402,9 +407,9 @@ void tb_swapmem_drop(struct tb_swap_mem *m, size_t i)
 {
     if (m->res[i] == TB_RES_MOVING_OUT || m->res[i] == TB_RES_MOVING_IN) {
         /* Freed while its copy runs: the step waits for the copy, which is stall too. */
-        double t0 = tb_now();
+        double t0 = tb_swap_now(m);
         m->be->event_sync(m->be_ctx, m->ev[i]);
-        m->stats.stall_seconds += tb_now() - t0;
+        m->stats.stall_seconds += tb_swap_now(m) - t0;
     }
     if (m->t[i].data)
         m->be->mem_free(m->be_ctx, m->device, m->t[i].data);

@@ -558,9 +558,9 @@ int tb_swapmem_resident(struct tb_swap_mem *m, size_t step, size_t i, struct tb_
     }
         /* fall through */
     case TB_RES_MOVING_IN: {
-        double t0 = tb_now();
+        double t0 = tb_swap_now(m);
         int rc = m->be->stream_wait(m->be_ctx, m->device, TB_STREAM_COMPUTE, m->ev[i]);
-        m->stats.stall_seconds += tb_now() - t0;
+        m->stats.stall_seconds += tb_swap_now(m) - t0;
         if (rc)
             return tb_err_set(err, rc, "waiting for the swap-in of %s failed", m->s->tensors[i].name);
         m->res[i] = TB_RES_BOTH;
@@ -568,9 +568,9 @@ int tb_swapmem_resident(struct tb_swap_mem *m, size_t step, size_t i, struct tb_
     }
     case TB_RES_MOVING_OUT: {
         /* Needed again before its copy finished: keep the block, and the copy. */
-        double t0 = tb_now();
+        double t0 = tb_swap_now(m);
         m->be->event_sync(m->be_ctx, m->ev[i]);
-        m->stats.stall_seconds += tb_now() - t0;
+        m->stats.stall_seconds += tb_swap_now(m) - t0;
         m->res[i] = TB_RES_BOTH;
         break;
     }

@@ -141,7 +141,10 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
     }
     double t0 = 0;
     for (size_t k = 0; k < x->s->nsteps; k++) {
-        sp[k] = (struct tb_trace_span){ .track = 0, .name = x->s->steps[k].name };
+        sp[k] = (struct tb_trace_span){ .track = 0,
+                                        .name = x->s->steps[k].name,
+                                        .op = &x->g->ops[x->s->steps[k].op].op,
+                                        .backward = x->s->steps[k].backward };
         op_span(x, k, &sp[k].start, &sp[k].dur);
         if (sp[k].start > 0 && (t0 == 0 || sp[k].start < t0))
             t0 = sp[k].start;
@@ -215,9 +218,16 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
                     ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
                     "\"args\":{\"%s\":true,\"bytes\":%" PRIu64 "}},\n",
                     cat, sp[i].start * 1e6, sp[i].dur * 1e6, cat, sp[i].bytes);
-        } else if (sp[i].track == 0)
-            fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f},\n",
+        } else if (sp[i].track == 0) {
+            /* the op's signature: what a modelled device matches measured times by */
+            char sig[512] = "";
+            if (sp[i].op)
+                tb_op_signature(sp[i].op, sp[i].backward, sig, sizeof sig);
+            fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"op\":",
                     sp[i].start * 1e6, sp[i].dur * 1e6);
+            json_name(f, sig);
+            fputs("}},\n", f);
+        }
         else
             fprintf(f,
                     ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":"

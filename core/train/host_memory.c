@@ -123,8 +123,10 @@ int tb_host_memory_check(struct tb_engine *e, struct tb_graph *const *gs, size_t
     const bool unbounded = st.capacity == UINT64_MAX;
     const bool swapping = e->swap.ops != NULL;
     const uint64_t grow = unbounded && device > st.reserved ? device - st.reserved : 0;
-    const uint64_t swap = !unbounded && swapping && device > st.capacity ? device - st.capacity : 0;
-    const uint64_t ckpt = checkpoints ? est.saved : 0;
+    /* A modelled device's memory and its swapped copies are address space with no bytes
+     * behind them, and its run writes no checkpoint: only the batches are real. */
+    const uint64_t swap = !e->modelled && !unbounded && swapping && device > st.capacity ? device - st.capacity : 0;
+    const uint64_t ckpt = checkpoints && !e->modelled ? est.saved : 0;
     const uint64_t total = grow + swap + buffers + ckpt;
     if (need)
         *need = total;
@@ -167,7 +169,7 @@ int tb_host_memory_check(struct tb_engine *e, struct tb_graph *const *gs, size_t
                           "available to it (%s); %s",
                           what, (double)total / GIB, parts, (double)avail / GIB, source, fix);
     }
-    if (swapping && avail != UINT64_MAX) {
+    if (swapping && avail != UINT64_MAX && !e->modelled) {
         e->swap_space_limit = avail - grow - buffers - ckpt;
         snprintf(e->swap_space_why, sizeof e->swap_space_why,
                  "the host had %.2f GiB available at start (%s), %.2f GiB of it kept for the rest of the run",

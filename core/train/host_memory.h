@@ -30,7 +30,9 @@ uint64_t tb_host_available(char *source, size_t source_size);
  * step needs more than the device has and a [swap] policy moves the rest out, `buffers` bytes of the caller's still to
  * allocate (a loader's batches), and a checkpoint's buffer when `checkpoints`. More than the host has is a TB_ERR_NOMEM
  * naming `what` ("training", "predicting IMAGE"), the figures and `fix` (the keys to change, said by the caller).
- * Otherwise e's swap space limit is set to what is left for it, and *need (may be NULL) gets the estimate. */
+ * Otherwise e's swap space limit is set to what is left for it, and *need (may be NULL) gets the estimate. On a
+ * modelled device (TB_DEVICE_MODELLED) only the buffers count: its memory and swap space hold no bytes, and it
+ * writes no checkpoint; its swap space gets no limit. */
 /* Words every refusal of tb_host_memory_check holds, by which a caller tells it from a
  * device's out of memory (both are TB_ERR_NOMEM). */
 #define TB_HOST_MEMORY_REFUSAL "more host memory than it holds"

@@ -57,8 +57,13 @@ void tb_progress_show(struct tb_progress *p, uint64_t epoch, uint64_t step_in_ep
     char eta[32];
     tb_format_duration(per_step * (double)steps_left, eta, sizeof eta);
     char line[256];
-    snprintf(line, sizeof line, "epoch %" PRIu64 "/%d  step %" PRIu64 "/%" PRIu64 "  %.1f img/s  loss %.4f  ETA %s",
-             epoch + 1, p->epochs, step_in_epoch, p->iters_per_epoch, ips, loss, eta);
+    if (p->modelled) /* img/s and the time left are the model's, not this machine's */
+        snprintf(line, sizeof line,
+                 "epoch %" PRIu64 "/%d  step %" PRIu64 "/%" PRIu64 "  %.1f img/s modelled  %s left modelled", epoch + 1,
+                 p->epochs, step_in_epoch, p->iters_per_epoch, ips, eta);
+    else
+        snprintf(line, sizeof line, "epoch %" PRIu64 "/%d  step %" PRIu64 "/%" PRIu64 "  %.1f img/s  loss %.4f  ETA %s",
+                 epoch + 1, p->epochs, step_in_epoch, p->iters_per_epoch, ips, loss, eta);
     if (p->live) {
         fprintf(stderr, "\r\033[K%s", line);
         p->line_shown = true;

@@ -13,6 +13,7 @@ struct tb_progress {
     bool live;  /* a terminal: one line redrawn in place */
     bool quiet; /* [report] progress = no, or a rank other than 0 */
     bool line_shown;
+    bool modelled; /* the device is modelled: no loss to show, times are the model's */
     int batch, epochs;        /* [train] batch, [run] epochs */
     uint64_t iters_per_epoch; /* steps of one epoch */
     double run_start, last_progress, step_seconds_sum;

@@ -213,7 +213,7 @@ static void jsonl_ranks_classes(const struct tb_report *rep, const struct tb_epo
         }
         fputc('}', f);
     }
-    if (r->validated) {
+    if (r->validated && !rep->modelled) {
         fputs(",\"class_iou\":{", f);
         for (int c = 0; c < rep->nclasses; c++) {
             fputs(c ? ",\"" : "\"", f);
@@ -256,11 +256,22 @@ static void write_jsonl(const struct tb_report *rep, const struct tb_epoch_row *
     fputs("}\n", f);
 }
 
-int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *r, struct tb_err *err)
+/* A modelled device's row: its values were not computed, so they are reported as absent
+ * (CSV empty, JSON null), not as the zeros its reads gave. */
+static struct tb_epoch_row values_of(const struct tb_report *rep, const struct tb_epoch_row *r)
 {
+    struct tb_epoch_row v = *r;
+    if (rep->modelled)
+        v.loss = v.miou = v.acc = v.val_loss = v.data_wait = NAN; /* the loader's wait is this machine's */
+    return v;
+}
+
+int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *row, struct tb_err *err)
+{
+    const struct tb_epoch_row values = values_of(rep, row), *r = &values;
     double means[TB_TERMS_MAX];
     for (int i = 0; i < rep->nterms; i++)
-        means[i] = r->steps ? rep->terms[i].sum / (double)r->steps : NAN;
+        means[i] = r->steps && !rep->modelled ? rep->terms[i].sum / (double)r->steps : NAN;
     if (rep->csv)
         write_csv(rep, r, means);
     int rc = tb_report_sync(rep, false, err);
@@ -279,9 +290,13 @@ void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row 
         o += (size_t)snprintf(losses + o, sizeof losses - o, "%s%s %.4f", i ? ", " : "", rep->terms[i].name,
                               rep->terms[i].sum / (double)r->steps);
     char val[128] = "";
-    if (r->validated)
+    if (r->validated && rep->modelled)
+        snprintf(val, sizeof val, ", validated (modelled: no mIoU)");
+    else if (r->validated)
         snprintf(val, sizeof val, ", val mIoU %.2f%% (pixel accuracy %.2f%%, loss %.4f)", 100.0 * r->miou,
                  100.0 * r->acc, r->val_loss); /* percent, as the validation table */
+    if (rep->modelled)
+        snprintf(losses, sizeof losses, "a modelled device computes none");
     char skipped[256] = "";
     size_t so = 0;
     if (r->skipped)
@@ -298,7 +313,13 @@ void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row 
         snprintf(frag, sizeof frag, " (now %.1f MiB free, largest block %.1f MiB: fragmentation %.0f%%)",
                  (double)r->free_bytes / 1048576.0, (double)r->largest_free / 1048576.0, 100.0 * fragmentation(r));
     tb_progress_clear(rep->progress);
-    if (r->steps)
+    if (r->steps && rep->modelled)
+        tb_log(TB_LOG_INFO,
+               "epoch %" PRIu64 "/%d: %.1f s modelled, %.1f img/s, no loss (%s), lr %.3g%s%s, peak device memory "
+               "%.1f MiB%s",
+               r->epoch, rep->epochs, r->seconds, r->images_per_s, losses, r->lr, val, skipped,
+               (double)r->peak_bytes / 1048576.0, frag);
+    else if (r->steps)
         tb_log(TB_LOG_INFO,
                "epoch %" PRIu64 "/%d: %.1f s, %.1f img/s, loss %.4f (%s), lr %.3g%s, data wait %.2f s (%.1f%%)%s, "
                "peak device memory %.1f MiB%s",

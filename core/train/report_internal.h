@@ -80,6 +80,7 @@ struct tb_report {
     int nclasses;
     const struct tb_confusion *confusion; /* the last validation's */
     struct tb_progress *progress;         /* cleared before a log line */
+    bool modelled;                        /* the device is modelled: no loss or mIoU was computed */
 };
 
 /* Opens (appends to) the CSV and JSONL reports (report_files.c): the files [report] csv

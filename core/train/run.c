@@ -65,6 +65,8 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
         if (note[0])
             tb_log(TB_LOG_INFO, "%s (platform '%s')", note, r->platform->name);
     }
+    if (bo->set_accel && (rc = bo->set_accel(r->backend_ctx, 0, &r->accel, err)))
+        return tb_err_prefix(err, "backend '%s', platform '%s'", r->backend->name, r->platform->name);
     if (s->swap_note[0])
         tb_log(TB_LOG_INFO, "[swap] %s from platform '%s' (its swap_defaults)", s->swap_note, r->platform->name);
     r->swap = s->slot[TB_SEC_SWAP].plugin->p;

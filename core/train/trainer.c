@@ -46,6 +46,10 @@ static int save_checkpoint(struct tb_trainer *t, bool interrupted, char *path, s
     else
         snprintf(name, sizeof name, "epoch-%04" PRIu64 ".safetensors", epoch);
     snprintf(path, size, "%s/%s", t->rundir.path, name);
+    if (t->run.engine.modelled) {
+        snprintf(path, size, "none (a modelled device has no weights to keep)");
+        return TB_OK;
+    }
     if (!t->lead)
         return TB_OK; /* rank 0 writes; every rank holds the same weights */
     const struct tb_ckpt_info info = {
@@ -432,14 +436,14 @@ static void begin_epoch(struct tb_trainer *t, struct epoch_run *e)
     t->swap_mark = tb_report_swap_total(t->tx, t->vx);
     t->run.engine.allreduce_busy_s = t->run.engine.allreduce_wait_s = 0;
     t->run.engine.ops->mem_reset_peak(t->run.engine.ctx, t->run.engine.device);
-    *e = (struct epoch_run){ .epoch = t->iteration / t->iters_per_epoch, .t0 = tb_now() };
+    *e = (struct epoch_run){ .epoch = t->iteration / t->iters_per_epoch, .t0 = tb_engine_now(&t->run.engine) };
 }
 
 /* One step of the loop: the SGD step (traced when [report] trace asks for this one), the
  * replica check and the progress display; *loss receives the step's objective. */
 static int loop_step(struct tb_trainer *t, const struct epoch_run *e, double *loss, struct tb_err *err)
 {
-    const double s0 = tb_now();
+    const double s0 = tb_engine_now(&t->run.engine);
     const char *trace = t->s->settings.report.trace;
     /* [report] trace: the run's second step (the first warms up), or its only one. (Asking
      * at each step whether more than one remains skipped both steps of a two-step run.) */
@@ -458,7 +462,7 @@ static int loop_step(struct tb_trainer *t, const struct epoch_run *e, double *lo
     t->iteration++;
     if ((rc = check_replicas(t, err)))
         return rc;
-    tb_progress_step(&t->progress, tb_now() - s0);
+    tb_progress_step(&t->progress, tb_engine_now(&t->run.engine) - s0);
     tb_progress_show(&t->progress, e->epoch, t->iteration - e->epoch * t->iters_per_epoch,
                      t->total_iters - t->iteration, *loss, e->steps == 0);
     return TB_OK;
@@ -494,7 +498,7 @@ static struct tb_epoch_row epoch_row(struct tb_trainer *t, const struct epoch_ru
 {
     struct tb_mem_stats ms = { 0 };
     t->run.engine.ops->mem_stats(t->run.engine.ctx, t->run.engine.device, &ms);
-    const double secs = tb_now() - e->t0;
+    const double secs = tb_engine_now(&t->run.engine) - e->t0;
     tb_progress_clear(&t->progress);
     tb_report_op_times(t->tx, t->op_seconds, t->wait_seconds, secs);
     return (struct tb_epoch_row){
@@ -639,6 +643,25 @@ static void close_rundir(struct tb_trainer *t, bool failed)
                t->rundir.path);
 }
 
+/* A modelled device computes no value: what needs one is refused, not run on zeros. */
+static int refuse_values(const struct tb_trainer *t, struct tb_err *err)
+{
+    if (!t->run.engine.modelled)
+        return TB_OK;
+    if (t->resume)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "--resume %s: backend '%s' models its device and computes no weights, so a run on it "
+                          "neither resumes from nor writes checkpoints; run without --resume",
+                          t->resume, t->run.backend->name);
+    if (t->cfg.target_miou > 0)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "%s: [train] target_miou = %g needs a measured mIoU, and backend '%s' models its device "
+                          "and computes none; set it to 0",
+                          tb_section_origin(t->s->slot[TB_SEC_TRAIN].section, "target_miou"), t->cfg.target_miou,
+                          t->run.backend->name);
+    return TB_OK;
+}
+
 int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struct tb_err *err)
 {
     tb_err_clear(err);
@@ -657,6 +680,8 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     t->rundir.fd = t->rundir.lock_fd = -1;
     tb_progress_init(&t->progress, s->settings.report.progress, t->lead);
     int rc = tb_trainer_setup(t, err);
+    if (!rc)
+        rc = refuse_values(t, err);
     if (!rc)
         rc = tb_trainer_make_rundir(t, err);
     if (!rc && req->resume)

@@ -244,7 +244,9 @@ static int setup_reporting(struct tb_trainer *t, struct tb_err *err)
         .nclasses = t->nclasses,
         .confusion = &t->confusion,
         .progress = &t->progress,
+        .modelled = t->run.engine.modelled,
     };
+    t->progress.modelled = t->run.engine.modelled;
     t->progress.batch = t->cfg.batch;
     t->progress.epochs = t->s->settings.run.epochs;
     t->progress.iters_per_epoch = t->iters_per_epoch;

@@ -114,6 +114,12 @@ int tb_trainer_validate(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_
     if (!t->lead)
         return TB_OK;
     tb_progress_clear(&t->progress);
+    if (t->run.engine.modelled) {
+        printf("validation after epoch %" PRIu64 " (%zu images): modelled, no prediction computed\n", r->epoch,
+               t->val.count);
+        fflush(stdout);
+        return TB_OK;
+    }
     printf("validation after epoch %" PRIu64 " (%zu images):\n", r->epoch, t->val.count);
     tb_confusion_print(&t->confusion, t->classes, stdout);
     fflush(stdout);

@@ -53,7 +53,13 @@ enum tb_stream {
 struct tb_device_info {
     char name[128];    /* "cpu: AMD EPYC 9R14 (2 threads)", "NVIDIA H100 80GB HBM3" */
     uint64_t capacity; /* bytes of device memory trainbig may use (after any cap) */
+    /* ---- ABI 1.14 ---- */
+    uint32_t flags; /* TB_DEVICE_*; the core zeroes the struct before device_info */
 };
+/* The device is modelled, not run (the sim backend): its ops compute no values
+ * (tensor_read gives zeros), its memory and pinned host memory are address space with no
+ * bytes behind them, and its times are a model's, on the clock of the member `now`. */
+#define TB_DEVICE_MODELLED 1u
 
 struct tb_mem_stats {
     uint64_t in_use;   /* bytes handed out by mem_alloc and not freed */
@@ -252,6 +258,18 @@ struct tb_backend_ops {
      * that does not fit, to find the blocks whose freeing would join the free ones around
      * them into one large enough. NULL: the core cannot tell where free memory lies. */
     size_t (*mem_blocks)(void *ctx, int device, struct tb_mem_block *out, size_t max);
+
+    /* ---- ABI 1.14: modelled devices ---- */
+    /* Optional. The backend's clock, seconds: what the core times steps, ops, waits and
+     * stalls with, and the clock of event_time. NULL: CLOCK_MONOTONIC (trainbig/clock.h).
+     * A backend that models its device (TB_DEVICE_MODELLED) gives the driving thread's
+     * virtual time, which its submissions and syncs advance; it knows each event's time
+     * once recorded, so event_time gives it before the host's clock reaches it. */
+    double (*now)(void *ctx);
+    /* Optional. The configured platform's accelerator (trainbig/platform.h), once after
+     * set_platform, with the link set_platform was given: a backend that models a device
+     * takes its memory, bandwidth and rates from it. */
+    int (*set_accel)(void *ctx, int device, const struct tb_accel *accel, struct tb_err *err);
 };
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@
 #ifndef TRAINBIG_OPS_H
 #define TRAINBIG_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <trainbig/tensor.h>
@@ -218,6 +219,15 @@ struct tb_op_cost {
     double bwd_flops, bwd_bytes;
 };
 void tb_op_cost(const struct tb_op *op, uint32_t grads, struct tb_op_cost *c);
+
+/* An op's signature (ABI 1.14): one line naming what decides its running time, its kind,
+ * the parameters that change its work and its tensors' shapes, and the pass, as in
+ *   conv2d k=3x3 s=1x1 p=1x1 d=1x1 bias=0 in=2x64x56x56;64x64x3x3 out=2x64x56x56 forward
+ * (u8 after a shape that is not f32). Two ops with one signature take the same time on a
+ * device: traces name each op's with it, and the sim backend matches measured times by
+ * it ([backend] sim_profile). No commas or quotes. Writes at most size bytes (with the
+ * terminating NUL) and returns the length the whole line has, as snprintf. */
+size_t tb_op_signature(const struct tb_op *op, bool backward, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

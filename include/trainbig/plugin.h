@@ -55,9 +55,11 @@ extern "C" {
  *        (swap.h)
  *   1.13 platform: struct tb_accel and tb_platform_ops accel, the accelerator's memory,
  *        bandwidth and 16-bit rates (platform.h); SDK functions: an op's FLOPs and
- *        bytes from its shapes, tb_op_cost (ops.h) */
+ *        bytes from its shapes, tb_op_cost (ops.h)
+ *   1.14 backend: now, set_accel, struct tb_device_info flags and TB_DEVICE_MODELLED
+ *        (backend.h); swap: the backend's clock, tb_swap_now (swap.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 13
+#define TB_ABI_MINOR 14
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

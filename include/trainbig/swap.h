@@ -122,6 +122,12 @@ int tb_swap_drop(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 int tb_swap_out_range(struct tb_swap_mem *m, uint64_t bytes, const double *cost, bool wait, uint64_t *moved,
                       struct tb_err *err);
 
+/* ---- ABI 1.14 ----
+ *
+ * The backend's clock (backend now, trainbig/backend.h), seconds: what a policy that times
+ * its steps reads, so that on a modelled device it sees the model's times. */
+double tb_swap_now(const struct tb_swap_mem *m);
+
 struct tb_swap_ops {
     /* ---- ABI 1.0 ---- */
     /* As tb_backend_ops.create, from the validated [swap] section. */

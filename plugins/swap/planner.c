@@ -808,7 +808,7 @@ int planner_before_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb
     struct plan *pl = find_plan(ctx, m);
     if (!pl || step >= pl->nsteps)
         return TB_OK;
-    pl->t0 = tb_now();
+    pl->t0 = tb_swap_now(m);
     if (!pl->tuned && pl->capacity) {
         /* What is on the device besides transient tensors, at its largest: parameters,
          * their gradients and momentum, and the scratch the backend keeps between ops
@@ -845,7 +845,7 @@ int planner_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_
         return TB_OK;
     /* hybrid: the op's own time, which copies can hide behind and a recomputation costs;
      * prefetch: the step's, waits included. */
-    pl->now[step] = p->adaptive ? tb_swap_op_seconds(m, step) : tb_now() - pl->t0;
+    pl->now[step] = p->adaptive ? tb_swap_op_seconds(m, step) : tb_swap_now(m) - pl->t0;
     if (!pl->tuned)
         pl->seconds[step] = pl->now[step];
     for (const uint32_t *i = pl->drop_after[step]; i && *i != UINT32_MAX; i++) {
