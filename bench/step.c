@@ -39,11 +39,14 @@
  * --isa forces the cpu backend's path ([backend] isa, which caps oneDNN too) and runs the
  * twin on the same one (DNNL_MAX_CPU_ISA for its oneDNN, ATEN_CPU_CAPABILITY for its own
  * kernels, unless set already); the peak is then that path's (AVX2's FMA loop on an AVX-512
- * CPU). Under the ratio: the last step's time by op kind, the layout reorders per step, and
- * how each convolution runs (oneDNN's implementation per pass).
+ * CPU). Under the ratio: one more step's time by op kind, each op's device time from events
+ * recorded around it (on a GPU the host runs ahead of the work), the layout reorders per
+ * step, and how each convolution runs (oneDNN's implementation per pass). --trace FILE
+ * writes a Chrome trace of a step (the last network's), whose op events carry each op's
+ * signature and device time: [backend] sim_profile = FILE calibrates the sim backend.
  *
  *   ./bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]
- *                [--size quickstart|reference] [--batch B] [--crop N] [--no-torch]
+ *                [--size quickstart|reference] [--batch B] [--crop N] [--no-torch] [--trace FILE]
  *                [--torch-format channels_last|contiguous] [--isa auto|avx512|avx2|scalar]
  *                [THREADS [STEPS]]
  *       (default: cpu, both networks, all cores, 10 timed steps) */
@@ -109,6 +112,7 @@ struct opts {
     bool torch;           /* run the PyTorch twin */
     char torch_args[256]; /* to both twins, after their own: " --device cuda --tf32" */
     struct gscnn_size size;
+    const char *trace;    /* --trace FILE: a Chrome trace of one more step (the sim's calibration) */
 };
 
 static struct tb_node *conv_bn(struct tb_graph *g, const char *name, struct tb_node *x, int out, int k, int stride,
@@ -208,14 +212,59 @@ static struct tb_reorder_stats reorders_now(const struct tb_engine *e)
     return r;
 }
 
-/* Where the last step's time went, by op kind; the layout conversions per step since
- * `before` over `runs` steps; and how the backend runs the convolutions (each distinct
- * description once, with its count). */
-static void breakdown(const struct tb_engine *e, const struct tb_exec *x, const struct tb_reorder_stats *before,
-                      int runs)
+/* One more training step, traced: each op's time on the device, from events recorded
+ * around it (the host's clock runs ahead of a GPU's work), into sec[nsteps]; and with
+ * --trace, that step's Chrome trace, whose op events carry their signatures ([backend]
+ * sim_profile reads it). Nonzero when it failed (err says why). */
+static int device_seconds(struct tb_engine *e, struct tb_exec *x, const struct opts *o, double *sec,
+                          struct tb_err *err)
+{
+    for (int pass = 0; pass < (o->trace ? 2 : 1); pass++) {
+        tb_exec_trace_begin(x);
+        int rc = tb_exec_forward(x, 1000 + (uint64_t)pass, err);
+        if (!rc)
+            rc = tb_exec_backward(x, err);
+        if (!rc)
+            rc = tb_sgd_step(e, SGD_LR, SGD_MOMENTUM, SGD_WEIGHT_DECAY, err);
+        if (!rc)
+            rc = e->ops->stream_sync(e->ctx, e->device, TB_STREAM_COMPUTE);
+        if (!rc && pass == 1) {
+            if (!(rc = tb_exec_trace_write(x, o->trace, err)))
+                printf("trainbig: a Chrome trace of one step written to %s (each op's device time and signature: "
+                       "[backend] sim_profile = %s calibrates the sim backend with it)\n",
+                       o->trace, o->trace);
+            continue;
+        }
+        struct tb_trace_span *sp = NULL;
+        size_t n = 0;
+        if (!rc)
+            rc = tb_exec_trace_spans(x, &sp, &n, err);
+        const size_t nsteps = tb_schedule_steps(tb_exec_schedule(x));
+        for (size_t k = 0; !rc && k < nsteps && k < n; k++)
+            sec[k] = sp[k].dur; /* the first nsteps spans are the steps' ops, in order */
+        free(sp);
+        if (rc)
+            return rc;
+    }
+    return TB_OK;
+}
+
+/* Where the last step's time went, by op kind (each op's device time, device_seconds);
+ * the layout conversions per step since `before` over `runs` steps; and how the backend
+ * runs the convolutions (each distinct description once, with its count). */
+static void breakdown(struct tb_engine *e, struct tb_exec *x, const struct tb_reorder_stats *before, int runs,
+                      const struct opts *o)
 {
     const struct tb_schedule *sch = tb_exec_schedule(x);
-    const double *sec = tb_exec_step_seconds(x);
+    const size_t nsched = tb_schedule_steps(sch);
+    double *sec = calloc(nsched ? nsched : 1, sizeof *sec);
+    struct tb_err err;
+    tb_err_clear(&err);
+    if (!sec || device_seconds(e, x, o, sec, &err)) {
+        printf("trainbig: no op breakdown: %s\n", sec ? err.msg : "out of memory");
+        free(sec);
+        return;
+    }
     double by_kind[TB_OP_KIND_COUNT] = { 0 }, total = 0;
     enum { MAX_HOW = 16 };
     char how[MAX_HOW][320];
@@ -236,14 +285,14 @@ static void breakdown(const struct tb_engine *e, const struct tb_exec *x, const 
         if (k < nhow)
             count[k]++;
     }
-    printf("trainbig: the last step by op kind (ms, forward + backward):");
+    printf("trainbig: one step by op kind, each op's device time (ms, forward + backward):");
     for (int kind = 1; kind < TB_OP_KIND_COUNT; kind++)
         if (by_kind[kind] > 0)
             printf(" %s %.1f (%.0f%%)", tb_op_kind_name((enum tb_op_kind)kind), by_kind[kind] * 1e3,
                    100.0 * by_kind[kind] / total);
     printf("\n");
     /* The five slowest steps, by name. */
-    printf("trainbig: the slowest ops of the last step (ms):");
+    printf("trainbig: the slowest ops of that step (ms):");
     const size_t nsteps = tb_schedule_steps(sch);
     bool *shown = calloc(nsteps ? nsteps : 1, sizeof *shown);
     for (int k = 0; k < 5 && shown; k++) {
@@ -267,6 +316,7 @@ static void breakdown(const struct tb_engine *e, const struct tb_exec *x, const 
                (double)(now.weight_bytes - before->weight_bytes) / runs / 1048576.0);
     for (int k = 0; k < nhow; k++)
         printf("trainbig: %3d convolution%s %s\n", count[k], count[k] == 1 ? ": " : "s:", how[k]);
+    free(sec);
 }
 
 /* Trainable parameters (elements) of the engine. */
@@ -447,7 +497,7 @@ static int bench_resnet18(struct bench_backend *b, const struct opts *o)
         memory_line(o, b, memory, sizeof memory);
         double theirs = o->torch ? torch_ms(srcdir(), "step_torch.py", args, NULL) : -1;
         report(o, ours, theirs, NULL, tb_graph_conv_flops(g), what, nonfinite, memory);
-        breakdown(&e, x, &before, o->steps + 2);
+        breakdown(&e, x, &before, o->steps + 2, o);
     }
     free(image);
     free(labels);
@@ -725,7 +775,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
             printf("trainable parameters: trainbig %lld\n", params);
         report(o, ours, theirs, differ ? "not timed, the parameter counts differ" : NULL, tb_graph_conv_flops(g), what,
                nonfinite, memory);
-        breakdown(&e, x, &before, o->steps + 2);
+        breakdown(&e, x, &before, o->steps + 2, o);
     }
     tb_batch_fini(&batch);
     tb_inputs_spec_free(&feeds);
@@ -740,7 +790,7 @@ static int bench_gscnn(struct bench_backend *b, const struct opts *o)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]\n"
-                    "                  [--size quickstart|reference] [--batch B] [--crop N] [--no-torch]\n"
+                    "                  [--size quickstart|reference] [--batch B] [--crop N] [--no-torch] [--trace FILE]\n"
                     "                  [--isa auto|avx512|avx2|scalar]\n"
                     "                  [--torch-format channels_last|contiguous] [THREADS [STEPS]]\n");
     return 2;
@@ -773,6 +823,7 @@ int main(int argc, char **argv)
     int threads = omp_get_num_procs(), steps = 10, npos = 0, batch = 0, crop = 0;
     bool torch = true, tf32 = false;
     const char *isa = NULL; /* --isa: the cpu backend's [backend] isa, and the twin's caps */
+    const char *trace = NULL;
     char keys[2048] = "", shown[2048] = "";
     size_t nkeys = 0;
     for (int i = 1; i < argc; i++) {
@@ -797,6 +848,8 @@ int main(int argc, char **argv)
             format = argv[++i];
         else if (strcmp(a, "--no-torch") == 0)
             torch = false;
+        else if (strcmp(a, "--trace") == 0 && next)
+            trace = argv[++i];
         else if (strcmp(a, "--isa") == 0 && next)
             isa = argv[++i];
         else if (strcmp(a, "--set") == 0 && next && strchr(next, '=')) {
@@ -837,7 +890,7 @@ int main(int argc, char **argv)
         setenv("ATEN_CPU_CAPABILITY", "default", 0);
     }
 
-    struct opts o = { .cuda = cuda, .threads = threads, .steps = steps, .torch = torch };
+    struct opts o = { .cuda = cuda, .threads = threads, .steps = steps, .torch = torch, .trace = trace };
     o.size = reference ? gscnn_reference : gscnn_quickstart;
     if (batch)
         o.size.batch = batch;

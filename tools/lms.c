@@ -64,7 +64,9 @@
  * On the cuda backend the same cases run on the GPU's real link: nothing is emulated or
  * rescaled (that backend has no emulate_link or link_scale), so each case runs once per
  * round, on one platform (the caller's: the real link's), and the cap is [backend]
- * device_memory below each size's measured footprint as on the CPU. */
+ * device_memory below each size's measured footprint as on the CPU. On the sim backend
+ * likewise, but on every platform given (each modelled with its own link and accelerator):
+ * every figure is then the model's, predicted. */
 #include "config.h"
 
 #include <math.h>
@@ -166,6 +168,8 @@ static int base_sets(struct runset *r, bool reference, const struct tb_lms_optio
     add(r, "dataset.height=%.0f", NULL, size);
     add(r, "train.batch=%.0f", NULL, batch);
     add(r, "backend.plugin=%s", o->backend, 0);
+    if (strcmp(o->backend, "sim") == 0) /* uncapped: a modelled device with room for any step (a case caps it) */
+        add(r, "backend.device_memory=1T", NULL, 0);
     if (strcmp(o->backend, "cpu") == 0)
         add(r, "backend.threads=%.0f", NULL, o->threads); /* the cuda backend has no such key */
     for (int i = 0; i < o->nuser; i++)
@@ -193,6 +197,13 @@ static int intensity(bool reference, const struct tb_lms_options *o, const int s
     *flops_px = t[1].conv_flops / px1;
     *bytes_px = ((double)t[1].peak - (double)t[0].peak) / (px1 - px0);
     return *bytes_px > 0 ? 0 : -1;
+}
+
+/* Whether the runs emulate each platform's link on this CPU (the cpu backend), or run on
+ * the link the backend has: the GPU's own (cuda), each platform's as modelled (sim). */
+static bool emulates(const struct tb_lms_options *o)
+{
+    return strcmp(o->backend, "cpu") == 0;
 }
 
 double tb_lms_factor(const struct tb_lms_result *r, int z, int p)
@@ -226,7 +237,7 @@ static double link_rate(const struct tb_lms_options *o, const struct tb_lms_resu
 {
     const double estimate = r->emu[0].accel_flops * r->emu[0].accel_efficiency / 20;
     const double floor = fmax(*best / 2, estimate);
-    if (strcmp(o->backend, "cuda") == 0 || r->user_rate || !(floor > 0) || rate >= floor) {
+    if (!emulates(o) || r->user_rate || !(floor > 0) || rate >= floor) {
         *best = fmax(rate, *best);
         return rate;
     }
@@ -279,12 +290,12 @@ static int time_case(const struct tb_lms_options *o, struct tb_lms_result *r, in
                      double emu_rate, bool last, struct tb_step_timing *res, struct tb_lms_case *c,
                      struct tb_err *err)
 {
-    const bool cuda = strcmp(o->backend, "cuda") == 0;
+    const bool own_link = !emulates(o); /* the link the backend has: nothing emulated */
     struct runset cs;
     if (base_sets(&cs, false, o, o->sizes[z], o->batch))
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     add(&cs, "backend.device_memory=%.0f", NULL, (double)r->sizes[z].cap);
-    if (!cuda && mode != TB_LMS_CONTROL) {
+    if (!own_link && mode != TB_LMS_CONTROL) {
         add(&cs, "backend.emulate_link=yes", NULL, 0);
         add(&cs, "backend.link_scale=%.6g", NULL, mode ? r->k : 1.0);
         if (!r->user_rate)
@@ -295,9 +306,9 @@ static int time_case(const struct tb_lms_options *o, struct tb_lms_result *r, in
     struct tb_err cerr;
     tb_err_clear(&cerr);
     /* cpu: the last platform at the reference's balance; cuda: the one case of prefetch */
-    const bool traced = o->trace && last && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && p == o->nplat - 1 &&
+    const bool traced = o->trace && last && z == 1 && mode == (own_link ? 0 : TB_LMS_REF) && p == o->nplat - 1 &&
                         q == TB_LMS_PREFETCH;
-    const bool keep_spans = o->spans && last && z == 1 && mode == (cuda ? 0 : TB_LMS_REF) && q == TB_LMS_PREFETCH;
+    const bool keep_spans = o->spans && last && z == 1 && mode == (own_link ? 0 : TB_LMS_REF) && q == TB_LMS_PREFETCH;
     const int crc = traced       ? tb_time_steps_traced(o->config, cs.sets, cs.n, o->steps, o->trace, res, &cerr)
                     : keep_spans ? tb_time_steps_spans(o->config, cs.sets, cs.n, o->steps, &r->spans[1 + p],
                                                        &r->nspans[1 + p], res, &cerr)
@@ -313,8 +324,8 @@ static int time_case(const struct tb_lms_options *o, struct tb_lms_result *r, in
 static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r, int z, struct rounds *m,
                         struct tb_err *err)
 {
-    const bool cuda = strcmp(o->backend, "cuda") == 0;
-    const int nmode = cuda ? 1 : TB_LMS_NMODE;
+    const bool own_link = !emulates(o);
+    const int nmode = own_link ? 1 : TB_LMS_NMODE;
     struct tb_lms_size *sz = &r->sizes[z];
     sz->cap = (uint64_t)((double)sz->base.peak * o->cap_fraction);
     double best = 0; /* the best uncapped rate of this size so far */
@@ -373,7 +384,7 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                      * hybrid is paired with the two runs around it, and the two prefetch
                      * runs against each other show what pairing alone cannot resolve. */
                     struct tb_lms_case *pc = &sz->cases[mode][p][TB_LMS_PREFETCH];
-                    if (q == TB_LMS_HYBRID && mode == TB_LMS_REF && !cuda && !pc->failed && pc->run) {
+                    if (q == TB_LMS_HYBRID && mode == TB_LMS_REF && !own_link && !pc->failed && pc->run) {
                         struct tb_step_timing again;
                         trc = time_case(o, r, z, mode, p, TB_LMS_PREFETCH, emu_rate, false, &again, pc, err);
                         if (trc)
@@ -452,10 +463,11 @@ int tb_lms_balance(const struct tb_lms_options *o, double *k, struct tb_err *err
 int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, struct tb_err *err)
 {
     memset(r, 0, sizeof *r);
-    const bool cuda = strcmp(o->backend, "cuda") == 0;
+    const bool own_link = !emulates(o);
+    const bool known = !own_link || strcmp(o->backend, "cuda") == 0 || strcmp(o->backend, "sim") == 0;
     if (o->steps < 1 || o->rounds < 1 || o->rounds > TB_LMS_MAX_ROUNDS || o->batch < 1 || o->cap_fraction <= 0 ||
         o->cap_fraction >= 1 || o->sizes[0] < 16 || o->sizes[1] <= o->sizes[0] || o->nplat < 1 ||
-        o->nplat > TB_LMS_MAX_PLAT || (cuda && o->nplat != 1) || (!cuda && strcmp(o->backend, "cpu") != 0))
+        o->nplat > TB_LMS_MAX_PLAT || (strcmp(o->backend, "cuda") == 0 && o->nplat != 1) || !known)
         return tb_err_set(err, TB_ERR_CONFIG,
                           "large model support's cost: bad options (steps %d, rounds %d of at most %d, "
                           "batch %d, cap %g, sizes %d,%d, %d platforms, backend %s)",
@@ -469,7 +481,7 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
     /* Compute per byte: the reference network at two small sizes, batch 2 (its weights
      * are most of its footprint there; the growth between the sizes is its activations). */
     struct tb_step_timing ref_t[2];
-    const int ref_sizes[2] = { cuda ? 256 : 48, cuda ? 384 : 64 };
+    const int ref_sizes[2] = { own_link ? 256 : 48, own_link ? 384 : 64 };
     if (intensity(true, o, ref_sizes, 2, 1, ref_t, &r->ref_fpx, &r->ref_bpx, err)) {
         if (!err->msg[0])
             tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)",
@@ -481,7 +493,7 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
         if (!err->msg[0])
             tb_err_set(err, TB_ERR_RUNTIME, "no footprint growth (peak %.1f MiB at %d, %.1f MiB at %d)",
                        base0[0].peak / 1048576.0, o->sizes[0], base0[1].peak / 1048576.0, o->sizes[1]);
-        return tb_err_prefix(err, "the quickstart G-SCNN");
+        return tb_err_prefix(err, o->config ? "the configuration's network" : "the quickstart G-SCNN");
     }
     r->k = (r->ref_fpx / r->ref_bpx) / (r->net_fpx / r->net_bpx);
     for (int z = 0; z < 2; z++)
@@ -489,7 +501,7 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
 
     /* The emulation's rates: the backend's own estimate of this CPU (a 3x3 64->64
      * convolution beside its FMA peak) and each platform's accelerator, achieved. */
-    for (int p = 0; p < o->nplat && !cuda; p++) {
+    for (int p = 0; p < o->nplat && !own_link; p++) {
         struct runset c;
         if (base_sets(&c, false, o, o->sizes[0], o->batch))
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
@@ -503,7 +515,7 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
         if (rc)
             return tb_err_prefix(err, "the emulated link of %s", o->platforms[p]);
     }
-    r->fma_peak = !cuda && r->emu[0].accel_efficiency < 1 ? r->emu[0].accel_flops : 0;
+    r->fma_peak = !own_link && r->emu[0].accel_efficiency < 1 ? r->emu[0].accel_flops : 0;
     if (o->progress)
         o->progress(o->progress_arg, o, r, -1);
 

@@ -29,7 +29,7 @@ struct tb_lms_result;
 
 struct tb_lms_options {
     const char *config;  /* the network of this INI file, trained on synthetic images; NULL = the quickstart's */
-    const char *backend; /* "cpu" (links emulated) or "cuda" (the real link) */
+    const char *backend; /* "cpu" (links emulated), "cuda" (the real link) or "sim" (each platform modelled) */
     const char *platforms[TB_LMS_MAX_PLAT]; /* cpu: each emulated; cuda: one, the real link's */
     int nplat;
     int sizes[2];                      /* square images, the smaller first */

@@ -233,7 +233,10 @@ static int write_header(struct tb_study *s, struct tb_err *err)
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     if (!rc) {
         const struct tb_setup_slot *be = &setup->slot[TB_SEC_BACKEND];
-        s->backend = strcmp(be->plugin->p->name, "cuda") == 0 ? "cuda" : "cpu";
+        const char *name = be->plugin->p->name;
+        s->backend = strcmp(name, "cuda") == 0 ? "cuda" : strcmp(name, "sim") == 0 ? "sim" : "cpu";
+        if (strcmp(s->backend, "sim") == 0)
+            snprintf(s->sim_profile, sizeof s->sim_profile, "%s", tb_section_string(be->section, "sim_profile"));
         snprintf(s->policy, sizeof s->policy, "%s", setup->slot[TB_SEC_SWAP].plugin->p->name);
         s->target_miou = setup->settings.train.target_miou;
         for (const struct tb_key *k = be->plugin->p->keys; k && k->name; k++)
@@ -266,9 +269,19 @@ static int write_header(struct tb_study *s, struct tb_err *err)
     fprintf(md, "| trainbig | %s (plugin ABI %d.%d) |\n", TB_VERSION, TB_ABI_MAJOR, TB_ABI_MINOR);
     fprintf(md, "| machine | %s: %s, %ld cores online |\n", host, cpu[0] ? cpu : "CPU model unknown",
             sysconf(_SC_NPROCESSORS_ONLN));
-    fprintf(md, "| backend | %s%s |\n", s->backend,
+    const bool sim = strcmp(s->backend, "sim") == 0;
+    char calib[4200] = "";
+    if (sim && s->sim_profile[0])
+        snprintf(calib, sizeof calib, "; calibrated by per-op times measured on a device ([backend] sim_profile = %s)",
+                 s->sim_profile);
+    else if (sim)
+        snprintf(calib, sizeof calib, "; not calibrated (no [backend] sim_profile: every op time is the model's)");
+    fprintf(md, "| backend | %s%s%s |\n", s->backend,
             strcmp(s->backend, "cpu") == 0 ? ": every platform emulated (its link and its accelerator's speed)"
-                                           : ": the GPU's own link; platforms other than this machine's not emulated");
+            : sim ? ": every platform's GPU modelled on a virtual clock under the real engine and policies; **every "
+                    "figure of this report is predicted**, by the op-time model of plugins/backends/sim/sim_model.c"
+                  : ": the GPU's own link; platforms other than this machine's not emulated",
+            calib);
     fprintf(md, "| date | %s |\n", date);
 
     /* The emulation's rates: this CPU's FMA peak and a convolution's rate as the cpu
@@ -323,6 +336,32 @@ static int write_header(struct tb_study *s, struct tb_err *err)
                     given.h2d_bytes_per_s / 1e9, given.duplex_bytes_per_s / 1e9, given.latency_s * 1e6,
                     cpu_rate / accel, emu.h2d_bytes_per_s / 1e9);
         }
+    }
+    for (int p = 0; sim && !rc && p < TB_STUDY_NPLAT; p++) {
+        /* The modelled machines: each platform's link and accelerator as the sim takes them. */
+        char plat[64];
+        snprintf(plat, sizeof plat, "platform.plugin=%s", tb_study_platforms[p]);
+        const int n = rq->nsets + 1;
+        const char **all = malloc((size_t)n * sizeof *all);
+        if (!all) {
+            rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int i = 0; i < rq->nsets; i++)
+            all[i] = rq->sets[i];
+        all[rq->nsets] = plat;
+        struct tb_link link, given;
+        rc = tb_step_link(rq->config, all, n, &link, &given, err);
+        free(all);
+        if (rc) {
+            tb_err_prefix(err, "the link of %s", tb_study_platforms[p]);
+            break;
+        }
+        fprintf(md,
+                "| %s | modelled: %.1f TFLOP/s fp32 x %.2f on large convolutions; link %.0f GB/s each way (%.0f both "
+                "ways), %.0f us per copy |\n",
+                tb_study_platforms[p], given.accel_flops / 1e12, given.accel_efficiency, given.h2d_bytes_per_s / 1e9,
+                given.duplex_bytes_per_s / 1e9, given.latency_s * 1e6);
     }
     fprintf(md, "\n");
     free(text);

@@ -65,7 +65,8 @@ extern const char *const tb_study_platforms[TB_STUDY_NPLAT]; /* the presets of t
 struct tb_study {
     const struct tb_study_request *rq;
     const struct tb_study_sizes *sz;
-    const char *backend;                 /* "cpu" (links emulated) or "cuda" */
+    const char *backend;                 /* "cpu" (links emulated), "cuda" or "sim" (every figure predicted) */
+    char sim_profile[4096];              /* sim: its [backend] sim_profile, "" = none */
     char policy[64];                     /* the configuration's [swap] plugin */
     uint64_t device_memory;              /* its [backend] device_memory; 0 = not set (unbounded on the cpu) */
     double target_miou;                  /* its [train] target_miou; 0 = none set */
@@ -110,6 +111,8 @@ struct tb_study_bars {
 int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, struct tb_err *err);
 
 int tb_study_time(struct tb_study *s, struct tb_err *err);
+/* Benchmark 1 on the sim backend (study_time_sim.c): the training time per platform, predicted. */
+int tb_study_time_sim(struct tb_study *s, struct tb_err *err);
 int tb_study_grid(struct tb_study *s, struct tb_err *err);
 int tb_study_overhead(struct tb_study *s, struct tb_err *err);
 int tb_study_timeline(struct tb_study *s, struct tb_err *err);

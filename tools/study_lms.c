@@ -55,14 +55,17 @@ static int measure(struct tb_study *s, struct tb_err *err)
         return s->lms_rc = tb_err_set(err, TB_ERR_RUNTIME,
                                       "on the cuda backend the study's platforms are not emulated: run bench/lms "
                                       "--backend cuda --trace FILE for the GPU's own link");
+    const bool sim = strcmp(s->backend, "sim") == 0;
     s->lms_opts = (struct tb_lms_options){
         .config = s->rq->config,
-        .backend = "cpu",
+        .backend = sim ? "sim" : "cpu",
+        .hybrid = sim, /* on the cpu the report leaves hybrid to bench/lms: its cases double the time */
         .nplat = TB_STUDY_NPLAT,
         .sizes = { sz->lms_sizes[0], sz->lms_sizes[1] },
-        .batch = sz->lms_batch,
+        /* the study's batch was over four GPUs: one's share (batch norm needs 2) */
+        .batch = !sim ? sz->lms_batch : sz->lms_batch / 4 >= 2 ? sz->lms_batch / 4 : 2,
         .steps = sz->lms_steps,
-        .rounds = sz->lms_rounds,
+        .rounds = sim ? 1 : sz->lms_rounds, /* a model's times do not drift: one round says it */
         .cap_fraction = sz->lms_cap,
         .spans = true,
         .user = s->rq->sets,
@@ -88,6 +91,40 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
     const struct tb_lms_result *r = s->lms;
     FILE *md = s->md;
     fprintf(md, "## 3. LMS overhead per platform, policy and size\n\n");
+    const bool sim = strcmp(s->backend, "sim") == 0;
+    /* The cases of the figure: on the cpu at the reference's balance; on sim as modelled. */
+    const int mode = sim ? TB_LMS_AS_IS : TB_LMS_REF;
+    if (sim) {
+        fprintf(md,
+                "**Predicted.** The configuration's network, batch %d of synthetic images at %dx%d and %dx%d (the "
+                "study's 600x600 and 700x700; its batch 8 was over four GPUs), device memory capped at %.0f%% of each "
+                "size's footprint, on each platform's modelled GPU and link; the step's time against the uncapped "
+                "step (overhead), the stall in brackets (waiting for copies), and what recomputation took.\n\n",
+                o.batch, o.sizes[0], o.sizes[0], o.sizes[1], o.sizes[1], 100 * o.cap_fraction);
+        fprintf(md, "| platform | size | IBM LMS (study) | lru | prefetch | hybrid | MiB out / in per step (lru, "
+                    "prefetch, hybrid) |\n|---|---|---|---|---|---|---|\n");
+        for (int p = 0; p < o.nplat; p++)
+            for (int z = 0; z < 2; z++) {
+                const struct tb_lms_size *zs = &r->sizes[z];
+                fprintf(md, "| %s | %d | %.0f%% |", o.platforms[p], zs->size, tb_lms_published(o.platforms[p], z));
+                for (int q = 0; q < TB_LMS_NPOL; q++) {
+                    const struct tb_lms_case *c = &zs->cases[mode][p][q];
+                    if (c->run && !c->failed)
+                        fprintf(md, " %.1f%% (stall %.1f, recompute %.1f) |", c->overhead, c->stall, c->recompute);
+                    else
+                        cell(md, c, false);
+                }
+                for (int q = 0; q < TB_LMS_NPOL; q++) {
+                    const struct tb_lms_case *c = &zs->cases[mode][p][q];
+                    if (c->run && !c->failed)
+                        fprintf(md, "%s%.0f / %.0f", q ? ", " : " ", c->mid.out_bytes / 1048576.0,
+                                c->mid.in_bytes / 1048576.0);
+                    else
+                        fprintf(md, "%s-", q ? ", " : " ");
+                }
+                fprintf(md, " |\n");
+            }
+    } else {
     fprintf(md,
             "The configuration's network, batch %d of synthetic images at %dx%d and %dx%d (as the study's 600x600 "
             "and 700x700), device memory capped at %.0f%% of each size's footprint; the step's time against the "
@@ -114,7 +151,8 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
             else
                 fprintf(md, " - |\n");
         }
-    fprintf(md, "\nUncapped steps: ");
+    }
+    fprintf(md, "\nUncapped steps%s: ", sim ? " (predicted)" : "");
     for (int z = 0; z < 2; z++)
         fprintf(md, "%s%dx%d %.0f ms, footprint %.0f MiB (capped at %.0f MiB), convolutions at %.1f GFLOP/s",
                 z ? "; " : "", r->sizes[z].size, r->sizes[z].size, r->sizes[z].base_step_s * 1e3,
@@ -132,8 +170,8 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
             const int k = 2 * p + z;
             snprintf(catname[k], sizeof catname[k], "%s %dx%d", o.platforms[p], r->sizes[z].size, r->sizes[z].size);
             cats[k] = catname[k];
-            const struct tb_lms_case *l = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_LRU];
-            const struct tb_lms_case *f = &r->sizes[z].cases[TB_LMS_REF][p][TB_LMS_PREFETCH];
+            const struct tb_lms_case *l = &r->sizes[z].cases[mode][p][TB_LMS_LRU];
+            const struct tb_lms_case *f = &r->sizes[z].cases[mode][p][TB_LMS_PREFETCH];
             lru[k] = l->run ? l->overhead : NAN;
             pf[k] = f->run ? f->overhead : NAN;
             pub[k] = tb_lms_published(o.platforms[p], z);
@@ -141,7 +179,8 @@ int tb_study_overhead(struct tb_study *s, struct tb_err *err)
     const struct tb_study_bars bars = {
         .name = "lms-overhead",
         .alt = "LMS overhead",
-        .title = "LMS overhead: capped step against the uncapped step (reference balance)",
+        .title = sim ? "LMS overhead, predicted: capped step against the uncapped step (modelled V100s)"
+                     : "LMS overhead: capped step against the uncapped step (reference balance)",
         .xlabel = "platform, image size (the study's 600x600 and 700x700)",
         .ylabel = "overhead (% of the uncapped step)",
         .note = "published: IBM LMS in the study (G-SCNN, batch 8, V100)",
@@ -232,7 +271,9 @@ static int draw_timeline(struct tb_study *s, const struct tb_lms_result *r, stru
     }
     if (!rc) {
         const struct tb_fig_timeline f = {
-            .title = "One training step per platform: compute and copies (prefetch, capped, reference balance)",
+            .title = strcmp(s->backend, "sim") == 0
+                         ? "One training step per platform, predicted: compute and copies (prefetch, capped)"
+                         : "One training step per platform: compute and copies (prefetch, capped, reference balance)",
             .tracks = tracks,
             .ntracks = NTRACK,
             .kind_names = { "op", "copy (swap)", "compute idle" },
@@ -264,13 +305,15 @@ int tb_study_timeline(struct tb_study *s, struct tb_err *err)
     const struct tb_lms_size *zs = &r->sizes[1];
     FILE *md = s->md;
     fprintf(md, "## 4. One training step's timeline per platform\n\n");
+    const bool sim = strcmp(s->backend, "sim") == 0;
     fprintf(md,
-            "The configuration's network, batch %d at %dx%d: one step uncapped, and one under prefetch with "
-            "device memory capped at %.0f%% of the %.0f MiB footprint on each platform's emulated link at the "
-            "reference's balance (benchmark 3's runs: the last step of its last round). Idle: the compute track "
-            "waiting between ops, in gaps of %.1f ms or more (shorter ones are the bookkeeping between any two ops, "
-            "counted as busy). Times are this CPU's.\n\n",
-            o->batch, zs->size, zs->size, 100 * o->cap_fraction, zs->base.peak / 1048576.0, GAP_MIN_S * 1e3);
+            "%sThe configuration's network, batch %d at %dx%d: one step uncapped, and one under prefetch with "
+            "device memory capped at %.0f%% of the %.0f MiB footprint on each platform's %s (benchmark 3's runs: "
+            "the last step of its last round). Idle: the compute track waiting between ops, in gaps of %.1f ms or "
+            "more (shorter ones are the bookkeeping between any two ops, counted as busy). Times are %s.\n\n",
+            sim ? "**Predicted.** " : "", o->batch, zs->size, zs->size, 100 * o->cap_fraction,
+            zs->base.peak / 1048576.0, sim ? "modelled GPU and link" : "emulated link at the reference's balance",
+            GAP_MIN_S * 1e3, sim ? "the model's, on the modelled V100" : "this CPU's");
     fprintf(md, "| platform | step ms | compute busy ms | idle ms (%% of the step) | gaps | longest gap ms | copy "
                 "host to device ms | copy device to host ms |\n|---|---|---|---|---|---|---|---|\n");
     for (int p = 0; p <= TB_STUDY_NPLAT; p++)

@@ -150,6 +150,8 @@ static int time_step(struct tb_study *s, const char *const *extra, int nextra, s
 int tb_study_time(struct tb_study *s, struct tb_err *err)
 {
     const struct tb_study_sizes *sz = s->sz;
+    if (strcmp(s->backend, "sim") == 0)
+        return tb_study_time_sim(s, err);
     if (strcmp(s->backend, "cpu") != 0)
         return tb_err_set(err, TB_ERR_RUNTIME, "the platforms are emulated on the cpu backend only");
     const double target = s->target_miou > 0 ? s->target_miou : sz->target_miou;

@@ -43,7 +43,7 @@ static const char usage_main[] =
     "  probe CONFIG [--set ...]                    host-device copy rates beside the platform's\n"
     "  plot RUN_DIR [--out DIR]                    a run's loss, accuracy, throughput, swapping and\n"
     "                                              per-class IoU as PNG and SVG figures\n"
-    "  study CONFIG [--out DIR] [--scale small|reference|test] [--only N,...] [--set ...]\n"
+    "  study CONFIG [--out DIR] [--backend NAME] [--scale small|reference|test] [--only N,...] [--set ...]\n"
     "                                              the study's benchmarks: DIR/report.md and figures\n"
     "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
     "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
@@ -100,8 +100,8 @@ static const char usage_fit[] = "usage: trainbig fit CONFIG --vary batch|crop [-
                                 "overhead, the share of the step stalled on copies, and batch x pixels against none.\n";
 
 static const char usage_study[] =
-    "usage: trainbig study CONFIG [--out DIR] [--scale small|reference|test] [--only N,...]\n"
-    "                      [--set SECTION.KEY=VALUE]...\n"
+    "usage: trainbig study CONFIG [--out DIR] [--backend NAME] [--scale small|reference|test]\n"
+    "                      [--only N,...] [--set SECTION.KEY=VALUE]...\n"
     "\n"
     "Runs the \"Training Big on Images\" study's benchmarks on CONFIG and writes DIR/report.md\n"
     "(default DIR: study) with a figure per benchmark (PNG and SVG), each beside the study's\n"
@@ -113,7 +113,9 @@ static const char usage_study[] =
     "is the study's own sizes, for a GPU; test runs tiny sizes in about a minute (to try the\n"
     "command; its numbers mean nothing). --only 2,3 runs those benchmarks alone. A progress\n"
     "line says which benchmark runs and about how long is left. A benchmark that fails is\n"
-    "reported as such; the others still run, and the study exits 1.\n";
+    "reported as such; the others still run, and the study exits 1. --backend sim\n"
+    "(--set backend.plugin=sim) runs it on the study's machines modelled, at the reference\n"
+    "scale unless --scale says otherwise: every figure is then predicted, and says so.\n";
 
 static const char usage_probe[] =
     "usage: trainbig probe CONFIG [--set SECTION.KEY=VALUE]...\n"
@@ -424,10 +426,13 @@ static int cmd_study(int argc, char **argv)
     static const struct option opts[] = {
         { "set", required_argument, NULL, 's' },   { "out", required_argument, NULL, 'o' },
         { "scale", required_argument, NULL, 'S' }, { "only", required_argument, NULL, 'O' },
-        { "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 },
+        { "backend", required_argument, NULL, 'B' }, { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     struct tb_study_request rq = { .out = "study", .scale = TB_STUDY_SMALL, .self = program_path };
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    bool scale_given = false, sim = false;
+    char backend_set[300];
+    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
     if (!sets)
         return 1;
     optind = 1;
@@ -441,7 +446,13 @@ static int cmd_study(int argc, char **argv)
         case 'o':
             rq.out = optarg;
             break;
+        case 'B':
+            snprintf(backend_set, sizeof backend_set, "backend.plugin=%.280s", optarg);
+            sets[nsets++] = backend_set;
+            sim = strcmp(optarg, "sim") == 0;
+            break;
         case 'S':
+            scale_given = true;
             if (strcmp(optarg, "small") == 0)
                 rq.scale = TB_STUDY_SMALL;
             else if (strcmp(optarg, "reference") == 0)
@@ -483,6 +494,8 @@ static int cmd_study(int argc, char **argv)
     }
     rq.config = argv[optind];
     rq.sets = sets;
+    if (sim && !scale_given) /* a modelled GPU runs the study's own sizes in minutes */
+        rq.scale = TB_STUDY_REFERENCE;
     setenv("TRAINBIG_LOG", "warn", 0); /* hundreds of runs: their setup lines would drown the progress */
     rq.nsets = nsets;
     struct tb_err err;

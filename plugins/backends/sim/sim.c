@@ -84,9 +84,11 @@ static void sim_destroy(void *ctx)
         return;
     if (sim->memory_ready)
         sim_memory_fini(&sim->memory);
-    if (sim->profile.n)
-        tb_plog(TB_LOG_INFO, "[backend] sim_profile %s: %" PRIu64 " op passes prepared took its times, %" PRIu64
-                " the model's", sim->profile_path, sim->counts.measured, sim->counts.modelled);
+    if (sim->profile.n) /* ops the profile did not have are the model's: worth a warning */
+        tb_plog(sim->counts.modelled ? TB_LOG_WARN : TB_LOG_INFO,
+                "[backend] sim_profile %s: %" PRIu64 " op passes prepared took its times, %" PRIu64
+                " had none there and took the model's",
+                sim->profile_path, sim->counts.measured, sim->counts.modelled);
     sim_profile_free(&sim->profile);
     free(sim);
 }
