@@ -2,8 +2,9 @@
  * predicts.
  *
  * 1. Against this machine's cpu backend (bench/lms's cases): the quickstart G-SCNN at one
- *    size, one uncapped step traced on the cpu backend calibrates the sim ([backend]
- *    sim_profile = that trace); then the step with device memory capped at --cap of its
+ *    size, an uncapped step traced on the cpu backend calibrates the sim ([backend]
+ *    sim_profile = that trace; again in each round, so that the machine's drift between
+ *    rounds falls on both sides); then the step with device memory capped at --cap of its
  *    footprint, on the link of power9-nvlink and of x86-pcie as the cpu backend emulates
  *    it (emulate_link, at the step's own convolution rate as bench/lms sets it), under
  *    lru, prefetch and hybrid, is measured (the median of --rounds runs, each against an
@@ -213,8 +214,8 @@ static int against_backend(const struct opts *o)
         unlink(trace);
         return 1;
     }
-    printf("\n%d. the sim against the %s backend: quickstart G-SCNN, batch %d of %dx%d; calibrated from one uncapped "
-           "step's trace; device memory capped at %.0f%% of the footprint; %d rounds\n",
+    printf("\n%d. the sim against the %s backend: quickstart G-SCNN, batch %d of %dx%d; calibrated from an uncapped "
+           "step's trace (each round's own); device memory capped at %.0f%% of the footprint; %d rounds\n",
            cuda ? 2 : 1, o->backend, o->batch, o->size, o->size, 100 * o->cap, o->rounds);
     if (!cuda)
         printf("  this CPU: convolutions at %.2f GFLOP/s in the step (the emulated link follows it), memcpy %.1f GB/s "
@@ -225,7 +226,6 @@ static int against_backend(const struct opts *o)
            base.step_s * 1e3, base.ops_s * 1e3, simbase.step_s * 1e3, simbase.ops_s * 1e3,
            100 * (simbase.step_s / base.step_s - 1), (double)base.peak / 1048576, (double)simbase.peak / 1048576);
     const double cap = floor(o->cap * (double)base.peak);
-    const double sim_cap = cap - ((double)base.peak - (double)simbase.peak);
     const int nplat = cuda ? 1 : 2;
     struct measured_case c[2][NPOL];
     memset(c, 0, sizeof c);
@@ -250,21 +250,35 @@ static int against_backend(const struct opts *o)
             return 1;
         }
         double over[NPOL][MAX_ROUNDS], modelled[NPOL][MAX_ROUNDS], rest[NPOL][MAX_ROUNDS], step[NPOL][MAX_ROUNDS],
-            moved[NPOL][MAX_ROUNDS];
+            moved[NPOL][MAX_ROUNDS], sim_step[NPOL][MAX_ROUNDS], sim_over[NPOL][MAX_ROUNDS],
+            sim_moved[NPOL][MAX_ROUNDS];
+        bool sim_ok[NPOL][MAX_ROUNDS];
         int ok[NPOL] = { 0 };
         for (int r = 0; r < o->rounds; r++) {
-            struct tb_step_timing u;
+            /* Each round calibrates the sim again from its own uncapped step, so that a
+             * drift of this machine between rounds falls on both sides of the comparison. */
+            struct tb_step_timing u, su;
             network(&s, false, o->size, o->batch);
             measured_backend(&s, o);
             if (plat)
                 set(&s, "platform.plugin=%s", plat);
-            if (run(&s, o->steps, NULL, &u, why, sizeof why)) {
+            if (run(&s, o->steps, trace, &u, why, sizeof why)) {
                 fprintf(stderr, "bench/sim: an uncapped step: %s\n", why);
                 unlink(trace);
                 return 1;
             }
+            network(&s, false, o->size, o->batch);
+            if (plat)
+                set(&s, "platform.plugin=%s", plat);
+            if (cuda) {
+                set(&s, "backend.plugin=sim");
+                set(&s, "backend.sim_profile=%s", trace);
+            } else {
+                sim_backend(&s, trace, mem_rate, NULL, 0);
+            }
+            const bool su_ok = run(&s, o->steps, NULL, &su, NULL, 0) == 0;
             for (int q = 0; q < NPOL; q++) {
-                struct tb_step_timing t;
+                struct tb_step_timing t, st;
                 network(&s, false, o->size, o->batch);
                 measured_backend(&s, o);
                 if (plat)
@@ -285,6 +299,25 @@ static int against_backend(const struct opts *o)
                 modelled[q][k] = 100 * (t.stall_s + t.recompute_s) / u.step_s;
                 rest[q][k] = over[q][k] - modelled[q][k];
                 moved[q][k] = (t.out_bytes + t.in_bytes) / 1048576;
+                /* the prediction: the sim on the same link, with the room the cpu had */
+                network(&s, false, o->size, o->batch);
+                if (plat)
+                    set(&s, "platform.plugin=%s", plat);
+                const double room = cap - ((double)u.peak - (double)(su_ok ? su.peak : simbase.peak));
+                if (cuda) {
+                    set(&s, "backend.plugin=sim");
+                    set(&s, "backend.sim_profile=%s", trace);
+                    set(&s, "backend.device_memory=%.0f", room);
+                } else {
+                    sim_backend(&s, trace, mem_rate, &link, room);
+                }
+                set(&s, "swap.plugin=%s", policies[q]);
+                sim_ok[q][k] = su_ok && run(&s, o->steps, NULL, &st, c[p][q].sim_why, sizeof c[p][q].sim_why) == 0;
+                if (sim_ok[q][k]) {
+                    sim_step[q][k] = st.step_s;
+                    sim_over[q][k] = 100 * (st.step_s / su.step_s - 1);
+                    sim_moved[q][k] = (st.out_bytes + st.in_bytes) / 1048576;
+                }
             }
         }
         for (int q = 0; q < NPOL; q++) {
@@ -292,7 +325,7 @@ static int against_backend(const struct opts *o)
             if (ok[q] == 0)
                 continue;
             m->failed = false;
-            /* the median round by overhead, its parts its own */
+            /* the median round by overhead, its parts and its prediction its own */
             int idx[MAX_ROUNDS];
             for (int i = 0; i < ok[q]; i++)
                 idx[i] = i;
@@ -310,26 +343,12 @@ static int against_backend(const struct opts *o)
             m->moved = moved[q][mid];
             m->lo = over[q][idx[0]];
             m->hi = over[q][idx[ok[q] - 1]];
-            /* the prediction: the sim on the same link, with the room the cpu had */
-            struct tb_step_timing t;
-            network(&s, false, o->size, o->batch);
-            if (plat)
-                set(&s, "platform.plugin=%s", plat);
-            if (cuda) {
-                set(&s, "backend.plugin=sim");
-                set(&s, "backend.sim_profile=%s", trace);
-                set(&s, "backend.device_memory=%.0f", sim_cap);
-            } else {
-                sim_backend(&s, trace, mem_rate, &link, sim_cap);
+            m->sim_failed = !sim_ok[q][mid];
+            if (!m->sim_failed) {
+                m->sim_step_s = sim_step[q][mid];
+                m->sim_over = sim_over[q][mid];
+                m->sim_moved = sim_moved[q][mid];
             }
-            set(&s, "swap.plugin=%s", policies[q]);
-            if (run(&s, o->steps, NULL, &t, m->sim_why, sizeof m->sim_why)) {
-                m->sim_failed = true;
-                continue;
-            }
-            m->sim_step_s = t.step_s;
-            m->sim_over = 100 * (t.step_s / simbase.step_s - 1);
-            m->sim_moved = (t.out_bytes + t.in_bytes) / 1048576;
         }
         printf("  %s: the link as the copies had it: %.3g GB/s host to device, %.3g back, %.3g each way at once, "
                "%.0f us per copy\n",
@@ -375,8 +394,8 @@ static int against_paper(const struct opts *o)
            "over four 16 GB V100s), device memory capped at %.0f%% of the footprint; predicted by the op-time model "
            "(sim_model.c's table, no calibration)\n",
            100 * o->cap);
-    printf("  %-12s %5s %12s %12s %10s %10s %10s %10s\n", "platform", "size", "step (s)", "footprint", "IBM LMS",
-           "lru", "prefetch", "hybrid");
+    printf("  %-12s %5s %12s %12s %10s %10s %10s %10s %16s\n", "platform", "size", "step (s)", "footprint", "IBM LMS",
+           "lru", "prefetch", "hybrid", "every tensor");
     struct sets s;
     char why[2048];
     double lru[NPAPER][2];
@@ -410,8 +429,17 @@ static int against_paper(const struct opts *o)
             }
             char lms[16];
             snprintf(lms, sizeof lms, "%.0f%%", paper_lms[p][z]);
-            printf("  %-12s %5d %12.2f %8.2f GiB %10s %10s %10s %10s\n", paper_platforms[p], sides[z], u.step_s,
-                   (double)u.peak / 1073741824.0, lms, cell[0], cell[1], cell[2]);
+            /* What swapping every activation and gradient out and back once would cost where
+             * none of it hid behind compute: both directions at the link's duplex rate. */
+            struct tb_link link, given;
+            struct tb_err lerr;
+            tb_err_clear(&lerr);
+            char all[32] = "?";
+            if (tb_step_link(NULL, s.v, s.n, &link, &given, &lerr) == 0 && given.duplex_bytes_per_s > 0)
+                snprintf(all, sizeof all, "%.0f%%",
+                         100 * u.transient_bytes / given.duplex_bytes_per_s / u.step_s);
+            printf("  %-12s %5d %12.2f %8.2f GiB %10s %10s %10s %10s %16s\n", paper_platforms[p], sides[z], u.step_s,
+                   (double)u.peak / 1073741824.0, lms, cell[0], cell[1], cell[2], all);
         }
     bool order = true, within = true;
     for (int z = 0; z < 2; z++) {
@@ -422,6 +450,9 @@ static int against_paper(const struct opts *o)
     printf("  platform ordering (ac922 below dgx-station and p3.8xlarge) at both sizes: %s; every lru overhead "
            "within 15 points of IBM LMS's: %s\n",
            order ? "holds" : "does not hold", within ? "yes" : "no");
+    printf("  (every tensor: each activation and gradient of the step swapped out and back once, none of it hidden "
+           "behind compute, at the link's duplex rate, in %% of the uncapped step: what a policy that swaps "
+           "everything above a size, as IBM LMS did, pays at most; lru moves only what the cap forces)\n");
 
     /* Whether the study's two batch x crop cells fit on a 16 GB V100 without swapping. */
     static const struct {
