@@ -111,6 +111,11 @@ struct tb_study_bars {
 int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, struct tb_err *err);
 
 int tb_study_time(struct tb_study *s, struct tb_err *err);
+/* A step of the configuration with `extra` after the user's assignments, the file's [swap]
+ * section forgotten (tb_time_steps_swap), timed over the scale's time_steps (study_time.c). */
+struct tb_step_timing;
+int tb_study_time_step(const struct tb_study *s, const char *const *extra, int nextra, struct tb_step_timing *t,
+                       struct tb_err *err);
 /* Benchmark 1 on the sim backend (study_time_sim.c): the training time per platform, predicted. */
 int tb_study_time_sim(struct tb_study *s, struct tb_err *err);
 int tb_study_grid(struct tb_study *s, struct tb_err *err);

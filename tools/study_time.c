@@ -130,9 +130,8 @@ static int train_to_target(struct tb_study *s, double target, const char *name, 
     return rc;
 }
 
-/* A step of the configuration with `extra` after the user's assignments. */
-static int time_step(struct tb_study *s, const char *const *extra, int nextra, struct tb_step_timing *t,
-                     struct tb_err *err)
+int tb_study_time_step(const struct tb_study *s, const char *const *extra, int nextra, struct tb_step_timing *t,
+                       struct tb_err *err)
 {
     const int n = s->rq->nsets + nextra;
     const char **all = malloc((size_t)n * sizeof *all);
@@ -215,7 +214,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
     tb_study_progress(s, "the step uncapped");
     struct tb_step_timing base;
     const char *uncapped[] = { "backend.plugin=cpu", "swap.plugin=none", "backend.device_memory=0" };
-    rc = time_step(s, uncapped, 3, &base, err);
+    rc = tb_study_time_step(s, uncapped, 3, &base, err);
     if (rc) {
         free(l);
         return tb_err_prefix(err, "the step uncapped");
@@ -240,7 +239,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
             tb_err_clear(&cerr);
             why[p][q][0] = '\0';
             ratio[p][q] = NAN;
-            if (time_step(s, extra, 7, &t, &cerr))
+            if (tb_study_time_step(s, extra, 7, &t, &cerr))
                 snprintf(why[p][q], sizeof why[p][q], "%.150s", cerr.msg);
             else
                 ratio[p][q] = t.step_s; /* over the uncapped step below */
@@ -270,7 +269,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
     s->frac = 0.98;
     tb_study_progress(s, "the step uncapped, again");
     struct tb_step_timing again;
-    rc = time_step(s, uncapped, 3, &again, err);
+    rc = tb_study_time_step(s, uncapped, 3, &again, err);
     if (rc) {
         free(l);
         return tb_err_prefix(err, "the step uncapped");

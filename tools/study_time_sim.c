@@ -55,22 +55,6 @@ static int read_config(const struct tb_study *s, int *batch, int *crop, int *epo
     return rc;
 }
 
-static int time_step(const struct tb_study *s, const char *const *extra, int nextra, struct tb_step_timing *t,
-                     struct tb_err *err)
-{
-    const int n = s->rq->nsets + nextra;
-    const char **all = malloc((size_t)n * sizeof *all);
-    if (!all)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < s->rq->nsets; i++)
-        all[i] = s->rq->sets[i];
-    for (int i = 0; i < nextra; i++)
-        all[s->rq->nsets + i] = extra[i];
-    const int rc = tb_time_steps_swap(s->rq->config, all, n, s->sz->time_steps, t, err);
-    free(all);
-    return rc;
-}
-
 int tb_study_time_sim(struct tb_study *s, struct tb_err *err)
 {
     int batch, crop, epochs;
@@ -93,7 +77,7 @@ int tb_study_time_sim(struct tb_study *s, struct tb_err *err)
         struct tb_step_timing t;
         need[p] = NAN;
         tb_study_progress(s, "%s, the step's footprint", tb_study_platforms[p]);
-        if (time_step(s, big, 8, &t, err) == TB_OK)
+        if (tb_study_time_step(s, big, 8, &t, err) == TB_OK)
             need[p] = (double)t.peak;
         for (int q = 0; q < NPOL; q++) {
             s->frac = (NPOL * p + q + 1.0) / (NPOL * TB_STUDY_NPLAT);
@@ -104,7 +88,7 @@ int tb_study_time_sim(struct tb_study *s, struct tb_err *err)
             tb_err_clear(&cerr);
             step_s[p][q] = NAN;
             why[p][q][0] = '\0';
-            if (time_step(s, extra, 7, &t, &cerr))
+            if (tb_study_time_step(s, extra, 7, &t, &cerr))
                 snprintf(why[p][q], sizeof why[p][q], "%s",
                          cerr.status == TB_ERR_NOMEM && q == 0 ? "does not fit without LMS" : "failed");
             else
