@@ -246,8 +246,9 @@ static void check_sample(struct tb_instance *d, size_t i, const struct fixture_f
     bool seen[256] = { false };
     for (int p = 0; p < W * H; p++) {
         seen[ids[p]] = true;
-        ck_assert_msg(s.label[p] == expected_train_id(ids[p]), "sample %zu pixel %d: id %d gave %d, expected %d", i, p,
-                      ids[p], s.label[p], expected_train_id(ids[p]));
+        if (s.label[p] != expected_train_id(ids[p]))
+            ck_abort_msg("sample %zu pixel %d: id %d gave %d, expected %d", i, p, ids[p], s.label[p],
+                         expected_train_id(ids[p]));
     }
     for (int id = 0; id < 34; id++)
         ck_assert_msg(seen[id], "the fixture misses id %d", id);

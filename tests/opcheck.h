@@ -293,8 +293,8 @@ static inline void test_assert_close(const char *what, const float *got, const d
                                      double rtol)
 {
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(fabs((double)got[i] - want[i]) <= atol + rtol * fabs(want[i]), "%s[%zu]: got %.8g, want %.8g",
-                      what, i, (double)got[i], want[i]);
+        if (!(fabs((double)got[i] - want[i]) <= atol + rtol * fabs(want[i])))
+            ck_abort_msg("%s[%zu]: got %.8g, want %.8g", what, i, (double)got[i], want[i]);
 }
 
 #endif
