@@ -244,7 +244,7 @@ static int against_backend(const struct opts *o)
         }
         struct tb_err err;
         tb_err_clear(&err);
-        if (tb_step_link(NULL, s.v, s.n, &link, &given, &err)) {
+        if (tb_step_link(NULL, s.v, s.n, &link, &given, NULL, &err)) {
             fprintf(stderr, "bench/sim: the link of %s: %s\n", plat ? plat : "the platform", err.msg);
             unlink(trace);
             return 1;
@@ -435,7 +435,7 @@ static int against_paper(const struct opts *o)
             struct tb_err lerr;
             tb_err_clear(&lerr);
             char all[32] = "?";
-            if (tb_step_link(NULL, s.v, s.n, &link, &given, &lerr) == 0 && given.duplex_bytes_per_s > 0)
+            if (tb_step_link(NULL, s.v, s.n, &link, &given, NULL, &lerr) == 0 && given.duplex_bytes_per_s > 0)
                 snprintf(all, sizeof all, "%.0f%%",
                          100 * u.transient_bytes / given.duplex_bytes_per_s / u.step_s);
             printf("  %-12s %5d %12.2f %8.2f GiB %10s %10s %10s %10s %16s\n", paper_platforms[p], sides[z], u.step_s,

@@ -195,7 +195,8 @@ START_TEST(accelerators_described)
     char text[256];
     tb_accel_text(&a, 15.7e12, text, sizeof text);
     ck_assert_str_eq(text, "V100 SXM2 32 GB: 31.0 GiB for trainbig, 897 GB/s memory, 15.7 TFLOP/s fp32, 120.0 fp16, "
-                           "1.5 bf16 (dense, matrix units)");
+                           "1.5 bf16 (dense, matrix units); 4 per node, ring 12 GB/s within a node and 12.5 GB/s "
+                           "between nodes");
     tb_instance_close(&pi);
     /* a memory of 0, a rate written in bytes/s, are caught by the keys' ranges */
     struct tb_err err;
@@ -203,6 +204,51 @@ START_TEST(accelerators_described)
     ck_assert_contains(err.msg, "accel_memory");
     open_fails("h200", "accel_mem_gbps = 4.8e12\n", &err);
     ck_assert_contains(err.msg, "accel_mem_gbps");
+}
+END_TEST
+
+/* How each platform's GPUs talk to each other (ABI 1.15), for data parallelism: the ring's
+ * slowest hop within a node and the network between nodes; every value is a key. */
+START_TEST(gpus_together_described)
+{
+    static const struct {
+        const char *platform;
+        int per_node;
+        double peer_gbps, peer_us, net_gbps, net_us;
+    } rows[] = {
+        { "x86-pcie", 4, 12, 5.7, 12.5, 2 },    { "power9-nvlink", 4, 64, 3.4, 12.5, 2 },
+        { "ac922", 4, 64, 3.4, 12.5, 2 },       { "dgx-station", 4, 12, 5.7, 12.5, 2 },
+        { "p3.8xlarge", 4, 12, 5.7, 1.25, 30 }, { "h100-sxm", 8, 450, 3.4, 50, 2 },
+        { "h200", 8, 450, 3.4, 50, 2 },         { "rtx4090", 1, 24, 5.7, 1.25, 30 },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct tb_instance pi;
+        open_ok(&pi, rows[i].platform, "");
+        const struct tb_accel a = accel_of(&pi);
+        ck_assert_int_eq(a.per_node, rows[i].per_node);
+        ck_assert_near(a.peer_bytes_per_s, rows[i].peer_gbps * 1e9);
+        ck_assert_near(a.peer_latency_s * 1e6, rows[i].peer_us);
+        ck_assert_near(a.net_bytes_per_s, rows[i].net_gbps * 1e9);
+        ck_assert_near(a.net_latency_s * 1e6, rows[i].net_us);
+        tb_instance_close(&pi);
+    }
+    struct tb_instance pi;
+    open_ok(&pi, "p3.8xlarge", "gpus_per_node = 8\npeer_gbps = 25\npeer_latency_us = 3\nnet_gbps = 3.125\n"
+                               "net_latency_us = 15\n");
+    const struct tb_accel a = accel_of(&pi);
+    ck_assert_int_eq(a.per_node, 8);
+    ck_assert_near(a.peer_bytes_per_s, 25e9);
+    ck_assert_near(a.peer_latency_s, 3e-6);
+    ck_assert_near(a.net_bytes_per_s, 3.125e9);
+    ck_assert_near(a.net_latency_s, 15e-6);
+    tb_instance_close(&pi);
+    struct tb_err err;
+    open_fails("h100-sxm", "gpus_per_node = 0\n", &err);
+    ck_assert_contains(err.msg, "gpus_per_node");
+    open_fails("h100-sxm", "peer_gbps = 0\n", &err);
+    ck_assert_contains(err.msg, "peer_gbps");
+    open_fails("h100-sxm", "net_gbps = 4e10\n", &err); /* bytes/s by mistake */
+    ck_assert_contains(err.msg, "net_gbps");
 }
 END_TEST
 
@@ -1005,6 +1051,7 @@ static Suite *platform_suite(void)
     tcase_add_test(tc, power9_nvlink_defaults);
     tcase_add_test(tc, presets_are_their_class);
     tcase_add_test(tc, accelerators_described);
+    tcase_add_test(tc, gpus_together_described);
     tcase_add_test(tc, every_value_overridden);
     tcase_add_test(tc, edges_allowed);
     tcase_add_test(tc, duplex_faster_than_alone);

@@ -13,6 +13,7 @@
 #include <trainbig/trainbig.h>
 
 #include "plugins/backends/sim/sim_clock.h"
+#include "plugins/backends/sim/sim_comm.h"
 #include "plugins/backends/sim/sim_memory.h"
 #include "plugins/backends/sim/sim_model.h"
 #include "plugins/backends/sim/sim_profile.h"
@@ -110,7 +111,7 @@ static struct tb_op op_with(enum tb_op_kind kind, uint32_t nin, const struct tb_
 static struct sim_device v100(void)
 {
     const struct tb_link l = { .accel_flops = 15.7e12, .accel_efficiency = 0.7 };
-    const struct tb_accel a = { "V100", 15ull << 30, 900e9, 125e12, 0 };
+    const struct tb_accel a = { .name = "V100", .memory_bytes = 15ull << 30, .mem_bytes_per_s = 900e9, .fp16_flops = 125e12 };
     struct sim_device d;
     sim_device_from(&d, &l, &a);
     return d;
@@ -165,7 +166,9 @@ START_TEST(conv_classes_and_devices)
     ck_assert_str_eq(e.row, "conv2d dilated");
 
     const struct tb_link hl = { .accel_flops = 67e12, .accel_efficiency = 0.45 };
-    const struct tb_accel ha = { "H100", 78ull << 30, 3350e9, 989e12, 989e12 };
+    const struct tb_accel ha = {
+        .name = "H100", .memory_bytes = 78ull << 30, .mem_bytes_per_s = 3350e9, .fp16_flops = 989e12, .bf16_flops = 989e12
+    };
     struct sim_device h;
     sim_device_from(&h, &hl, &ha);
     struct tb_op big = op_with(TB_OP_CONV2D, 2, in3);
@@ -390,6 +393,28 @@ START_TEST(trace_profile)
 END_TEST
 #endif
 
+/* The ring all-reduce: 2(n-1)/n of the bytes over the slowest hop and 2(n-1) steps of its
+ * latency; within a node the GPUs' link, over nodes the slower of it and the network. */
+START_TEST(ring_allreduce_over_the_links)
+{
+    const struct tb_accel a = { .per_node = 4,
+                                .peer_bytes_per_s = 64e9,
+                                .peer_latency_s = 3.4e-6,
+                                .net_bytes_per_s = 12.5e9,
+                                .net_latency_s = 2e-6 };
+    ck_assert_close(sim_ring_seconds(&a, 1, 1e9), 0.0);
+    ck_assert_close(sim_ring_seconds(&a, 2, 1e9), 1.0 * 1e9 / 64e9 + 2 * 3.4e-6);
+    ck_assert_close(sim_ring_seconds(&a, 4, 1e9), 1.5 * 1e9 / 64e9 + 6 * 3.4e-6);
+    ck_assert_close(sim_ring_seconds(&a, 8, 1e9), 1.75 * 1e9 / 12.5e9 + 14 * 3.4e-6);
+    /* a network faster than the node's hop: the node's still bounds the ring */
+    struct tb_accel fast = a;
+    fast.net_bytes_per_s = 100e9;
+    fast.net_latency_s = 9e-6;
+    ck_assert_close(sim_ring_seconds(&fast, 8, 1e9), 1.75 * 1e9 / 64e9 + 14 * 9e-6);
+    ck_assert_close(sim_ring_seconds(&a, 4, 0), 6 * 3.4e-6);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim");
@@ -397,6 +422,7 @@ int main(void)
     tcase_add_test(tc, streams_order_and_overlap);
     tcase_add_test(tc, events_order_streams_and_host);
     tcase_add_test(tc, copies_on_the_link);
+    tcase_add_test(tc, ring_allreduce_over_the_links);
     suite_add_tcase(s, tc);
     tc = tcase_create("model");
     tcase_add_test(tc, roofline_of_a_conv_and_a_relu);

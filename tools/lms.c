@@ -510,7 +510,7 @@ int tb_lms_measure(const struct tb_lms_options *o, struct tb_lms_result *r, stru
         if (p > 0 && !r->user_rate) /* measured once */
             add(&c, "backend.compute_gflops=%.6g", NULL, r->emu[0].accel_flops * r->emu[0].accel_efficiency / 1e9);
         tb_err_clear(err);
-        const int rc = tb_step_link(o->config, c.sets, c.n, &r->emu[p], &r->given[p], err);
+        const int rc = tb_step_link(o->config, c.sets, c.n, &r->emu[p], &r->given[p], NULL, err);
         free(c.sets);
         if (rc)
             return tb_err_prefix(err, "the emulated link of %s", o->platforms[p]);

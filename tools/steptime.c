@@ -291,7 +291,7 @@ int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, i
 }
 
 int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
-                 struct tb_err *err)
+                 struct tb_accel *accel, struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
     int rc = load_config(path, &cfg, err);
@@ -309,6 +309,8 @@ int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb
     if (!rc) {
         *link = r.link;
         *platform = r.platform_link;
+        if (accel)
+            *accel = r.accel;
     }
     tb_run_close(&r);
     tb_setup_free(s);

@@ -63,9 +63,9 @@ int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int
 
 /* The link the run's copies see (the backend's set_platform may rewrite it: with the cpu
  * backend's emulate_link, this CPU as the accelerator and the scaled rates) and the
- * platform's own, for the configuration of `path` (NULL: empty) and the assignments;
- * nothing trains. */
+ * platform's own, and (accel not NULL) the platform's accelerator, for the configuration
+ * of `path` (NULL: empty) and the assignments; nothing trains. */
 int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
-                 struct tb_err *err);
+                 struct tb_accel *accel, struct tb_err *err);
 
 #endif

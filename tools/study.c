@@ -306,7 +306,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
                 all[i] = rq->sets[i];
             memcpy(all + rq->nsets, extra, (size_t)nextra * sizeof *extra);
             struct tb_link emu, given;
-            rc = tb_step_link(rq->config, all, n, &emu, &given, err);
+            rc = tb_step_link(rq->config, all, n, &emu, &given, NULL, err);
             free(all);
             if (rc) {
                 tb_err_prefix(err, "the emulated link of %s", tb_study_platforms[p]);
@@ -351,7 +351,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
             all[i] = rq->sets[i];
         all[rq->nsets] = plat;
         struct tb_link link, given;
-        rc = tb_step_link(rq->config, all, n, &link, &given, err);
+        rc = tb_step_link(rq->config, all, n, &link, &given, NULL, err);
         free(all);
         if (rc) {
             tb_err_prefix(err, "the link of %s", tb_study_platforms[p]);

@@ -8,11 +8,11 @@
  * ranks split this machine's cores, so the "speedup" here measures the overhead of data
  * parallelism (gradient all-reduce, synchronised batch norm), not scaling.
  *
- * Modelled, as bench/scaling models it (its comments give the sources of the numbers):
- * a ring all-reduce of the gradients, 2(N-1)/N x gradient bytes / bw + 2(N-1) x latency x
- * buckets, over the ring's slowest hop: within an AC922 the X-bus between its sockets
- * (64 GB/s, 3.4 us), within a PCIe node PCIe 3.0 (12 GB/s, 5.7 us), between nodes
- * InfiniBand EDR (12.5 GB/s, 2 us). A GPU's step is the measured 1-rank step x f (this
+ * Modelled, as bench/scaling models it: a ring all-reduce of the gradients, 2(N-1)/N x
+ * gradient bytes / bw + 2(N-1) x latency x buckets, over the ring's slowest hop, with the
+ * platforms' figures (gpus_per_node, peer_gbps, peer_latency_us, net_gbps, net_latency_us;
+ * plugins/platforms/platform.c gives their sources): within an AC922 the X-bus between its
+ * sockets, within a PCIe node (dgx-station's) PCIe 3.0, between nodes InfiniBand EDR. A GPU's step is the measured 1-rank step x f (this
  * CPU's convolution rate over the platform preset's accelerator, achieved: the V100's
  * accel_tflops x accel_efficiency, as the header reports them). Without overlap a step is compute +
  * all-reduce; with it, compute + what the all-reduce leaves after backward (2/3 of the
@@ -39,7 +39,7 @@
 
 extern char **environ;
 
-enum { PER_RANK_BATCH = 2, GPUS_PER_NODE = 4, MAX_NODES = 8 };
+enum { PER_RANK_BATCH = 2, MAX_NODES = 8 };
 
 struct point {
     int ranks, batch, threads;
@@ -183,12 +183,38 @@ static int measure(struct tb_study *s, int ranks, bool mpi, int side, struct poi
     return TB_OK;
 }
 
-/* The model's step on n GPUs (one node of n, or n / 4 nodes) of a link class. */
+/* The model's step on n GPUs (one node, or n / per_node nodes) of a node class: a platform's
+ * GPUs together (struct tb_accel). */
 struct link_class {
     const char *name;
-    double gbps, latency_s;
-    int platform; /* its accelerator's: tb_study_platforms[platform] */
+    int platform; /* tb_study_platforms[platform] */
+    struct tb_accel a;
 };
+
+/* The GPUs together of platform `name` (its [platform] keys, with the user's assignments). */
+static int platform_ring(struct tb_study *s, const char *name, struct tb_accel *a, struct tb_err *err)
+{
+    char plat[64];
+    snprintf(plat, sizeof plat, "platform.plugin=%s", name);
+    const int n = s->rq->nsets + 1;
+    const char **all = malloc((size_t)n * sizeof *all);
+    if (!all)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->rq->nsets; i++)
+        all[i] = s->rq->sets[i];
+    all[s->rq->nsets] = plat;
+    struct tb_link link, given;
+    int rc = tb_step_link(s->rq->config, all, n, &link, &given, a, err);
+    free(all);
+    if (rc)
+        return tb_err_prefix(err, "the GPUs of %s", name);
+    if (a->per_node < 1 || a->peer_bytes_per_s <= 0 || a->net_bytes_per_s <= 0)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "platform '%s' does not say how its GPUs talk (gpus_per_node, peer_gbps, net_gbps; a "
+                          "plugin older than ABI 1.15?): the scaling model needs them",
+                          name);
+    return TB_OK;
+}
 
 static double allreduce_s(int n, double grad_bytes, double gbps, double latency_s)
 {
@@ -202,9 +228,9 @@ static double allreduce_s(int n, double grad_bytes, double gbps, double latency_
 static double model_step(double t, int gpus, double grad_bytes, const struct link_class *node, bool overlap)
 {
     /* Over nodes the ring's slowest hop is the network's. */
-    static const struct link_class ib = { "InfiniBand EDR", 12.5, 2e-6, -1 };
-    const struct link_class *l = gpus > GPUS_PER_NODE ? &ib : node;
-    const double ar = allreduce_s(gpus, grad_bytes, l->gbps, l->latency_s);
+    const struct tb_accel *a = &node->a;
+    const double ar = gpus > a->per_node ? allreduce_s(gpus, grad_bytes, a->net_bytes_per_s / 1e9, a->net_latency_s)
+                                         : allreduce_s(gpus, grad_bytes, a->peer_bytes_per_s / 1e9, a->peer_latency_s);
     return overlap ? t + fmax(0, ar - t * 2.0 / 3.0) : t + ar;
 }
 
@@ -253,10 +279,15 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
         pts[0].step_s = one.step_s;
         pts[0].batch = 2;
     }
-    static const struct link_class classes[2] = {
-        { "AC922 (NVLink; X-bus between sockets)", 64, 3.4e-6, 0 },
-        { "DGX Station / p3.8xlarge (PCIe 3.0)", 12, 5.7e-6, 1 },
+    struct link_class classes[2] = {
+        { "AC922 (NVLink; X-bus between sockets)", 0, { .per_node = 0 } },
+        { "DGX Station / p3.8xlarge (PCIe 3.0)", 1, { .per_node = 0 } },
     };
+    for (int c = 0; c < 2; c++) {
+        int rc = platform_ring(s, tb_study_platforms[classes[c].platform], &classes[c].a, err);
+        if (rc)
+            return rc;
+    }
     /* A GPU's step: on the cpu backend the measured step x f of the node's platform (this
      * CPU's convolution rate over its accelerator's, achieved: the header's); on a GPU the
      * measured step itself. */
@@ -295,29 +326,36 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
     double sp[2][2][4];
     for (int c = 0; c < 2; c++)
         for (int o = 0; o < 2; o++) {
-            const double node1 = model_step(t1[c], GPUS_PER_NODE, grad_bytes, &classes[c], o);
+            const int per_node = classes[c].a.per_node;
+            const double node1 = model_step(t1[c], per_node, grad_bytes, &classes[c], o);
             for (int m = 0; m < 4; m++)
                 sp[c][o][m] =
-                    nodes[m] * node1 / model_step(t1[c], GPUS_PER_NODE * nodes[m], grad_bytes, &classes[c], o);
+                    nodes[m] * node1 / model_step(t1[c], per_node * nodes[m], grad_bytes, &classes[c], o);
         }
     if (cpu)
         fprintf(md,
                 "\nModelled for the study's nodes of %d GPUs: a GPU's step = the 1-rank step here x f = %.1f ms x "
                 "%.3g = %.2f ms on %s's accelerator (f: this CPU's convolution rate, %.1f GFLOP/s, over its "
                 "achieved %.0f GFLOP/s, the platform's accel_tflops x accel_efficiency)",
-                GPUS_PER_NODE, pts[0].step_s * 1e3, f[0], t1[0] * 1e3, tb_study_platforms[classes[0].platform],
+                classes[0].a.per_node, pts[0].step_s * 1e3, f[0], t1[0] * 1e3, tb_study_platforms[classes[0].platform],
                 cpu_rate / 1e9, s->accel_gflops[classes[0].platform]);
     else
         fprintf(md,
                 "\nModelled for the study's nodes of %d GPUs: a GPU's step = the 1-rank step measured here, %.2f ms",
-                GPUS_PER_NODE, t1[0] * 1e3);
+                classes[0].a.per_node, t1[0] * 1e3);
     for (int c = 1; c < 2; c++)
         if (t1[c] != t1[0])
             fprintf(md, "; %.2f ms on %s's", t1[c] * 1e3, tb_study_platforms[classes[c].platform]);
-    fprintf(md,
-            "; gradients %.1f MB (%llu parameters); a ring all-reduce over the slowest hop, InfiniBand EDR between "
-            "nodes; overlap: with backward (2/3 of the step).\n\n",
-            grad_bytes / 1e6, (unsigned long long)pts[0].params);
+    fprintf(md, "; gradients %.1f MB (%llu parameters); a ring all-reduce over the slowest hop (", grad_bytes / 1e6,
+            (unsigned long long)pts[0].params);
+    for (int c = 0; c < 2; c++) {
+        const struct tb_accel *a = &classes[c].a;
+        fprintf(md, "%s%s: %d GPUs per node, %.3g GB/s and %.3g us per step within a node, %.3g GB/s and %.3g us between",
+                c ? "; " : "", tb_study_platforms[classes[c].platform], a->per_node, a->peer_bytes_per_s / 1e9,
+                a->peer_latency_s * 1e6, a->net_bytes_per_s / 1e9, a->net_latency_s * 1e6);
+    }
+    fprintf(md, ": the platforms' gpus_per_node, peer_gbps, peer_latency_us, net_gbps and net_latency_us); overlap: with "
+                "backward (2/3 of the step).\n\n");
     fprintf(md, "| node | overlap | 1 node | 2 nodes | 4 nodes | 8 nodes |\n|---|---|---|---|---|---|\n");
     for (int c = 0; c < 2; c++)
         for (int o = 1; o >= 0; o--)

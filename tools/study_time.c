@@ -255,7 +255,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
         for (int i = 0; i < s->rq->nsets; i++)
             all[i] = s->rq->sets[i];
         memcpy(all + s->rq->nsets, lk, sizeof lk);
-        rc = tb_step_link(s->rq->config, all, n, &emu, &given, err);
+        rc = tb_step_link(s->rq->config, all, n, &emu, &given, NULL, err);
         free(all);
         if (rc) {
             free(l);

@@ -16,7 +16,7 @@
 
 /* The first minor whose tb_link and tb_platform_ops have the 1.4 members, the first whose
  * tb_link has accel_efficiency, and the first with accel(). */
-enum { LINK_V14 = 4, LINK_V17 = 7, ACCEL_V113 = 13 };
+enum { LINK_V14 = 4, LINK_V17 = 7, ACCEL_V113 = 13, ACCEL_V115 = 15 };
 
 static bool has_v14(const struct tb_plugin *p)
 {
@@ -66,6 +66,15 @@ void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *ou
     out->mem_bytes_per_s = known_rate(out->mem_bytes_per_s);
     out->fp16_flops = known_rate(out->fp16_flops);
     out->bf16_flops = known_rate(out->bf16_flops);
+    if (p->abi_minor < ACCEL_V115) {
+        out->per_node = 0;
+        out->peer_bytes_per_s = out->peer_latency_s = out->net_bytes_per_s = out->net_latency_s = 0;
+    }
+    out->per_node = out->per_node > 0 ? out->per_node : 0;
+    out->peer_bytes_per_s = known_rate(out->peer_bytes_per_s);
+    out->peer_latency_s = known_rate(out->peer_latency_s);
+    out->net_bytes_per_s = known_rate(out->net_bytes_per_s);
+    out->net_latency_s = known_rate(out->net_latency_s);
 }
 
 void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_t size)
@@ -83,8 +92,12 @@ void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_
         snprintf(h, sizeof h, "%.1f fp16", a->fp16_flops / 1e12);
     if (a->bf16_flops > 0)
         snprintf(b, sizeof b, "%.1f bf16", a->bf16_flops / 1e12);
-    snprintf(buf, size, "%s: %s, %s, %.1f TFLOP/s fp32, %s, %s (dense, matrix units)", a->name[0] ? a->name : "unnamed",
-             mem, bw, fp32_flops / 1e12, h, b);
+    char ring[160] = "";
+    if (a->per_node > 0)
+        snprintf(ring, sizeof ring, "; %d per node, ring %.0f GB/s within a node and %.1f GB/s between nodes",
+                 a->per_node, a->peer_bytes_per_s / 1e9, a->net_bytes_per_s / 1e9);
+    snprintf(buf, size, "%s: %s, %s, %.1f TFLOP/s fp32, %s, %s (dense, matrix units)%s",
+             a->name[0] ? a->name : "unnamed", mem, bw, fp32_flops / 1e12, h, b, ring);
 }
 
 enum { MAX_NAME = 255 };

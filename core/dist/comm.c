@@ -17,6 +17,7 @@
 
 #include "core/dist/world.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,67 @@ static int world_broadcast(const struct tb_comm *c, enum tb_comm_channel ch, voi
     (void)root;
     return tb_err_set(err, TB_ERR_RUNTIME, "internal error: a collective over %d ranks without MPI", world.size);
 #endif
+}
+
+/* ------------------------------------------------------------------ modelled ranks */
+
+/* The modelled ranks are identical: each holds what this process holds, so a sum is
+ * `size` times the value, a minimum or maximum the value itself, a broadcast nothing. */
+static int modelled_allreduce(const struct tb_comm *c, enum tb_comm_channel ch, void *data, size_t count,
+                              enum tb_comm_dtype dtype, enum tb_comm_reduce op, struct tb_err *err)
+{
+    (void)ch;
+    if (op != TB_COMM_SUM)
+        return TB_OK;
+    const int n = c->size;
+    for (size_t i = 0; i < count; i++)
+        switch (dtype) {
+        case TB_COMM_F32: ((float *)data)[i] *= (float)n; break;
+        case TB_COMM_F64: ((double *)data)[i] *= n; break;
+        case TB_COMM_U64: ((uint64_t *)data)[i] *= (uint64_t)n; break;
+        case TB_COMM_I32: {
+            const int64_t v = (int64_t)((int32_t *)data)[i] * n;
+            if (v > INT32_MAX || v < INT32_MIN)
+                return tb_err_set(err, TB_ERR_RUNTIME, "a sum over %d modelled ranks overflows 32 bits", n);
+            ((int32_t *)data)[i] = (int32_t)v;
+            break;
+        }
+        }
+    return TB_OK;
+}
+
+static int modelled_broadcast(const struct tb_comm *c, enum tb_comm_channel ch, void *data, size_t bytes, int root,
+                              struct tb_err *err)
+{
+    (void)c;
+    (void)ch;
+    (void)data;
+    (void)bytes;
+    (void)root;
+    (void)err;
+    return TB_OK;
+}
+
+int tb_comm_model_ranks(int ranks, struct tb_err *err)
+{
+    if (world.size > 1 && world.allreduce != modelled_allreduce)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "a modelled device standing for %d GPUs was started as one of %d ranks: run it as one "
+                          "process (the device models the others)",
+                          ranks, world.size);
+    world = (struct tb_comm){ 0, ranks, 0, ranks, 1, modelled_allreduce, modelled_broadcast, NULL };
+    return TB_OK;
+}
+
+void tb_comm_unmodel(void)
+{
+    if (world.allreduce == modelled_allreduce)
+        world = (struct tb_comm){ 0, 1, 0, 1, 1, world_allreduce, world_broadcast, NULL };
+}
+
+bool tb_comm_modelled(void)
+{
+    return world.allreduce == modelled_allreduce;
 }
 
 int tb_comm_allreduce(void *data, size_t count, enum tb_comm_dtype dtype, enum tb_comm_reduce op, struct tb_err *err)

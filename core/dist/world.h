@@ -28,6 +28,14 @@ void tb_comm_abort(int code);
 #define TB_COMM_DEFAULT_TIMEOUT 600.0
 void tb_comm_set_timeout(double seconds);
 
+/* Makes the world `ranks` modelled ranks (a modelled device's, tb_device_info's ranks):
+ * this process is rank 0 and the others are identical to it, so a sum over the world is
+ * `ranks` times this rank's value and a broadcast changes nothing. An error in a world MPI
+ * joined. tb_comm_unmodel returns to the world of one. */
+int tb_comm_model_ranks(int ranks, struct tb_err *err);
+void tb_comm_unmodel(void);
+bool tb_comm_modelled(void);
+
 /* Conveniences on TB_CHANNEL_MAIN of the world. */
 int tb_comm_allreduce(void *data, size_t count, enum tb_comm_dtype dtype, enum tb_comm_reduce op, struct tb_err *err);
 int tb_comm_broadcast(void *data, size_t bytes, int root, struct tb_err *err);

@@ -33,6 +33,16 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     if (rc) {
         return tb_err_prefix(err, "backend '%s'", r->backend->name);
     }
+    /* A modelled device that stands for several GPUs: the world becomes its ranks. */
+    struct tb_device_info info;
+    memset(&info, 0, sizeof info);
+    if (r->backend->abi_minor >= 15 && r->backend->ops.backend->device_info &&
+        r->backend->ops.backend->device_info(r->backend_ctx, 0, &info) == TB_OK &&
+        (info.flags & TB_DEVICE_MODELLED) && info.ranks > 1) {
+        if ((rc = tb_comm_model_ranks(info.ranks, err)))
+            return tb_err_prefix(err, "backend '%s'", r->backend->name);
+        r->modelled_ranks = true;
+    }
     rc = tb_plugin_create(r->model, s->slot[TB_SEC_MODEL].section, NULL, &r->model_ctx, err);
     if (rc) {
         return tb_err_prefix(err, "model '%s'", r->model->name);
@@ -42,7 +52,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     if (rc) {
         return tb_err_prefix(err, "platform '%s'", r->platform->name);
     }
-    if (world->size > 1) {
+    if (world->size > 1 && !r->modelled_ranks) {
         tb_comm_set_timeout(s->settings.run.collective_timeout);
         /* The platform's NCCL settings, where the user set none, before a backend starts NCCL. */
         char env_note[2048];
@@ -99,6 +109,8 @@ void tb_run_close(struct tb_run *r)
         tb_plugin_destroy(r->model, r->model_ctx);
     if (r->backend_ctx)
         tb_plugin_destroy(r->backend, r->backend_ctx);
+    if (r->modelled_ranks)
+        tb_comm_unmodel();
     memset(r, 0, sizeof *r);
 }
 

@@ -24,6 +24,7 @@ struct tb_run {
     struct tb_accel accel;        /* the platform's accelerator, as it describes it (zeros: none) */
     struct tb_engine engine;      /* valid while engine_ready */
     bool engine_ready;
+    bool modelled_ranks; /* the world is the modelled device's ranks (tb_comm_model_ranks) until close */
 };
 
 /* Creates the backend, model and swap-policy instances s configures and an engine on

@@ -260,9 +260,11 @@ static int setup_reporting(struct tb_trainer *t, struct tb_err *err)
 
 int tb_trainer_setup(struct tb_trainer *t, struct tb_err *err)
 {
-    int rc = read_settings(t, err);
+    /* The run first: a modelled device may make the world its ranks, which the settings
+     * share the batch over. */
+    int rc = tb_run_open(&t->run, t->s, err);
     if (!rc)
-        rc = tb_run_open(&t->run, t->s, err);
+        rc = read_settings(t, err);
     if (!rc)
         rc = open_split(t, "train", &t->train, err);
     if (rc)

@@ -55,6 +55,11 @@ struct tb_device_info {
     uint64_t capacity; /* bytes of device memory trainbig may use (after any cap) */
     /* ---- ABI 1.14 ---- */
     uint32_t flags; /* TB_DEVICE_*; the core zeroes the struct before device_info */
+    /* ---- ABI 1.15 ---- */
+    /* A modelled device that stands for this many data-parallel GPUs, each running what
+     * this process runs (the sim backend's sim_ranks): the core then joins them as a
+     * world of that many ranks, whose collectives are the device's to model. 0 or 1: one. */
+    int ranks;
 };
 /* The device is modelled, not run (the sim backend): its ops compute no values
  * (tensor_read gives zeros), its memory and pinned host memory are address space with no

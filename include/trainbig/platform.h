@@ -67,6 +67,14 @@ struct tb_accel {
     double mem_bytes_per_s; /* device memory bandwidth, peak */
     double fp16_flops;      /* dense fp16 rate of its matrix units (tensor cores), fp32 accumulation; 0 = none */
     double bf16_flops;      /* the same for bf16; 0 = none */
+    /* ---- ABI 1.15: the GPUs together, for data parallelism ---- */
+    /* A ring all-reduce over the GPUs of one node runs at its slowest hop, and one over
+     * nodes at the network's; each figure is per direction, 0 = unknown. */
+    int per_node;            /* GPUs in one node (server) */
+    double peer_bytes_per_s; /* the slowest hop of a ring over one node's GPUs */
+    double peer_latency_s;   /* the fixed cost of one ring step on that hop */
+    double net_bytes_per_s;  /* between nodes: one GPU's share of its node's network */
+    double net_latency_s;    /* the fixed cost of one ring step between nodes */
 };
 
 struct tb_platform_ops {

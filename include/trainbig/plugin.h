@@ -57,9 +57,13 @@ extern "C" {
  *        bandwidth and 16-bit rates (platform.h); SDK functions: an op's FLOPs and
  *        bytes from its shapes, tb_op_cost (ops.h)
  *   1.14 backend: now, set_accel, struct tb_device_info flags and TB_DEVICE_MODELLED
- *        (backend.h); swap: the backend's clock, tb_swap_now (swap.h) */
+ *        (backend.h); swap: the backend's clock, tb_swap_now (swap.h)
+ *   1.15 platform: struct tb_accel per_node, peer_bytes_per_s, peer_latency_s,
+ *        net_bytes_per_s, net_latency_s: the GPUs together, for data parallelism
+ *        (platform.h); backend: struct tb_device_info ranks, the GPUs a modelled
+ *        device stands for (backend.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 14
+#define TB_ABI_MINOR 15
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -157,6 +157,11 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
     p->accel.mem_bytes_per_s = tb_section_float(cfg, "accel_mem_gbps") * 1e9;
     p->accel.fp16_flops = tb_section_float(cfg, "accel_fp16_tflops") * 1e12;
     p->accel.bf16_flops = tb_section_float(cfg, "accel_bf16_tflops") * 1e12;
+    p->accel.per_node = (int)tb_section_int(cfg, "gpus_per_node");
+    p->accel.peer_bytes_per_s = tb_section_float(cfg, "peer_gbps") * 1e9;
+    p->accel.peer_latency_s = tb_section_float(cfg, "peer_latency_us") * 1e-6;
+    p->accel.net_bytes_per_s = tb_section_float(cfg, "net_gbps") * 1e9;
+    p->accel.net_latency_s = tb_section_float(cfg, "net_latency_us") * 1e-6;
     p->link.numa_node = (int)tb_section_int(cfg, "numa_node");
     if (p->link.numa_node == -1) {
         struct plat_machine m;

@@ -43,6 +43,12 @@
 #define PLAT_ACCEL_FP16 "125"
 #define PLAT_ACCEL_BF16 "0"
 #define PLAT_EFFICIENCY PLAT_EFFICIENCY_DEFAULT
+/* Between the nodes of the study's machines: InfiniBand EDR, 4 lanes of 25.78 Gb/s = 100 Gb/s
+ * = 12.5 GB/s per direction, one port per node in the ring, ~2 us end to end (adapter,
+ * switch, wire), as in the clusters of the scaling studies the study cites. */
+#define PLAT_NET_GBPS "12.5"
+#define PLAT_NET_NOTE "InfiniBand EDR: 12.5"
+#define PLAT_NET_LATENCY "2"
 
 #if TB_PLATFORM_CLASS == TB_PLATFORM_POWER9_NVLINK
 
@@ -72,6 +78,13 @@
  *   nccl_env = NCCL_P2P_LEVEL=NVL: NCCL's documented level "use P2P when GPUs are
  *     connected through NVLink"; in the 4-GPU AC922 the two GPUs of a socket are joined
  *     by NVLink, and GPUs on different sockets talk through the host.
+ *   gpus_per_node = 4, peer_gbps = 64, peer_latency_us = 3.4: the 4-GPU AC922. The two
+ *     GPUs of a socket are joined by 3 NVLink 2.0 bricks (75 GB/s per direction), but a
+ *     ring over all four crosses between the sockets, GPU -> POWER9 -> X-bus -> POWER9 ->
+ *     GPU, and the X-bus SMP link, ~64 GB/s per direction, is its slowest hop. The latency
+ *     is NCCL's own cost model for one ring step over NVLink, Simple protocol (NVIDIA/nccl
+ *     src/graph/tuning.cc, hwLat).
+ *   net_gbps = 12.5, net_latency_us = 2: InfiniBand EDR (above).
  *   swap_defaults = min_size=256K: on NVLink the link is rarely what a step waits for
  *     (bench/lms: lru and prefetch both within a few percent at the reference network's
  *     balance), so more, smaller tensors may move and more fits, though a 256K copy
@@ -87,6 +100,10 @@
 #define PLAT_TFLOPS_NOTE "V100 SXM2: 15.7"
 #define PLAT_NCCL_ENV "NCCL_P2P_LEVEL=NVL"
 #define PLAT_SWAP_DEFAULTS "min_size=256K"
+#define PLAT_PER_NODE "4"
+#define PLAT_PEER_GBPS "64"
+#define PLAT_PEER_NOTE "the X-bus between an AC922's sockets: ~64"
+#define PLAT_PEER_LATENCY "3.4"
 
 #elif TB_PLATFORM_CLASS == TB_PLATFORM_X86_PCIE
 
@@ -115,6 +132,12 @@
  *     --backend cuda on a V100 prints the achieved rate: set its share here.
  *   nccl_env = NCCL_P2P_LEVEL=PHB: NCCL's documented level "use P2P when GPUs are on the
  *     same NUMA node", through the CPU's PCIe host bridge, not across sockets.
+ *   gpus_per_node = 4, peer_gbps = 12, peer_latency_us = 5.7: GPU-to-GPU traffic over
+ *     PCIe 3.0 at the rate measured to the host; NCCL's cost model charges 5.7 us per ring
+ *     step over PCI (tuning.cc, hwLat). GPUs on different sockets would cross QPI/UPI,
+ *     slower still; where NVLink joins the GPUs (a DGX Station, a p3.8xlarge) this is
+ *     pessimistic: set peer_gbps.
+ *   net_gbps = 12.5, net_latency_us = 2: InfiniBand EDR (above).
  *   swap_defaults = min_size=1M: on PCIe the link is what swapping waits for, so each
  *     copy should move data most of its time: a 1M copy does for 93% of it (87 us at
  *     12 GB/s, plus 7 us fixed); smaller tensors stay on the device. */
@@ -129,6 +152,10 @@
 #define PLAT_TFLOPS_NOTE "V100 SXM2: 15.7"
 #define PLAT_NCCL_ENV "NCCL_P2P_LEVEL=PHB"
 #define PLAT_SWAP_DEFAULTS "min_size=1M"
+#define PLAT_PER_NODE "4"
+#define PLAT_PEER_GBPS "12"
+#define PLAT_PEER_NOTE "PCIe 3.0 x16 between GPUs: ~12"
+#define PLAT_PEER_LATENCY "5.7"
 
 #else
 #error "TB_PLATFORM must name a platform of platform.c (the build defines it)"
@@ -170,7 +197,15 @@
  * 15.75). It is a virtual machine, and the study measured larger IBM LMS overheads on it
  * than on the DGX Station at 700x700 (105% at 600x600 and 91% at 700x700, against
  * 106% and 73%): run `trainbig probe` on
- * the instance and set h2d_gbps, d2h_gbps and duplex_gbps to what it prints. */
+ * the instance and set h2d_gbps, d2h_gbps and duplex_gbps to what it prints. Between
+ * instances its network is 10 Gigabit Ethernet (AWS's instance table): net_gbps = 1.25, and
+ * net_latency_us = 30 is an estimate for NCCL over TCP sockets, not a measurement. */
+#undef PLAT_NET_GBPS
+#undef PLAT_NET_NOTE
+#undef PLAT_NET_LATENCY
+#define PLAT_NET_GBPS "1.25"
+#define PLAT_NET_NOTE "10 Gigabit Ethernet: 1.25"
+#define PLAT_NET_LATENCY "30"
 #undef PLAT_NAME
 #undef PLAT_DESCRIPTION
 #undef PLAT_SCORE
@@ -203,6 +238,11 @@
  *     H200's 141 GB (140.4 GiB), less about 1 GiB for the context and libraries'
  *     handles: estimates; `trainbig probe` on the machine prints what is left.
  *   nccl_env = NCCL_P2P_LEVEL=NVL: the GPUs of a node talk over NVLink.
+ *   gpus_per_node = 8, peer_gbps = 450, peer_latency_us = 3.4: an HGX board's eight GPUs
+ *     on NVLink 4 through NVSwitch, 900 GB/s per GPU both directions together (the H100
+ *     and H200 datasheets); the latency is NCCL's model for a ring step over NVLink.
+ *   net_gbps = 50, net_latency_us = 2: one 400 Gb/s InfiniBand NDR port per GPU (DGX
+ *     H100 datasheet: eight ConnectX-7), ~2 us end to end as for EDR.
  *   swap_defaults = min_size=1M: a 1M copy moves data 75% of its time at 48 GB/s. */
 #undef PLAT_GBPS
 #undef PLAT_GBPS_NOTE
@@ -227,6 +267,18 @@
 #define PLAT_ACCEL_FP16 "989"
 #define PLAT_ACCEL_BF16 "989"
 #define PLAT_EFFICIENCY "0.45"
+#undef PLAT_PER_NODE
+#undef PLAT_PEER_GBPS
+#undef PLAT_PEER_NOTE
+#undef PLAT_PEER_LATENCY
+#undef PLAT_NET_GBPS
+#undef PLAT_NET_NOTE
+#define PLAT_PER_NODE "8"
+#define PLAT_PEER_GBPS "450"
+#define PLAT_PEER_NOTE "NVLink 4 through NVSwitch: 450"
+#define PLAT_PEER_LATENCY "3.4"
+#define PLAT_NET_GBPS "50"
+#define PLAT_NET_NOTE "InfiniBand NDR, one port per GPU: 50"
 #if TB_PLATFORM == TB_PLATFORM_H100_SXM
 #define PLAT_TFLOPS_NOTE "H100 SXM5: 67"
 #define PLAT_ACCEL_NAME "H100 SXM5 80 GB"
@@ -259,7 +311,11 @@
  *   accel_efficiency = 0.7: an assumption, as for the V100.
  *   accel_memory = 23G of its 24 GB (CUDA reports 24.0 GiB in all, and a desktop's
  *     display takes some too): an estimate; `trainbig probe` prints what is left.
- *   nccl_env = NCCL_P2P_LEVEL=PHB, swap_defaults = min_size=1M: as x86-pcie's. */
+ *   nccl_env = NCCL_P2P_LEVEL=PHB, swap_defaults = min_size=1M: as x86-pcie's.
+ *   gpus_per_node = 1: one card. With more, they talk over PCIe 4.0 (no NVLink on the
+ *     RTX 4090): peer_gbps = 24, as to the host, peer_latency_us = 5.7 as x86-pcie's.
+ *   net_gbps = 1.25, net_latency_us = 30: 10 Gigabit Ethernet between workstations; the
+ *     latency an estimate for NCCL over TCP sockets, not a measurement. */
 #undef PLAT_GBPS
 #undef PLAT_GBPS_NOTE
 #undef PLAT_DUPLEX
@@ -283,6 +339,18 @@
 #define PLAT_ACCEL_MEM_GBPS "1008"
 #define PLAT_ACCEL_FP16 "165.2"
 #define PLAT_ACCEL_BF16 "165.2"
+#undef PLAT_PER_NODE
+#undef PLAT_PEER_GBPS
+#undef PLAT_PEER_NOTE
+#undef PLAT_NET_GBPS
+#undef PLAT_NET_NOTE
+#undef PLAT_NET_LATENCY
+#define PLAT_PER_NODE "1"
+#define PLAT_PEER_GBPS "24"
+#define PLAT_PEER_NOTE "PCIe 4.0 x16 between cards: ~24, estimated"
+#define PLAT_NET_GBPS "1.25"
+#define PLAT_NET_NOTE "10 Gigabit Ethernet: 1.25"
+#define PLAT_NET_LATENCY "30"
 #define PLAT_NAME "rtx4090"
 #define PLAT_DESCRIPTION "x86 workstation, a GeForce RTX 4090 24 GB on PCIe 4.0 x16 to the CPU (preset)"
 #define PLAT_SCORE plat_score_rtx4090
@@ -323,6 +391,16 @@ static const struct tb_key platform_keys[] = {
       ")" },
     { "accel_bf16_tflops", TB_KEY_FLOAT, PLAT_ACCEL_BF16, PLAT_16BIT_RANGE,
       "dense bf16 TFLOP/s of the GPU's tensor cores; 0 = none (" PLAT_ACCEL_NAME ": " PLAT_ACCEL_BF16 ")" },
+    { "gpus_per_node", TB_KEY_INT, PLAT_PER_NODE, PLAT_PER_NODE_RANGE,
+      "GPUs in one node, for data parallelism: a ring over more crosses the network (" PLAT_PER_NODE ")" },
+    { "peer_gbps", TB_KEY_FLOAT, PLAT_PEER_GBPS, PLAT_RING_GBPS_RANGE,
+      "the slowest hop of a ring all-reduce over one node's GPUs, GB/s per direction (" PLAT_PEER_NOTE ")" },
+    { "peer_latency_us", TB_KEY_FLOAT, PLAT_PEER_LATENCY, PLAT_LATENCY_RANGE,
+      "fixed cost of one ring step within a node, microseconds (NCCL's cost model)" },
+    { "net_gbps", TB_KEY_FLOAT, PLAT_NET_GBPS, PLAT_RING_GBPS_RANGE,
+      "one GPU's share of the network between nodes, GB/s per direction (" PLAT_NET_NOTE ")" },
+    { "net_latency_us", TB_KEY_FLOAT, PLAT_NET_LATENCY, PLAT_LATENCY_RANGE,
+      "fixed cost of one ring step between nodes, microseconds" },
     { "numa_node", TB_KEY_INT, "-1", PLAT_NUMA_RANGE,
       "NUMA node of the host memory nearest the GPU; -1 = the first GPU's node from sysfs, or unknown" },
     { "nccl_env", TB_KEY_LIST, PLAT_NCCL_ENV, NULL,

@@ -21,6 +21,10 @@ static const struct tb_key sim_keys[] = {
     { "submit_us", TB_KEY_FLOAT, "2", "0..100000",
       "microseconds of host time each submission (a kernel launch, a copy, an event) takes, as a driver call does; "
       "a device whose work is shorter waits for the host" },
+    { "sim_ranks", TB_KEY_INT, "1", "1..4096",
+      "GPUs to model, data parallel: each runs this process's share of [train] batch, and each gradient bucket is "
+      "all-reduced in a ring over the platform's links (gpus_per_node, peer_gbps, net_gbps) beside backward; 1 = "
+      "one GPU" },
     { "sim_profile", TB_KEY_PATH, "", NULL,
       "per-op times measured on a real device, used where an op's signature matches (the model elsewhere): a CSV "
       "'op,seconds' or a Chrome trace trainbig wrote ([report] trace, bench/step --trace); empty = the model only" },
@@ -61,6 +65,7 @@ static int sim_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     if (!sim->capacity_set)
         sim->capacity = DEFAULT_CAPACITY;
     sim->link.numa_node = -1;
+    sim->comm.ranks = (int)tb_section_int(cfg, "sim_ranks");
     const char *profile = tb_section_string(cfg, "sim_profile");
     if (profile && *profile) {
         int rc = sim_profile_load(&sim->profile, profile, err);
@@ -126,6 +131,7 @@ static int sim_device_info(void *ctx, int device, struct tb_device_info *out)
     snprintf(out->name, sizeof out->name, "%s", sim->name);
     out->capacity = sim->capacity;
     out->flags = TB_DEVICE_MODELLED;
+    out->ranks = sim->comm.ranks;
     return TB_OK;
 }
 
@@ -343,6 +349,7 @@ static int sim_set_accel(void *ctx, int device, const struct tb_accel *accel, st
     sim_device_from(&sim->device, &sim->link, accel);
     sim->device.launch_s = launch;
     snprintf(sim->accel_name, sizeof sim->accel_name, "%s", accel->name);
+    sim->accel = *accel;
     if (!sim->capacity_set && accel->memory_bytes > 0) {
         if (sim->memory_ready && accel->memory_bytes != sim->capacity)
             return tb_err_set(err, TB_ERR_RUNTIME,
@@ -351,6 +358,66 @@ static int sim_set_accel(void *ctx, int device, const struct tb_accel *accel, st
     }
     name_device(sim);
     tb_plog(TB_LOG_INFO, "%s: every time is the model's, no value is computed", sim->name);
+    return TB_OK;
+}
+
+/* ------------------------------------------------------------------ data parallelism */
+
+/* The core joins the modelled ranks (the device_info's ranks) as a world of sim_ranks. */
+static int sim_comm_attach(void *ctx, int device, const struct tb_comm *comm, struct tb_err *err)
+{
+    struct tb_sim *sim = ctx;
+    (void)device;
+    if (comm->size != sim->comm.ranks)
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "sim backend: it models %d GPU%s ([backend] sim_ranks) but was started as one of %d ranks: "
+                          "run it as one process, and set sim_ranks to the GPUs to model",
+                          sim->comm.ranks, sim->comm.ranks == 1 ? "" : "s", comm->size);
+    const struct tb_accel *a = &sim->accel;
+    if (a->per_node < 1 || a->peer_bytes_per_s <= 0 || (comm->size > a->per_node && a->net_bytes_per_s <= 0))
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "sim backend: [backend] sim_ranks = %d, but the platform does not say how its GPUs talk "
+                          "(gpus_per_node, peer_gbps, net_gbps of trainbig.ini(5); a platform plugin older than ABI "
+                          "1.15 describes none)",
+                          comm->size);
+    return TB_OK;
+}
+
+static int sim_allreduce_start(void *ctx, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err)
+{
+    struct tb_sim *sim = ctx;
+    (void)scale;
+    (void)err;
+    double bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += (double)tb_sim_tensor_bytes(ctx, &t[i].desc);
+    /* After the compute submitted so far, and after the all-reduces before it (one stream). */
+    struct sim_clock *c = &sim->clock;
+    c->host += c->launch_s;
+    double start = c->tail[TB_STREAM_COMPUTE];
+    start = start > sim->comm.tail ? start : sim->comm.tail;
+    start = start > c->host ? start : c->host;
+    const double seconds = sim_ring_seconds(&sim->accel, sim->comm.ranks, bytes);
+    sim->comm.tail = start + seconds;
+    sim->comm.busy += seconds;
+    sim->comm.queued++;
+    return TB_OK;
+}
+
+/* Later compute waits for the all-reduces: what they add past the compute queued so far
+ * is what backward did not hide. */
+static int sim_allreduce_wait(void *ctx, double *busy_s, double *waited_s, struct tb_err *err)
+{
+    struct tb_sim *sim = ctx;
+    (void)err;
+    double *compute = &sim->clock.tail[TB_STREAM_COMPUTE];
+    const double exposed = sim->comm.tail > *compute ? sim->comm.tail - *compute : 0;
+    *compute += exposed;
+    if (busy_s)
+        *busy_s = sim->comm.busy;
+    if (waited_s)
+        *waited_s = exposed;
+    sim->comm.busy = 0;
     return TB_OK;
 }
 
@@ -391,6 +458,9 @@ static const struct tb_backend_ops sim_ops = {
     .mem_blocks = sim_mem_blocks,
     .now = sim_now,
     .set_accel = sim_set_accel,
+    .comm_attach = sim_comm_attach,
+    .allreduce_start = sim_allreduce_start,
+    .allreduce_wait = sim_allreduce_wait,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -15,6 +15,7 @@
 #include <trainbig/trainbig.h>
 
 #include "sim_clock.h"
+#include "sim_comm.h"
 #include "sim_memory.h"
 #include "sim_model.h"
 #include "sim_profile.h"
@@ -38,6 +39,8 @@ struct tb_sim {
     bool capacity_set;        /* by the key: the accelerator's does not replace it */
     struct tb_link link;      /* the platform's (set_platform); zero rates: instantaneous copies */
     struct sim_device device; /* from the link and the accelerator (set_accel) */
+    struct tb_accel accel;    /* the platform's (set_accel); its GPUs' links time the all-reduces */
+    struct sim_comm comm;     /* [backend] sim_ranks */
     struct sim_profile profile; /* [backend] sim_profile; n = 0: none */
     char profile_path[4096];
     char accel_name[64];
