@@ -12,6 +12,7 @@
 
 #include "core/config/ini.h"
 #include "core/data/dataloader.h"
+#include "core/dist/world.h"
 #include "core/engine/engine.h"
 #include "core/engine/graph.h"
 #include "core/train/host_memory.h"
@@ -132,7 +133,15 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         dops = s->slot[TB_SEC_DATASET].plugin->p->ops.dataset;
         rc = tb_plugin_create(s->slot[TB_SEC_DATASET].plugin->p, s->slot[TB_SEC_DATASET].section, "train", &ds, err);
     }
-    const int batch = s ? s->settings.train.batch : 0;
+    /* [train] batch is all ranks' together: on modelled ranks (sim_ranks) a step is one's. */
+    const int ranks = tb_comm_modelled() ? tb_comm_world()->size : 1;
+    int batch = s ? s->settings.train.batch : 0;
+    if (!rc && batch % ranks)
+        rc = tb_err_set(err, TB_ERR_CONFIG,
+                        "[train] batch = %d cannot be shared equally by %d modelled ranks ([backend] sim_ranks): make "
+                        "it a multiple of %d",
+                        batch, ranks, ranks);
+    batch /= ranks;
     const struct tb_data_settings *set = s ? &s->settings.data : NULL;
     uint32_t w = 0, h = 0;
     struct tb_model_input in = { 0 };

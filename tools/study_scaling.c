@@ -234,6 +234,71 @@ static double model_step(double t, int gpus, double grad_bytes, const struct lin
     return overlap ? t + fmax(0, ar - t * 2.0 / 3.0) : t + ar;
 }
 
+/* On sim: a step of `gpus` modelled GPUs of platform `name` ([backend] sim_ranks), weak
+ * scaling (2 images per GPU), its gradients all-reduced in the engine's own buckets as
+ * backward queues them. */
+static int engine_step(struct tb_study *s, const char *name, int gpus, int side, double *step_s, struct tb_err *err)
+{
+    char plat[64], ranks[64], batch[64], count[64], w[64], h[64];
+    snprintf(plat, sizeof plat, "platform.plugin=%s", name);
+    snprintf(ranks, sizeof ranks, "backend.sim_ranks=%d", gpus);
+    snprintf(batch, sizeof batch, "train.batch=%d", PER_RANK_BATCH * gpus); /* all GPUs' together */
+    snprintf(count, sizeof count, "dataset.train_count=%d", PER_RANK_BATCH * gpus);
+    snprintf(w, sizeof w, "dataset.width=%d", side);
+    snprintf(h, sizeof h, "dataset.height=%d", side);
+    const char *extra[] = { "dataset.plugin=synthetic", "dataset.crop=0", w, h, count, batch, plat, ranks };
+    const int nextra = (int)(sizeof extra / sizeof extra[0]), n = s->rq->nsets + nextra;
+    const char **all = malloc((size_t)n * sizeof *all);
+    if (!all)
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->rq->nsets; i++)
+        all[i] = s->rq->sets[i];
+    memcpy(all + s->rq->nsets, extra, sizeof extra);
+    struct tb_step_timing t;
+    int rc = tb_time_steps(s->rq->config, all, n, 1, &t, err);
+    free(all);
+    if (rc)
+        return tb_err_prefix(err, "%d modelled GPUs of %s", gpus, name);
+    *step_s = t.step_s;
+    return TB_OK;
+}
+
+/* On sim, each node class's speedup over one node by the engine (sp[c][m] for 1, 2, 4, 8
+ * nodes), and its table. */
+static int engine_scaling(struct tb_study *s, const struct link_class *classes, int side, double sp[2][4],
+                          struct tb_err *err)
+{
+    static const int nodes[4] = { 1, 2, 4, 8 };
+    FILE *md = s->md;
+    fprintf(md, "\nPredicted by the engine itself: the same step on N modelled GPUs (`[backend] sim_ranks = N`, %d "
+                "images per GPU), each gradient bucket all-reduced in a ring on the platform's links as backward "
+                "finishes it, beside the rest of backward.\n\n| node | GPU | ms per step, 1 GPU | 1 node | 2 nodes | 4 "
+                "nodes | 8 nodes |\n|---|---|---|---|---|---|---|\n",
+            PER_RANK_BATCH);
+    for (int c = 0; c < 2; c++) {
+        const char *name = tb_study_platforms[classes[c].platform];
+        const int per_node = classes[c].a.per_node;
+        double one, node1 = 0;
+        int rc = engine_step(s, name, 1, side, &one, err);
+        for (int m = 0; !rc && m < 4; m++) {
+            s->frac = 0.5 + 0.5 * (c * 4 + m) / 8.0;
+            tb_study_progress(s, "%s, %d modelled GPUs", name, per_node * nodes[m]);
+            double t;
+            rc = engine_step(s, name, per_node * nodes[m], side, &t, err);
+            if (!rc && m == 0)
+                node1 = t;
+            if (!rc)
+                sp[c][m] = nodes[m] * node1 / t;
+        }
+        if (rc)
+            return rc;
+        fprintf(md, "| %s, the engine (sim_ranks) | %s | %.1f | %.2fx | %.2fx | %.2fx | %.2fx |\n", classes[c].name,
+                classes[c].a.name[0] ? classes[c].a.name : "?", one * 1e3, sp[c][0], sp[c][1], sp[c][2], sp[c][3]);
+    }
+    fprintf(md, "| the scaling studies (published) | | | 1x | 1.8x | 3.3x | 4.9x |\n");
+    return TB_OK;
+}
+
 int tb_study_scaling(struct tb_study *s, struct tb_err *err)
 {
     const struct tb_study_sizes *sz = s->sz;
@@ -310,9 +375,9 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
                 side, side, PER_RANK_BATCH, mpi ? "mpirun -np R " : "", sz->scaling_steps,
                 sysconf(_SC_NPROCESSORS_ONLN), mpi ? "" : " (No mpirun on the PATH: one rank only.)");
     if (sim)
-        fprintf(md, "**Predicted.** On the sim backend no ranks run: the step below is one modelled GPU's (batch 2 "
-                    "of %dx%d), and the all-reduce is the ring model's, not the engine's own bucketing "
-                    "(`[backend] sim_ranks` is not built yet).\n\n",
+        fprintf(md, "**Predicted.** On the sim backend no ranks run: the first table takes one modelled GPU's step "
+                    "(batch 2 of %dx%d) into the ring model below; the second runs the engine on N modelled GPUs "
+                    "(`[backend] sim_ranks`).\n\n",
                 side, side);
     else
         fprintf(md, "| ranks | batch | threads per rank | ms per step | images/s | speedup | all-reduce ms per step "
@@ -362,8 +427,14 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
             fprintf(md, "| %s | %s | %.2fx | %.2fx | %.2fx | %.2fx |\n", classes[c].name, o ? "yes" : "no", sp[c][o][0],
                     sp[c][o][1], sp[c][o][2], sp[c][o][3]);
     fprintf(md, "| the scaling studies (published) | | 1x | 1.8x | 3.3x | 4.9x |\n");
+    double eng[2][4];
+    if (sim) {
+        int rc = engine_scaling(s, classes, side, eng, err);
+        if (rc)
+            return rc;
+    }
 
-    double x[4], ser[5][4];
+    double x[4], ser[7][4];
     for (int m = 0; m < 4; m++) {
         x[m] = nodes[m];
         ser[0][m] = sp[0][1][m];
@@ -371,14 +442,17 @@ int tb_study_scaling(struct tb_study *s, struct tb_err *err)
         ser[2][m] = sp[1][1][m];
         ser[3][m] = sp[1][0][m];
         ser[4][m] = published[m];
+        ser[5][m] = sim ? eng[0][m] : 0;
+        ser[6][m] = sim ? eng[1][m] : 0;
     }
     const struct tb_fig_series series[] = {
         { "AC922 model, overlap", ser[0], 4 },        { "AC922 model, no overlap", ser[1], 4 },
         { "PCIe node model, overlap", ser[2], 4 },    { "PCIe node model, no overlap", ser[3], 4 },
-        { "scaling studies (published)", ser[4], 4 },
+        { "scaling studies (published)", ser[4], 4 }, { "AC922, the engine on sim", ser[5], 4 },
+        { "PCIe node, the engine on sim", ser[6], 4 },
     };
     const struct tb_fig_panel panel = {
-        .ylabel = "speedup over 1 node", .series = series, .nseries = 5, .from_zero = true
+        .ylabel = "speedup over 1 node", .series = series, .nseries = sim ? 7 : 5, .from_zero = true
     };
     const struct tb_fig_lines fig = {
         .title = "Scaling over nodes of 4 V100s: the model beside the scaling studies",
