@@ -415,6 +415,26 @@ START_TEST(ring_allreduce_over_the_links)
 }
 END_TEST
 
+/* Synchronised batch norm's sums, in doubles as the cuda backend reduces them: forward
+ * C + 1 then 2C values, backward 2C + 1, each its own ring. */
+START_TEST(syncbn_rings)
+{
+    struct tb_accel a = { 0 };
+    a.per_node = 4;
+    a.peer_bytes_per_s = 64e9;
+    a.peer_latency_s = 3.4e-6;
+    const int64_t C = 256;
+    ck_assert_close(sim_syncbn_seconds(&a, 4, C, false),
+                    sim_ring_seconds(&a, 4, (C + 1) * 8.0) + sim_ring_seconds(&a, 4, 2 * C * 8.0));
+    ck_assert_close(sim_syncbn_seconds(&a, 4, C, true), sim_ring_seconds(&a, 4, (2 * C + 1) * 8.0));
+    /* small vectors: the latency of the ring's 6 steps dominates */
+    ck_assert(sim_syncbn_seconds(&a, 4, C, false) > 2 * 6 * 3.4e-6);
+    ck_assert(sim_syncbn_seconds(&a, 4, C, false) < 2 * 6 * 3.4e-6 * 1.2);
+    ck_assert_close(sim_syncbn_seconds(&a, 1, C, false), 0.0);
+    ck_assert_close(sim_syncbn_seconds(&a, 1, C, true), 0.0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim");
@@ -423,6 +443,7 @@ int main(void)
     tcase_add_test(tc, events_order_streams_and_host);
     tcase_add_test(tc, copies_on_the_link);
     tcase_add_test(tc, ring_allreduce_over_the_links);
+    tcase_add_test(tc, syncbn_rings);
     suite_add_tcase(s, tc);
     tc = tcase_create("model");
     tcase_add_test(tc, roofline_of_a_conv_and_a_relu);

@@ -239,6 +239,7 @@ static int write_header(struct tb_study *s, struct tb_err *err)
             snprintf(s->sim_profile, sizeof s->sim_profile, "%s", tb_section_string(be->section, "sim_profile"));
         snprintf(s->policy, sizeof s->policy, "%s", setup->slot[TB_SEC_SWAP].plugin->p->name);
         s->target_miou = setup->settings.train.target_miou;
+        s->sync_bn = setup->settings.sync_bn;
         for (const struct tb_key *k = be->plugin->p->keys; k && k->name; k++)
             if (strcmp(k->name, "device_memory") == 0)
                 s->device_memory = tb_section_size(be->section, "device_memory");

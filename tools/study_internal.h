@@ -70,6 +70,7 @@ struct tb_study {
     char policy[64];                     /* the configuration's [swap] plugin */
     uint64_t device_memory;              /* its [backend] device_memory; 0 = not set (unbounded on the cpu) */
     double target_miou;                  /* its [train] target_miou; 0 = none set */
+    bool sync_bn;                        /* its [model] sync_bn: over ranks, batch norm synchronised */
     double cpu_gflops;                   /* this CPU's convolution rate, measured by the cpu backend (the header) */
     double accel_gflops[TB_STUDY_NPLAT]; /* each platform's accelerator, achieved (the header; cpu backend) */
     FILE *md;                            /* report.md, being written */

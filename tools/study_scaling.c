@@ -272,9 +272,12 @@ static int engine_scaling(struct tb_study *s, const struct link_class *classes, 
     FILE *md = s->md;
     fprintf(md, "\nPredicted by the engine itself: the same step on N modelled GPUs (`[backend] sim_ranks = N`, %d "
                 "images per GPU), each gradient bucket all-reduced in a ring on the platform's links as backward "
-                "finishes it, beside the rest of backward.\n\n| node | GPU | ms per step, 1 GPU | 1 node | 2 nodes | 4 "
-                "nodes | 8 nodes |\n|---|---|---|---|---|---|---|\n",
-            PER_RANK_BATCH);
+                "finishes it, beside the rest of backward; %s\n\n| node | GPU | ms per step, 1 GPU | 1 node | "
+                "2 nodes | 4 nodes | 8 nodes |\n|---|---|---|---|---|---|---|\n",
+            PER_RANK_BATCH,
+            s->sync_bn ? "batch norm synchronised over the GPUs (`[model] sync_bn = yes`): each one's sums all-reduced "
+                         "in the same ring on the compute stream, the op waiting for them."
+                       : "batch norm per GPU (`[model] sync_bn = no`): no collective in forward.");
     for (int c = 0; c < 2; c++) {
         const char *name = tb_study_platforms[classes[c].platform];
         const int per_node = classes[c].a.per_node;

@@ -94,6 +94,11 @@ static void sim_destroy(void *ctx)
                 "[backend] sim_profile %s: %" PRIu64 " op passes prepared took its times, %" PRIu64
                 " had none there and took the model's",
                 sim->profile_path, sim->counts.measured, sim->counts.modelled);
+    if (sim->comm.buckets || sim->comm.bn_reduces)
+        tb_plog(TB_LOG_INFO,
+                "%d modelled GPUs: %" PRIu64 " gradient buckets all-reduced (%.3f s on the links, beside backward), "
+                "%" PRIu64 " batch norm all-reduces (%.3f s on the compute stream)",
+                sim->comm.ranks, sim->comm.buckets, sim->comm.bucket_s, sim->comm.bn_reduces, sim->comm.bn_s);
     sim_profile_free(&sim->profile);
     free(sim);
 }
@@ -380,6 +385,7 @@ static int sim_comm_attach(void *ctx, int device, const struct tb_comm *comm, st
                           "(gpus_per_node, peer_gbps, net_gbps of trainbig.ini(5); a platform plugin older than ABI "
                           "1.15 describes none)",
                           comm->size);
+    sim->comm.attached = true;
     return TB_OK;
 }
 
@@ -400,7 +406,8 @@ static int sim_allreduce_start(void *ctx, const struct tb_tensor *t, size_t n, f
     const double seconds = sim_ring_seconds(&sim->accel, sim->comm.ranks, bytes);
     sim->comm.tail = start + seconds;
     sim->comm.busy += seconds;
-    sim->comm.queued++;
+    sim->comm.buckets++;
+    sim->comm.bucket_s += seconds;
     return TB_OK;
 }
 
@@ -454,7 +461,7 @@ static const struct tb_backend_ops sim_ops = {
     .op_backward = tb_sim_op_backward,
     .sgd_update = tb_sim_sgd_update,
     .op_describe = tb_sim_op_describe,
-    .op_recompute = tb_sim_op_forward, /* a rerun takes what the forward took */
+    .op_recompute = tb_sim_op_recompute,
     .mem_blocks = sim_mem_blocks,
     .now = sim_now,
     .set_accel = sim_set_accel,

@@ -13,3 +13,11 @@ double sim_ring_seconds(const struct tb_accel *a, int n, double bytes)
     const double steps = 2.0 * (n - 1);
     return (bw > 0 ? steps / n * bytes / bw : 0) + steps * latency;
 }
+
+double sim_syncbn_seconds(const struct tb_accel *a, int n, int64_t channels, bool backward)
+{
+    const double c = (double)channels, d = sizeof(double);
+    if (backward)
+        return sim_ring_seconds(a, n, (2 * c + 1) * d);
+    return sim_ring_seconds(a, n, (c + 1) * d) + sim_ring_seconds(a, n, 2 * c * d);
+}

@@ -130,19 +130,49 @@ void tb_sim_op_release(void *ctx, void *state)
     free(state);
 }
 
+/* A batch norm in training with sync and an attached world of more than one GPU reduces
+ * its sums over the ranks between its kernels, on the compute stream, as the cuda backend
+ * does: the op waits for each ring. The model's estimate and a profile's time are one
+ * GPU's, without the collectives, which are added here. */
+static void syncbn_reduce(struct tb_sim *sim, const struct tb_op *op, bool backward)
+{
+    if (op->kind != TB_OP_BATCHNORM || !op->p.bn.training || !op->p.bn.sync || !sim->comm.attached ||
+        sim->comm.ranks < 2)
+        return;
+    const double s = sim_syncbn_seconds(&sim->accel, sim->comm.ranks, op->in[0].shape.c, backward);
+    sim_submit(&sim->clock, TB_STREAM_COMPUTE, s);
+    sim->comm.bn_reduces += backward ? 1 : 2;
+    sim->comm.bn_s += s;
+}
+
+static void run_forward(struct tb_sim *sim, const struct sim_op_state *st)
+{
+    /* the estimate holds the kernel's own launch cost: the kernel adds none again */
+    sim_submit(&sim->clock, TB_STREAM_COMPUTE, st->fwd_s);
+    sim->counts.kernels++;
+}
+
 int tb_sim_op_forward(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
                       const struct tb_tensor *out, struct tb_err *err)
 {
-    struct tb_sim *sim = ctx;
-    struct sim_op_state *st = state;
+    (void)step;
+    (void)in;
+    (void)out;
+    (void)err;
+    run_forward(ctx, state);
+    syncbn_reduce(ctx, op, false);
+    return TB_OK;
+}
+
+int tb_sim_op_recompute(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
+                        const struct tb_tensor *out, struct tb_err *err)
+{
     (void)op;
     (void)step;
     (void)in;
     (void)out;
     (void)err;
-    /* the estimate holds the kernel's own launch cost: the kernel adds none again */
-    sim_submit(&sim->clock, TB_STREAM_COMPUTE, st->fwd_s);
-    sim->counts.kernels++;
+    run_forward(ctx, state);
     return TB_OK;
 }
 
@@ -169,6 +199,7 @@ int tb_sim_op_backward(void *ctx, const struct tb_op *op, void *state, const str
         sim_submit(&sim->clock, TB_STREAM_COMPUTE, st->bwd_s);
         sim->counts.kernels++;
     }
+    syncbn_reduce(sim, op, true);
     return TB_OK;
 }
 

@@ -70,6 +70,10 @@ int tb_sim_op_prepare(void *ctx, int device, const struct tb_op *op, void **stat
 void tb_sim_op_release(void *ctx, void *state);
 int tb_sim_op_forward(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
                       const struct tb_tensor *out, struct tb_err *err);
+/* A rerun takes what the forward took, less a synchronised batch norm's collectives (the
+ * contract's op_recompute runs none). */
+int tb_sim_op_recompute(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
+                        const struct tb_tensor *out, struct tb_err *err);
 int tb_sim_op_backward(void *ctx, const struct tb_op *op, void *state, const struct tb_tensor *in,
                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                        struct tb_err *err);
