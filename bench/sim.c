@@ -222,7 +222,7 @@ static int against_backend(const struct opts *o)
                "(the sim's memory-bound work beside the profile's ops)\n",
                rate / 1e9, mem_rate / 1e9);
     printf("  uncapped step: measured %.1f ms (ops %.1f ms), sim %.1f ms (ops %.1f ms): %+.1f%%; peak device memory "
-           "measured %.1f MiB, sim %.1f MiB (the sim models no op scratch)\n",
+           "measured %.1f MiB, sim %.1f MiB (with the op scratch the trace names)\n",
            base.step_s * 1e3, base.ops_s * 1e3, simbase.step_s * 1e3, simbase.ops_s * 1e3,
            100 * (simbase.step_s / base.step_s - 1), (double)base.peak / 1048576, (double)simbase.peak / 1048576);
     const double cap = floor(o->cap * (double)base.peak);

@@ -326,6 +326,21 @@ START_TEST(csv_profile_takes_medians)
     ck_assert_close(sim_profile_find(&p, "relu in=1x1x1x1 out=1x1x1x1 forward"), 0.002);
     ck_assert_close(sim_profile_find(&p, "add in=1x1x1x1;1x1x1x1 out=1x1x1x1 forward"), 5e-6);
     ck_assert(sim_profile_find(&p, "relu in=1x1x1x1 out=1x1x1x1 backward") < 0);
+    ck_assert_uint_eq(sim_profile_lookup(&p, "relu in=1x1x1x1 out=1x1x1x1 forward")->scratch, 0);
+    sim_profile_free(&p);
+
+    /* With the scratch column: the median time, the most memory of the op's passes. */
+    write_file(path, "op,seconds,scratch_bytes\nconv2d a,b forward,0.003,4096\nconv2d a,b forward,0.001,8192\n"
+                     "conv2d a,b forward,0.002,0\nrelu forward,1e-6, 0 \n");
+    tb_err_clear(&err);
+    ck_assert_msg(sim_profile_load(&p, path, &err) == TB_OK, "%s", err.msg);
+    ck_assert_uint_eq(p.n, 2);
+    const struct sim_timing *t = sim_profile_lookup(&p, "conv2d a,b forward");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_close(t->seconds, 0.002);
+    ck_assert_uint_eq(t->scratch, 8192);
+    ck_assert_uint_eq(sim_profile_lookup(&p, "relu forward")->scratch, 0);
+    ck_assert_ptr_null(sim_profile_lookup(&p, "relu backward"));
     sim_profile_free(&p);
     unlink(path);
 }
@@ -339,7 +354,10 @@ START_TEST(bad_profiles_refused)
     static const struct {
         const char *text, *says;
     } bad[] = {
-        { "signature,time\nx,1\n", ":1: the header is not 'op,seconds'" },
+        { "signature,time\nx,1\n", ":1: the header is neither 'op,seconds' nor 'op,seconds,scratch_bytes'" },
+        { "op,seconds,scratch_bytes\nrelu forward,0.1,lots\n", ":2: scratch_bytes 'lots' is not a whole number" },
+        { "op,seconds,scratch_bytes\nrelu forward,0.1,-5\n", ":2: scratch_bytes '-5' is not a whole number" },
+        { "op,seconds,scratch_bytes\nrelu forward,0.1\n", ":2: scratch_bytes '0.1' is not a whole number" },
         { "op,seconds\nrelu forward,fast\n", ":2: seconds 'fast' is not a number in 0..3600" },
         { "op,seconds\nrelu forward,-1\n", ":2: seconds '-1' is not a number" },
         { "op,seconds\nno comma here\n", ":2: not 'signature,seconds'" },
@@ -348,6 +366,8 @@ START_TEST(bad_profiles_refused)
 #ifdef HAVE_JANSSON
         { "{\"traceEvents\":[{\"name\":\"x\",\"cat\":\"op\",\"dur\":3}]}", "without its signature (args.op)" },
         { "{\"traceEvents\": [", "not a Chrome trace" },
+        { "{\"traceEvents\":[{\"cat\":\"op\",\"dur\":3,\"args\":{\"op\":\"x\",\"scratch\":-1}}]}",
+          "args.scratch is not bytes" },
 #endif
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -379,14 +399,17 @@ START_TEST(trace_profile)
     write_file(path, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
                      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"compute\"}},\n"
                      "{\"name\":\"c1\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":0,\"dur\":250.5,\"args\":{\"op\":\"conv2d A forward\"}},\n"
+                     "{\"name\":\"c2\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":0,\"dur\":10,\"args\":{\"op\":\"conv2d B forward\",\"scratch\":65536}},\n"
                      "{\"name\":\"c1\",\"cat\":\"recompute\",\"ph\":\"X\",\"ts\":300,\"dur\":999,\"args\":{\"bytes\":4}},\n"
                      "{\"name\":\"t\",\"cat\":\"swap out\",\"ph\":\"X\",\"ts\":0,\"dur\":77,\"args\":{\"bytes\":4}}]}\n");
     struct sim_profile p;
     struct tb_err err;
     tb_err_clear(&err);
     ck_assert_msg(sim_profile_load(&p, path, &err) == TB_OK, "%s", err.msg);
-    ck_assert_uint_eq(p.n, 1);
+    ck_assert_uint_eq(p.n, 2);
     ck_assert_close(sim_profile_find(&p, "conv2d A forward"), 250.5e-6);
+    ck_assert_uint_eq(sim_profile_lookup(&p, "conv2d A forward")->scratch, 0);
+    ck_assert_uint_eq(sim_profile_lookup(&p, "conv2d B forward")->scratch, 65536);
     sim_profile_free(&p);
     unlink(path);
 }

@@ -113,6 +113,7 @@ static const struct {
     { TB_KIND_BACKEND, 11, offsetof(struct tb_backend_ops, op_recompute) },
     { TB_KIND_BACKEND, 12, offsetof(struct tb_backend_ops, mem_blocks) },
     { TB_KIND_BACKEND, 14, offsetof(struct tb_backend_ops, now) },
+    { TB_KIND_BACKEND, 16, offsetof(struct tb_backend_ops, op_scratch_bytes) },
     { TB_KIND_PLATFORM, 4, offsetof(struct tb_platform_ops, env_defaults) },
     { TB_KIND_PLATFORM, 5, offsetof(struct tb_platform_ops, swap_defaults) },
     { TB_KIND_PLATFORM, 13, offsetof(struct tb_platform_ops, accel) },

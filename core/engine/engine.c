@@ -37,6 +37,7 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     /* A struct the plugin fills, not a vtable member: only a 1.7 plugin knows the field. */
     e->largest_free_known = backend->abi_minor >= 7;
     e->now = o->now;
+    e->op_scratch_bytes = o->op_scratch_bytes;
     if (backend->abi_minor >= 14 && o->device_info) {
         struct tb_device_info info;
         memset(&info, 0, sizeof info);

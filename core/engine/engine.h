@@ -41,6 +41,8 @@ struct tb_engine {
      * (TB_DEVICE_MODELLED: no values, no bytes behind its memory). */
     double (*now)(void *ctx);
     bool modelled;
+    /* ABI 1.16: an op pass's own device memory, for traces (NULL: not known). */
+    uint64_t (*op_scratch_bytes)(void *ctx, const void *state, bool backward);
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */
@@ -151,6 +153,7 @@ struct tb_trace_span {
     bool relocate;     /* track 0: a tensor copied to another block of device memory (compaction) */
     const struct tb_op *op; /* track 0, an op's step (not a rerun or move): the op, for its signature */
     bool backward;          /* with op: its backward */
+    uint64_t scratch;       /* with op: the device memory the pass took for itself (0: none or not known) */
 };
 int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t *n, struct tb_err *err);
 /* The memory manager's counters: swaps, bytes each way, stall (cumulative). */

@@ -145,6 +145,8 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
                                         .name = x->s->steps[k].name,
                                         .op = &x->g->ops[x->s->steps[k].op].op,
                                         .backward = x->s->steps[k].backward };
+        if (x->e->op_scratch_bytes)
+            sp[k].scratch = x->e->op_scratch_bytes(x->e->ctx, x->state[x->s->steps[k].op], sp[k].backward);
         op_span(x, k, &sp[k].start, &sp[k].dur);
         if (sp[k].start > 0 && (t0 == 0 || sp[k].start < t0))
             t0 = sp[k].start;
@@ -226,6 +228,8 @@ int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err)
             fprintf(f, ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"op\":",
                     sp[i].start * 1e6, sp[i].dur * 1e6);
             json_name(f, sig);
+            if (sp[i].scratch) /* what a modelled device calibrated from this trace takes too */
+                fprintf(f, ",\"scratch\":%" PRIu64, sp[i].scratch);
             fputs("}},\n", f);
         }
         else

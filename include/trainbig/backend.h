@@ -29,6 +29,7 @@
 #ifndef TRAINBIG_BACKEND_H
 #define TRAINBIG_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <trainbig/comm.h>
@@ -275,6 +276,14 @@ struct tb_backend_ops {
      * set_platform, with the link set_platform was given: a backend that models a device
      * takes its memory, bandwidth and rates from it. */
     int (*set_accel)(void *ctx, int device, const struct tb_accel *accel, struct tb_err *err);
+
+    /* ---- ABI 1.16: what ops take for themselves ---- */
+    /* Optional. The most device memory one pass of the op (its forward, a rerun of it, or
+     * with `backward` its backward) asked of the backend for itself (scratch space,
+     * workspace, reordered tensors) since op_prepare, in bytes; 0 when it asked none. state
+     * is op_prepare's. The core writes it into traces beside the op's time, so a modelled
+     * device calibrated from the trace takes that memory too. NULL: not known. */
+    uint64_t (*op_scratch_bytes)(void *ctx, const void *state, bool backward);
 };
 
 #ifdef __cplusplus

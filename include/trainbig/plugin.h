@@ -61,9 +61,11 @@ extern "C" {
  *   1.15 platform: struct tb_accel per_node, peer_bytes_per_s, peer_latency_s,
  *        net_bytes_per_s, net_latency_s: the GPUs together, for data parallelism
  *        (platform.h); backend: struct tb_device_info ranks, the GPUs a modelled
- *        device stands for (backend.h) */
+ *        device stands for (backend.h)
+ *   1.16 backend: op_scratch_bytes, the device memory an op's pass took for itself,
+ *        for traces and a modelled device's calibration (backend.h) */
 #define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 15
+#define TB_ABI_MINOR 16
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -650,6 +650,12 @@ static int cpu_op_backward(void *ctx, const struct tb_op *op, void *state, const
     return tb_cpu_op_backward(ctx, op, state, in, out, dout, din, err);
 }
 
+static uint64_t cpu_op_scratch_bytes(void *ctx, const void *state, bool backward)
+{
+    (void)ctx;
+    return tb_cpu_op_scratch_bytes(state, backward);
+}
+
 static const struct tb_backend_ops cpu_ops = {
     .score = cpu_score,
     .create = cpu_create,
@@ -692,6 +698,7 @@ static const struct tb_backend_ops cpu_ops = {
     .reorder_stats = cpu_reorder_stats,
     .op_recompute = cpu_op_recompute,
     .mem_blocks = cpu_mem_blocks,
+    .op_scratch_bytes = cpu_op_scratch_bytes,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -37,11 +37,32 @@ static const struct tb_cpu_kernel *kernel_of(enum tb_cpu_isa isa, enum tb_op_kin
     return (unsigned)kind < TB_OP_KIND_COUNT && (unsigned)isa < TB_CPU_ISAS ? kernels[isa][kind] : NULL;
 }
 
-/* The state the core holds: which kernel made it, and the kernel's own. */
+/* The state the core holds: which kernel made it, the kernel's own, and the most scratch
+ * a forward (or rerun) and a backward asked for. */
 struct op_state {
     const struct tb_cpu_kernel *k;
     void *inner;
+    uint64_t scratch[2];
 };
+
+/* Around a pass: what it asks of tb_cpu_scratch, kept as its direction's most. */
+static void pass_begin(struct tb_cpu *cpu)
+{
+    cpu->scratch_asked = 0;
+}
+
+static int pass_end(struct tb_cpu *cpu, struct op_state *s, bool backward, int rc)
+{
+    if (cpu->scratch_asked > s->scratch[backward])
+        s->scratch[backward] = cpu->scratch_asked;
+    return rc;
+}
+
+uint64_t tb_cpu_op_scratch_bytes(const void *state, bool backward)
+{
+    const struct op_state *s = state;
+    return s ? s->scratch[backward] : 0;
+}
 
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
@@ -96,14 +117,17 @@ int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
     struct op_state *s = state;
-    return s->k->forward(cpu, op, s->inner, step, in, out, err);
+    pass_begin(cpu);
+    return pass_end(cpu, s, false, s->k->forward(cpu, op, s->inner, step, in, out, err));
 }
 
 int tb_cpu_op_recompute(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
     struct op_state *s = state;
-    return (s->k->recompute ? s->k->recompute : s->k->forward)(cpu, op, s->inner, step, in, out, err);
+    pass_begin(cpu);
+    return pass_end(cpu, s, false,
+                    (s->k->recompute ? s->k->recompute : s->k->forward)(cpu, op, s->inner, step, in, out, err));
 }
 
 int tb_cpu_op_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
@@ -114,5 +138,6 @@ int tb_cpu_op_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     if (!s->k->backward)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cpu backend has no backward for %s", op->id,
                           tb_op_kind_name(op->kind));
-    return s->k->backward(cpu, op, s->inner, in, out, dout, din, err);
+    pass_begin(cpu);
+    return pass_end(cpu, s, true, s->k->backward(cpu, op, s->inner, in, out, dout, din, err));
 }

@@ -136,6 +136,7 @@ struct tb_cpu {
     void *scratch;
     size_t scratch_bytes;
     uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
+    size_t scratch_asked;  /* the most the running op pass asked of tb_cpu_scratch (op_scratch_bytes) */
     bool emulate_link;     /* [backend] emulate_link: set_platform throttles the copies */
     double compute_flops;  /* [backend] compute_gflops in FLOP/s; 0 = measure */
     double link_scale;     /* [backend] link_scale: multiplies the emulated link's rates */
@@ -212,6 +213,8 @@ void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf
 
 /* Which kernel runs the op, in what ISA and layouts (tb_backend_ops.op_describe). */
 void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size);
+/* The most scratch one pass of the op asked for (ABI 1.16 op_scratch_bytes). */
+uint64_t tb_cpu_op_scratch_bytes(const void *state, bool backward);
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err);
 void tb_cpu_op_release(void *state);
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,

@@ -529,6 +529,12 @@ static int cuda_allreduce_wait(void *ctx, double *busy_s, double *waited_s, stru
     return tb_cuda_allreduce_wait(ctx, busy_s, waited_s, err);
 }
 
+static uint64_t cuda_op_scratch_bytes(void *ctx, const void *state, bool backward)
+{
+    (void)ctx;
+    return tb_cuda_op_scratch_bytes(state, backward);
+}
+
 static const struct tb_backend_ops cuda_ops = {
     .score = cuda_score,
     .create = cuda_create,
@@ -568,6 +574,7 @@ static const struct tb_backend_ops cuda_ops = {
     .allreduce_start = cuda_allreduce_start,
     .allreduce_wait = cuda_allreduce_wait,
     .mem_blocks = cuda_mem_blocks,
+    .op_scratch_bytes = cuda_op_scratch_bytes,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -8,6 +8,8 @@
 
 void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err)
 {
+    if (bytes > cuda->scratch_asked)
+        cuda->scratch_asked = bytes;
     if (cuda->scratch && bytes <= cuda->scratch_bytes)
         return cuda->scratch;
     if (cuda->scratch) {

@@ -460,11 +460,26 @@ static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
     return NULL;
 }
 
-/* The state the core holds: which row made it, and the row's own. */
+/* The state the core holds: which row made it, the row's own, and the most scratch a
+ * forward and a backward asked for. */
 struct op_state {
     const struct tb_cuda_kernel *k;
     void *inner;
+    uint64_t scratch[2];
 };
+
+uint64_t tb_cuda_op_scratch_bytes(const void *state, bool backward)
+{
+    const struct op_state *s = state;
+    return s ? s->scratch[backward] : 0;
+}
+
+/* After a pass: what it asked of tb_cuda_scratch, kept as its direction's most. */
+static void pass_end(struct tb_cuda *cuda, struct op_state *s, bool backward)
+{
+    if (cuda->scratch_asked > s->scratch[backward])
+        s->scratch[backward] = cuda->scratch_asked;
+}
 
 int tb_cuda_op_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
 {
@@ -512,7 +527,9 @@ int tb_cuda_op_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state
     if (rc)
         return rc;
     tb_cuda_range_push("%s %u forward", tb_op_kind_name(op->kind), op->id);
+    cuda->scratch_asked = 0;
     rc = s->k->forward(cuda, op, s->inner, step, in, out, err);
+    pass_end(cuda, s, false);
     tb_cuda_range_pop();
     return rc;
 }
@@ -528,7 +545,9 @@ int tb_cuda_op_backward(struct tb_cuda *cuda, const struct tb_op *op, void *stat
     if (rc)
         return rc;
     tb_cuda_range_push("%s %u backward", tb_op_kind_name(op->kind), op->id);
+    cuda->scratch_asked = 0;
     rc = s->k->backward(cuda, op, s->inner, in, out, dout, din, err);
+    pass_end(cuda, s, true);
     tb_cuda_range_pop();
     return rc;
 }

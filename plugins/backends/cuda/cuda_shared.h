@@ -80,6 +80,7 @@ struct tb_cuda {
     void *scratch;
     size_t scratch_bytes;
     uint64_t failed_bytes;  /* the last scratch request that did not fit (alloc_failed_bytes) */
+    size_t scratch_asked;   /* the most the running op pass asked of tb_cuda_scratch (op_scratch_bytes) */
     size_t workspace_limit; /* [backend] workspace_limit: cuDNN workspace per convolution */
     double comm_timeout;    /* [backend] comm_timeout: seconds a wait on other ranks may take */
     enum tb_cuda_conv_algo conv_algo;
@@ -224,6 +225,8 @@ int tb_cuda_syncbn_backward(struct tb_cuda *cuda, const struct tb_op *op, const 
  * buffer it replaces may still be read by queued work: it is freed only after the compute
  * stream has drained. */
 void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err);
+/* The most scratch one pass of the op asked for (ABI 1.16 op_scratch_bytes). */
+uint64_t tb_cuda_op_scratch_bytes(const void *state, bool backward);
 
 /* The pending label check: waits for it (wait) or only looks when it has completed, and
  * reports a bad label as TB_ERR_RUNTIME naming the op, image, pixel and label. */

@@ -87,6 +87,8 @@ static void sim_destroy(void *ctx)
     struct tb_sim *sim = ctx;
     if (!sim)
         return;
+    if (sim->scratch)
+        sim_memory_free(&sim->memory, sim->scratch);
     if (sim->memory_ready)
         sim_memory_fini(&sim->memory);
     if (sim->profile.n) /* ops the profile did not have are the model's: worth a warning */
@@ -159,6 +161,25 @@ static void sim_mem_free(void *ctx, int device, void *ptr)
         fprintf(stderr, "trainbig: internal error: sim backend: mem_free(%p) is no block of its device memory\n", ptr);
         abort(); /* a bug in the caller, not a user error */
     }
+}
+
+static uint64_t sim_alloc_failed_bytes(void *ctx, int device)
+{
+    struct tb_sim *sim = ctx;
+    (void)device;
+    const uint64_t b = sim->failed_bytes;
+    sim->failed_bytes = 0;
+    return b;
+}
+
+static void sim_release_scratch(void *ctx, int device)
+{
+    struct tb_sim *sim = ctx;
+    (void)device;
+    if (sim->scratch)
+        sim_memory_free(&sim->memory, sim->scratch);
+    sim->scratch = NULL;
+    sim->scratch_bytes = 0;
 }
 
 static void sim_mem_stats(void *ctx, int device, struct tb_mem_stats *out)
@@ -448,6 +469,8 @@ static const struct tb_backend_ops sim_ops = {
     .event_sync = be_event_sync,
     .stream_sync = be_stream_sync,
     .copy_async = sim_copy_async,
+    .alloc_failed_bytes = sim_alloc_failed_bytes,
+    .release_scratch = sim_release_scratch,
     .set_platform = sim_set_platform,
     .event_time = sim_event_time,
     .tensor_bytes = tb_sim_tensor_bytes,
@@ -465,6 +488,7 @@ static const struct tb_backend_ops sim_ops = {
     .mem_blocks = sim_mem_blocks,
     .now = sim_now,
     .set_accel = sim_set_accel,
+    .op_scratch_bytes = tb_sim_op_scratch_bytes,
     .comm_attach = sim_comm_attach,
     .allreduce_start = sim_allreduce_start,
     .allreduce_wait = sim_allreduce_wait,

@@ -3,6 +3,7 @@
  * nothing is computed. */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 struct sim_op_state {
     struct sim_estimate fwd, bwd;
     double fwd_s, bwd_s; /* what each pass takes: measured (sim_profile) or fwd/bwd's */
+    uint64_t fwd_scratch, bwd_scratch; /* device memory each takes for itself (sim_profile's) */
     bool fwd_measured, bwd_measured;
     uint32_t bwd_grads;
     bool bwd_known;
@@ -90,20 +92,22 @@ int tb_sim_sgd_update(void *ctx, const struct tb_tensor *param, const struct tb_
 }
 
 double tb_sim_op_seconds(struct tb_sim *sim, const struct tb_op *op, bool backward, uint32_t grads,
-                         struct sim_estimate *e, bool *measured)
+                         struct sim_estimate *e, bool *measured, uint64_t *scratch)
 {
     sim_op_estimate(&sim->device, op, backward, grads, e);
     *measured = false;
+    *scratch = 0;
     if (backward && e->seconds == 0)
         return 0; /* no backward: nothing to measure */
     if (sim->profile.n) {
         char sig[512];
         if (tb_op_signature(op, backward, sig, sizeof sig) < sizeof sig) {
-            const double s = sim_profile_find(&sim->profile, sig);
-            if (s >= 0) {
+            const struct sim_timing *t = sim_profile_lookup(&sim->profile, sig);
+            if (t) {
                 *measured = true;
+                *scratch = t->scratch;
                 sim->counts.measured++;
-                return s;
+                return t->seconds;
             }
         }
     }
@@ -119,7 +123,7 @@ int tb_sim_op_prepare(void *ctx, int device, const struct tb_op *op, void **stat
     if (!st)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     st->op = *op;
-    st->fwd_s = tb_sim_op_seconds(sim, op, false, 0, &st->fwd, &st->fwd_measured);
+    st->fwd_s = tb_sim_op_seconds(sim, op, false, 0, &st->fwd, &st->fwd_measured, &st->fwd_scratch);
     *state = st;
     return TB_OK;
 }
@@ -152,13 +156,46 @@ static void run_forward(struct tb_sim *sim, const struct sim_op_state *st)
     sim->counts.kernels++;
 }
 
+bool tb_sim_scratch(struct tb_sim *sim, uint64_t bytes, const struct tb_op *op, struct tb_err *err)
+{
+    if (bytes <= sim->scratch_bytes && (sim->scratch || !bytes))
+        return true;
+    if (!tb_sim_memory(sim)) {
+        tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+        return false;
+    }
+    if (sim->scratch)
+        sim_memory_free(&sim->memory, sim->scratch);
+    sim->scratch = sim_memory_alloc(&sim->memory, (size_t)bytes);
+    sim->scratch_bytes = sim->scratch ? bytes : 0;
+    if (!sim->scratch) {
+        sim->failed_bytes = bytes;
+        tb_err_set(err, TB_ERR_NOMEM,
+                   "op %u (%s): sim backend: no device memory left for the %" PRIu64
+                   " bytes of scratch its profile says it takes",
+                   op->id, tb_op_kind_name(op->kind), bytes);
+        return false;
+    }
+    return true;
+}
+
+uint64_t tb_sim_op_scratch_bytes(void *ctx, const void *state, bool backward)
+{
+    (void)ctx;
+    const struct sim_op_state *st = state;
+    return st ? (backward ? st->bwd_scratch : st->fwd_scratch) : 0;
+}
+
 int tb_sim_op_forward(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
                       const struct tb_tensor *out, struct tb_err *err)
 {
     (void)step;
     (void)in;
     (void)out;
-    (void)err;
+    const struct sim_op_state *st = state;
+    /* before anything is queued: an op that does not fit changes nothing */
+    if (!tb_sim_scratch(ctx, st->fwd_scratch, op, err))
+        return TB_ERR_NOMEM;
     run_forward(ctx, state);
     syncbn_reduce(ctx, op, false);
     return TB_OK;
@@ -167,11 +204,12 @@ int tb_sim_op_forward(void *ctx, const struct tb_op *op, void *state, uint64_t s
 int tb_sim_op_recompute(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
                         const struct tb_tensor *out, struct tb_err *err)
 {
-    (void)op;
     (void)step;
     (void)in;
     (void)out;
-    (void)err;
+    const struct sim_op_state *st = state;
+    if (!tb_sim_scratch(ctx, st->fwd_scratch, op, err))
+        return TB_ERR_NOMEM;
     run_forward(ctx, state);
     return TB_OK;
 }
@@ -191,10 +229,12 @@ int tb_sim_op_backward(void *ctx, const struct tb_op *op, void *state, const str
         if (din[i].data)
             grads |= 1u << i;
     if (!st->bwd_known || grads != st->bwd_grads) {
-        st->bwd_s = tb_sim_op_seconds(sim, &st->op, true, grads, &st->bwd, &st->bwd_measured);
+        st->bwd_s = tb_sim_op_seconds(sim, &st->op, true, grads, &st->bwd, &st->bwd_measured, &st->bwd_scratch);
         st->bwd_grads = grads;
         st->bwd_known = true;
     }
+    if (!tb_sim_scratch(sim, st->bwd_scratch, op, err))
+        return TB_ERR_NOMEM;
     if (st->bwd_s > 0) {
         sim_submit(&sim->clock, TB_STREAM_COMPUTE, st->bwd_s);
         sim->counts.kernels++;

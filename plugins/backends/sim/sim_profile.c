@@ -17,7 +17,8 @@
 /* A profile larger than this is not one step's ops: refused before it is read. */
 #define MAX_BYTES ((long)256 << 20)
 
-static int add(struct sim_profile *p, const char *op, size_t len, double seconds, struct tb_err *err)
+static int add(struct sim_profile *p, const char *op, size_t len, double seconds, uint64_t scratch,
+               struct tb_err *err)
 {
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 256;
@@ -32,7 +33,7 @@ static int add(struct sim_profile *p, const char *op, size_t len, double seconds
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     memcpy(s, op, len);
     s[len] = '\0';
-    p->t[p->n++] = (struct sim_timing){ s, seconds };
+    p->t[p->n++] = (struct sim_timing){ s, seconds, scratch };
     return TB_OK;
 }
 
@@ -43,7 +44,7 @@ static int by_op_then_seconds(const void *a, const void *b)
     return c ? c : (x->seconds > y->seconds) - (x->seconds < y->seconds);
 }
 
-/* Sorted, then each run of one signature collapsed to its median. */
+/* Sorted, then each run of one signature collapsed to its median time and most scratch. */
 static void medians(struct sim_profile *p)
 {
     qsort(p->t, p->n, sizeof *p->t, by_op_then_seconds);
@@ -55,9 +56,12 @@ static void medians(struct sim_profile *p)
         const size_t mid = i + (j - i - 1) / 2;
         double median = (j - i) % 2 ? p->t[mid].seconds : 0.5 * (p->t[mid].seconds + p->t[mid + 1].seconds);
         char *keep = p->t[i].op;
-        for (size_t k = i + 1; k < j; k++)
+        uint64_t scratch = p->t[i].scratch;
+        for (size_t k = i + 1; k < j; k++) {
+            scratch = p->t[k].scratch > scratch ? p->t[k].scratch : scratch;
             free(p->t[k].op);
-        p->t[out++] = (struct sim_timing){ keep, median };
+        }
+        p->t[out++] = (struct sim_timing){ keep, median, scratch };
         i = j;
     }
     p->n = out;
@@ -68,11 +72,32 @@ static bool valid_seconds(double s)
     return isfinite(s) && s >= 0 && s < 3600;
 }
 
+/* More than any device holds: not an op's scratch. */
+#define MAX_SCRATCH ((uint64_t)1 << 44)
+
+/* A whole decimal number of bytes in 0..MAX_SCRATCH, spaces around allowed. */
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return false;
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    while (isspace((unsigned char)*end))
+        end++;
+    if (errno || *end || v > MAX_SCRATCH)
+        return false;
+    *out = v;
+    return true;
+}
+
 static int load_csv(struct sim_profile *p, FILE *f, const char *path, struct tb_err *err)
 {
     char line[2048];
     long no = 0;
-    bool header = false;
+    bool header = false, with_scratch = false;
     while (fgets(line, sizeof line, f)) {
         no++;
         size_t len = strlen(line);
@@ -83,13 +108,24 @@ static int load_csv(struct sim_profile *p, FILE *f, const char *path, struct tb_
         if (len == 0 || line[0] == '#')
             continue;
         if (!header) {
-            if (strcmp(line, "op,seconds") != 0)
+            with_scratch = strcmp(line, "op,seconds,scratch_bytes") == 0;
+            if (!with_scratch && strcmp(line, "op,seconds") != 0)
                 return tb_err_set(err, TB_ERR_CONFIG,
-                                  "%s:%ld: the header is not 'op,seconds' (a profile CSV: one op's signature and its "
-                                  "measured seconds per line, or a Chrome trace)",
+                                  "%s:%ld: the header is neither 'op,seconds' nor 'op,seconds,scratch_bytes' (a "
+                                  "profile CSV: one op's signature and its measured seconds per line, or a Chrome "
+                                  "trace)",
                                   path, no);
             header = true;
             continue;
+        }
+        uint64_t scratch = 0;
+        if (with_scratch) {
+            char *last = strrchr(line, ',');
+            if (!last || !parse_bytes(last + 1, &scratch))
+                return tb_err_set(err, TB_ERR_CONFIG,
+                                  "%s:%ld: scratch_bytes '%.40s' is not a whole number of bytes in 0..2^44", path, no,
+                                  last ? last + 1 : line);
+            *last = '\0';
         }
         char *comma = strrchr(line, ',');
         if (!comma || comma == line)
@@ -102,7 +138,7 @@ static int load_csv(struct sim_profile *p, FILE *f, const char *path, struct tb_
         if (errno || end == comma + 1 || *end || !valid_seconds(s))
             return tb_err_set(err, TB_ERR_CONFIG, "%s:%ld: seconds '%.40s' is not a number in 0..3600", path, no,
                               comma + 1);
-        int rc = add(p, line, (size_t)(comma - line), s, err);
+        int rc = add(p, line, (size_t)(comma - line), s, scratch, err);
         if (rc)
             return rc;
     }
@@ -133,8 +169,9 @@ static int load_trace(struct sim_profile *p, FILE *f, const char *path, struct t
         const char *cat = json_string_value(json_object_get(ev, "cat"));
         if (!cat || strcmp(cat, "op") != 0)
             continue; /* copies, recomputations, moves, names */
-        const char *op = json_string_value(json_object_get(json_object_get(ev, "args"), "op"));
-        json_t *dur = json_object_get(ev, "dur");
+        json_t *args = json_object_get(ev, "args");
+        const char *op = json_string_value(json_object_get(args, "op"));
+        json_t *dur = json_object_get(ev, "dur"), *scratch = json_object_get(args, "scratch");
         if (!op || !*op)
             rc = tb_err_set(err, TB_ERR_CONFIG,
                             "%s: event %zu: an op without its signature (args.op): a trace from a trainbig older "
@@ -143,8 +180,13 @@ static int load_trace(struct sim_profile *p, FILE *f, const char *path, struct t
         else if (!json_is_number(dur) || !valid_seconds(json_number_value(dur) * 1e-6))
             rc = tb_err_set(err, TB_ERR_CONFIG, "%s: event %zu (%.60s): dur is not microseconds in 0..3.6e9", path, i,
                             op);
+        else if (scratch && (!json_is_integer(scratch) || json_integer_value(scratch) < 0 ||
+                             (uint64_t)json_integer_value(scratch) > MAX_SCRATCH))
+            rc = tb_err_set(err, TB_ERR_CONFIG, "%s: event %zu (%.60s): args.scratch is not bytes in 0..2^44", path,
+                            i, op);
         else
-            rc = add(p, op, strlen(op), json_number_value(dur) * 1e-6, err);
+            rc = add(p, op, strlen(op), json_number_value(dur) * 1e-6,
+                     scratch ? (uint64_t)json_integer_value(scratch) : 0, err);
     }
     json_decref(root);
     return rc;
@@ -205,8 +247,13 @@ static int by_op(const void *key, const void *elem)
     return strcmp(key, ((const struct sim_timing *)elem)->op);
 }
 
+const struct sim_timing *sim_profile_lookup(const struct sim_profile *p, const char *op)
+{
+    return p->n ? bsearch(op, p->t, p->n, sizeof *p->t, by_op) : NULL;
+}
+
 double sim_profile_find(const struct sim_profile *p, const char *op)
 {
-    const struct sim_timing *t = p->n ? bsearch(op, p->t, p->n, sizeof *p->t, by_op) : NULL;
+    const struct sim_timing *t = sim_profile_lookup(p, op);
     return t ? t->seconds : -1;
 }

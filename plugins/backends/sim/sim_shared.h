@@ -46,6 +46,11 @@ struct tb_sim {
     char accel_name[64];
     char name[128];
     struct sim_counts counts;
+    /* Op scratch, as a real backend keeps it: one block of device memory grown on demand
+     * to what a profile says an op pass took for itself, freed by release_scratch. */
+    void *scratch;
+    uint64_t scratch_bytes;
+    uint64_t failed_bytes; /* the last scratch that did not fit (alloc_failed_bytes) */
 };
 
 /* The device's memory, made now if it was not yet; false when the host has no memory for
@@ -54,9 +59,14 @@ bool tb_sim_memory(struct tb_sim *sim);
 /* Queues `seconds` of device work on the compute stream, one kernel. */
 void tb_sim_kernel(struct tb_sim *sim, double seconds);
 /* An op pass's seconds: the profile's where it has the op's signature, else the
- * model's estimate e (filled either way, for op_describe). */
+ * model's estimate e (filled either way, for op_describe); *scratch: the device memory
+ * the profile says the pass took for itself (0 where the model times it). */
 double tb_sim_op_seconds(struct tb_sim *sim, const struct tb_op *op, bool backward, uint32_t grads,
-                         struct sim_estimate *e, bool *measured);
+                         struct sim_estimate *e, bool *measured, uint64_t *scratch);
+/* The op scratch block holds at least `bytes`; false, with *err and failed_bytes set,
+ * when the device memory has no room for it. */
+bool tb_sim_scratch(struct tb_sim *sim, uint64_t bytes, const struct tb_op *op, struct tb_err *err);
+uint64_t tb_sim_op_scratch_bytes(void *ctx, const void *state, bool backward);
 /* The seconds a memory-bound kernel streaming `bytes` takes on the device. */
 double tb_sim_stream_seconds(const struct tb_sim *sim, double bytes);
 
