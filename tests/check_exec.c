@@ -1193,6 +1193,60 @@ START_TEST(split_free_memory_is_joined_inside_the_device)
 }
 END_TEST
 
+/* A policy that moves output a out after step 0 and asks for it back at once, noting
+ * where it was when it asked. */
+static size_t recall_a;
+static enum tb_residency recall_a_was;
+
+static int a_out_and_back(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
+{
+    (void)ctx;
+    if (step != 0)
+        return TB_OK;
+    int rc = tb_swap_out(m, recall_a, false, err);
+    recall_a_was = tb_swap_residency(m, recall_a);
+    return rc ? rc : tb_swap_in(m, recall_a, err);
+}
+
+static const struct tb_swap_ops a_out_and_back_ops = { .after_step = a_out_and_back };
+
+/* A tensor asked back while its copy out still runs keeps its device block: nothing
+ * crosses the link back, the step that reads it does not wait for a copy in, and it ends
+ * on both sides. On sim the host always asks before it sees the copy done (it runs ahead
+ * of the modelled device, as it does of a GPU); on cpu the copy may already be done, and
+ * then a is brought back. */
+START_TEST(a_tensor_asked_back_while_moving_out_stays)
+{
+    enum { N = FRAG_C * FRAG_H * FRAG_W };
+    e.swap = (struct tb_swap_policy){ "out-and-back", &a_out_and_back_ops, NULL, NULL };
+    struct tb_graph *g = fragmenting_graph();
+    struct tb_exec *x;
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    recall_a = tensor_named(tb_exec_schedule(x), "relu0");
+    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
+    test_random(in, N, 9, -1.0f, 1.0f);
+    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    const struct tb_swap_stats *st = tb_exec_swap_stats(x);
+    ck_assert_uint_eq(st->bytes_out, 64u << 10);
+    ck_assert_uint_eq(st->demand_ins, 0);
+    ck_assert(recall_a_was == TB_RES_MOVING_OUT || recall_a_was == TB_RES_HOST);
+    ck_assert_msg(!on_sim() || recall_a_was == TB_RES_MOVING_OUT, "on sim the host saw the copy out done: %d",
+                  (int)recall_a_was);
+    ck_assert_uint_eq(st->bytes_in, recall_a_was == TB_RES_MOVING_OUT ? 0 : 64u << 10);
+    ck_assert_uint_eq(st->swaps_in, recall_a_was == TB_RES_MOVING_OUT ? 0 : 1);
+    ck_assert(tb_exec_resident(x, recall_a));
+    assert_fragmenting_values(x, in, out);
+    free(in);
+    free(out);
+    tb_exec_free(x);
+    e.swap = (struct tb_swap_policy){ 0 };
+    tb_graph_free(g);
+}
+END_TEST
+
 /* The swap space is capped: past the engine's limit a swap-out fails naming the limit and
  * what to change, instead of taking host memory until the OOM killer comes; what the
  * copies held is counted and given back. */
@@ -1362,6 +1416,7 @@ int main(void)
     tcase_add_checked_fixture(tc, open_engine, close_engine);
     tcase_add_test(tc, activations_freed_at_last_use);
     tcase_add_test(tc, broken_graph_refused);
+    tcase_add_test(tc, a_tensor_asked_back_while_moving_out_stays);
     if (all) {
         tcase_add_test(tc, lr_policies);
         tcase_add_test(tc, initialisers);

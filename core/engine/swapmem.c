@@ -149,7 +149,7 @@ static bool settle_one(struct tb_swap_mem *m, size_t i, bool wait)
     const uint8_t r = m->res[i];
     if ((r != TB_RES_MOVING_OUT && r != TB_RES_MOVING_IN) || !copy_done(m, i, wait))
         return false;
-    if (r == TB_RES_MOVING_OUT) {
+    if (r == TB_RES_MOVING_OUT && !m->recalled[i]) {
         m->be->mem_free(m->be_ctx, m->device, m->t[i].data);
         m->t[i].data = NULL;
         m->res[i] = TB_RES_HOST;
@@ -219,6 +219,7 @@ int tb_swapmem_move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_er
     if (rc)
         return tb_err_prefix(err, "swapping out %s", m->s->tensors[i].name);
     m->res[i] = TB_RES_MOVING_OUT;
+    m->recalled[i] = false;
     m->stats.bytes_out += bytes;
     m->stats.swaps_out++;
     if (wait)
@@ -317,6 +318,13 @@ int tb_swapmem_start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_e
 
 int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err)
 {
+    if (i < m->s->ntensors && m->res[i] == TB_RES_MOVING_OUT) {
+        /* Its block is still on the device: keep it there, nothing to copy back. (The
+         * host learns late that a copy finished where the device runs ahead of it, as a
+         * GPU does; an out not yet seen done is not yet a tensor on the host.) */
+        m->recalled[i] = true;
+        return TB_OK;
+    }
     if (i >= m->s->ntensors || m->res[i] != TB_RES_HOST)
         return TB_OK;
     tb_swapmem_settle_outs(m, false);
@@ -349,8 +357,9 @@ int tb_swapmem_init(struct tb_swap_mem *m, const struct tb_backend_ops *be, void
     m->host = calloc(n, sizeof *m->host);
     m->ev = calloc(n, sizeof *m->ev);
     m->used = calloc(n, sizeof *m->used);
+    m->recalled = calloc(n, sizeof *m->recalled);
     m->compute_ev = be->event_create(be_ctx, device);
-    if (!m->res || !m->host || !m->ev || !m->used || !m->compute_ev) {
+    if (!m->res || !m->host || !m->ev || !m->used || !m->recalled || !m->compute_ev) {
         tb_swapmem_fini(m);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory for the memory manager");
     }
@@ -399,6 +408,7 @@ void tb_swapmem_fini(struct tb_swap_mem *m)
     free(m->host);
     free(m->ev);
     free(m->used);
+    free(m->recalled);
     free(m->blocks);
     memset(m, 0, sizeof *m);
 }

@@ -45,6 +45,8 @@ struct tb_swap_mem {
     void **host;                 /* [ntensors] pinned copy, kept for reuse (sizes do not change) */
     struct tb_event **ev;        /* [ntensors] its latest copy */
     uint64_t *used;              /* [ntensors] clock at its last use */
+    bool *recalled;              /* [ntensors] moving out but asked back (tb_swap_in): its block
+                                  * stays on the device when the copy is done */
     uint64_t clock;              /* steps run */
     struct tb_event *compute_ev; /* orders copies after the compute that made their data */
     bool tracing;                /* record each copy's start and end (tb_exec_trace_begin) */

@@ -70,8 +70,9 @@ int tb_swap_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err);
 int tb_swap_out_until(struct tb_swap_mem *m, const size_t *order, size_t n, uint64_t bytes, uint64_t *freed,
                       struct tb_err *err);
 /* Starts bringing tensor i back to the device ahead of its use (prefetch). Returns
- * TB_ERR_NOMEM without side effects when the device cannot hold it now. A tensor that is
- * not on the host only is left alone (TB_OK). */
+ * TB_ERR_NOMEM without side effects when the device cannot hold it now. A tensor still
+ * moving out keeps its device block instead (on both sides once its copy is done; no
+ * copy back). Any other tensor not on the host only is left alone (TB_OK). */
 int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 
 /* ---- ABI 1.11: recomputation ----
