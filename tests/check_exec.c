@@ -633,19 +633,55 @@ static void assert_fragmenting_values(struct tb_exec *x, const float *in, float 
     }
 }
 
-START_TEST(room_is_made_until_a_fragmented_allocation_fits)
+/* One forward pass of fragmenting_graph: its graph, executor, input, and room to read
+ * twice the input back. */
+struct frag_run {
+    struct tb_graph *g;
+    struct tb_exec *x;
+    float *in, *out;
+};
+
+/* The executor of fragmenting_graph under e's policy, a random image (`seed`) set. */
+static void frag_open(struct frag_run *r, unsigned seed)
 {
     enum { N = FRAG_C * FRAG_H * FRAG_W };
-    struct tb_graph *g = fragmenting_graph();
-    struct tb_exec *x;
     struct tb_err err;
     tb_err_clear(&err);
-    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
-    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
-    test_random(in, N, 3, -1.0f, 1.0f);
-    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    r->g = fragmenting_graph();
+    ck_assert_msg(tb_exec_create(&e, r->g, &r->x, &err) == TB_OK, "%s", err.msg);
+    r->in = malloc(N * sizeof *r->in);
+    r->out = malloc(2 * N * sizeof *r->out);
+    ck_assert(r->in && r->out);
+    test_random(r->in, N, seed, -1.0f, 1.0f);
+    ck_assert_msg(tb_exec_set_input(r->x, "image", r->in, &err) == TB_OK, "%s", err.msg);
+}
+
+static void frag_forward(struct frag_run *r)
+{
+    struct tb_err err;
+    tb_err_clear(&err);
+    ck_assert_msg(tb_exec_forward(r->x, 0, &err) == TB_OK, "%s", err.msg);
+}
+
+/* Every value checked (assert_fragmenting_values), then the run freed and e's policy
+ * forgotten. */
+static void frag_close(struct frag_run *r)
+{
+    assert_fragmenting_values(r->x, r->in, r->out);
+    free(r->in);
+    free(r->out);
+    tb_exec_free(r->x);
+    tb_graph_free(r->g);
+    e.swap = (struct tb_swap_policy){ 0 };
+}
+
+START_TEST(room_is_made_until_a_fragmented_allocation_fits)
+{
+    struct frag_run r;
+    frag_open(&r, 3);
     bytes_only_largest_ask = 0;
-    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    frag_forward(&r);
+    struct tb_exec *x = r.x;
     /* Asked for more than the 128 KiB, once the free bytes sufficed and did not fit. */
     ck_assert_uint_gt(bytes_only_largest_ask, 128u << 10);
     ck_assert_uint_ge(tb_exec_swap_stats(x)->evicting_allocs, 1);
@@ -655,14 +691,10 @@ START_TEST(room_is_made_until_a_fragmented_allocation_fits)
     ck_assert(!tb_exec_resident(x, tensor_named(s, "relu1")));
     ck_assert(!tb_exec_resident(x, tensor_named(s, "relu2")));
     ck_assert(tb_exec_resident(x, tensor_named(s, "relu3")));
-    assert_fragmenting_values(x, in, out); /* a, b and c back from the host */
     struct tb_mem_stats st;
     b.ops.backend->mem_stats(b.ctx, 0, &st);
     ck_assert_uint_eq(st.reserved, 416u << 10); /* the arena never grew */
-    free(in);
-    free(out);
-    tb_exec_free(x);
-    tb_graph_free(g);
+    frag_close(&r); /* a, b and c back from the host */
 }
 END_TEST
 
@@ -686,18 +718,12 @@ static const struct tb_swap_ops range_ops = { .make_room = range_make_room };
  * two free blocks, where the bytes-only one moved three; every value survives. */
 START_TEST(a_range_is_cleared_where_free_memory_is_split)
 {
-    enum { N = FRAG_C * FRAG_H * FRAG_W };
     e.swap = (struct tb_swap_policy){ "range", &range_ops, NULL, NULL };
-    struct tb_graph *g = fragmenting_graph();
-    struct tb_exec *x;
-    struct tb_err err;
-    tb_err_clear(&err);
-    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
-    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
-    test_random(in, N, 4, -1.0f, 1.0f);
-    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
+    struct frag_run r;
+    frag_open(&r, 4);
     range_moved = 0;
-    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    frag_forward(&r);
+    struct tb_exec *x = r.x;
     const struct tb_schedule *s = tb_exec_schedule(x);
     /* d lay between the free blocks (the small blocks go high: d is the lowest); it alone went. */
     ck_assert_uint_eq(range_moved, 64u << 10);
@@ -706,11 +732,7 @@ START_TEST(a_range_is_cleared_where_free_memory_is_split)
     ck_assert(tb_exec_resident(x, tensor_named(s, "relu2")));
     ck_assert(!tb_exec_resident(x, tensor_named(s, "relu3")));
     ck_assert_uint_eq(tb_exec_swap_stats(x)->bytes_out, 64u << 10);
-    assert_fragmenting_values(x, in, out);
-    free(in);
-    free(out);
-    tb_exec_free(x);
-    tb_graph_free(g);
+    frag_close(&r);
 }
 END_TEST
 
@@ -1150,19 +1172,13 @@ static const struct tb_swap_ops a_out_no_room_ops = { .after_step = a_out_after_
  * survives. */
 START_TEST(split_free_memory_is_joined_inside_the_device)
 {
-    enum { N = FRAG_C * FRAG_H * FRAG_W };
     e.swap = (struct tb_swap_policy){ "a-out", &a_out_no_room_ops, NULL, NULL };
-    struct tb_graph *g = fragmenting_graph();
-    struct tb_exec *x;
-    struct tb_err err;
-    tb_err_clear(&err);
-    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    struct frag_run r;
+    frag_open(&r, 8);
+    struct tb_exec *x = r.x;
     frag_a = tensor_named(tb_exec_schedule(x), "relu0");
-    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
-    test_random(in, N, 8, -1.0f, 1.0f);
-    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
     tb_exec_trace_begin(x);
-    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    frag_forward(&r);
     const struct tb_swap_stats *st = tb_exec_swap_stats(x);
     ck_assert_uint_eq(st->evicting_allocs, 1);
     ck_assert_uint_eq(st->bytes_out, 64u << 10);
@@ -1170,6 +1186,8 @@ START_TEST(split_free_memory_is_joined_inside_the_device)
     /* The trace has the move on the compute track, marked, beside the policy's copy out. */
     struct tb_trace_span *sp;
     size_t nsp, moves = 0, outs = 0;
+    struct tb_err err;
+    tb_err_clear(&err);
     ck_assert_msg(tb_exec_trace_spans(x, &sp, &nsp, &err) == TB_OK, "%s", err.msg);
     for (size_t i = 0; i < nsp; i++) {
         if (sp[i].relocate) {
@@ -1184,12 +1202,7 @@ START_TEST(split_free_memory_is_joined_inside_the_device)
     ck_assert_uint_eq(moves, 1);
     ck_assert_uint_eq(outs, 1);
     free(sp);
-    assert_fragmenting_values(x, in, out);
-    free(in);
-    free(out);
-    tb_exec_free(x);
-    e.swap = (struct tb_swap_policy){ 0 };
-    tb_graph_free(g);
+    frag_close(&r);
 }
 END_TEST
 
@@ -1217,18 +1230,12 @@ static const struct tb_swap_ops a_out_and_back_ops = { .after_step = a_out_and_b
  * then a is brought back. */
 START_TEST(a_tensor_asked_back_while_moving_out_stays)
 {
-    enum { N = FRAG_C * FRAG_H * FRAG_W };
     e.swap = (struct tb_swap_policy){ "out-and-back", &a_out_and_back_ops, NULL, NULL };
-    struct tb_graph *g = fragmenting_graph();
-    struct tb_exec *x;
-    struct tb_err err;
-    tb_err_clear(&err);
-    ck_assert_msg(tb_exec_create(&e, g, &x, &err) == TB_OK, "%s", err.msg);
+    struct frag_run r;
+    frag_open(&r, 9);
+    struct tb_exec *x = r.x;
     recall_a = tensor_named(tb_exec_schedule(x), "relu0");
-    float *in = malloc(N * sizeof *in), *out = malloc(2 * N * sizeof *out);
-    test_random(in, N, 9, -1.0f, 1.0f);
-    ck_assert_msg(tb_exec_set_input(x, "image", in, &err) == TB_OK, "%s", err.msg);
-    ck_assert_msg(tb_exec_forward(x, 0, &err) == TB_OK, "%s", err.msg);
+    frag_forward(&r);
     const struct tb_swap_stats *st = tb_exec_swap_stats(x);
     ck_assert_uint_eq(st->bytes_out, 64u << 10);
     ck_assert_uint_eq(st->demand_ins, 0);
@@ -1238,12 +1245,7 @@ START_TEST(a_tensor_asked_back_while_moving_out_stays)
     ck_assert_uint_eq(st->bytes_in, recall_a_was == TB_RES_MOVING_OUT ? 0 : 64u << 10);
     ck_assert_uint_eq(st->swaps_in, recall_a_was == TB_RES_MOVING_OUT ? 0 : 1);
     ck_assert(tb_exec_resident(x, recall_a));
-    assert_fragmenting_values(x, in, out);
-    free(in);
-    free(out);
-    tb_exec_free(x);
-    e.swap = (struct tb_swap_policy){ 0 };
-    tb_graph_free(g);
+    frag_close(&r);
 }
 END_TEST
 
