@@ -52,3 +52,11 @@ expect_errors() {
     n=$(grep -c '^trainbig: error: ' "$1" || true)
     [ "$n" -eq "$2" ] || fail "$(basename "$1") has $n error lines, expected $2"
 }
+
+# svg_texts FILE: the text of each <text> element of an SVG, one a line (PLplot's svg
+# driver writes every character as a &#x..; reference). Needs perl.
+svg_texts() {
+    perl -CO -0777 -ne 'while (/<text\b[^>]*>(.*?)<\/text>/sg) { my $t = $1; $t =~ s/<[^>]*>//g;
+        $t =~ s/&#x([0-9a-fA-F]+);/chr(hex($1))/ge; $t =~ s/&lt;/</g; $t =~ s/&gt;/>/g; $t =~ s/&amp;/&/g;
+        print "$t\n" }' "$1"
+}

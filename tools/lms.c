@@ -276,10 +276,11 @@ static int median_round(const double *over, int n)
 }
 
 /* Whether policy q runs in `mode`: the control runs prefetch only, hybrid runs unless
- * the options leave it out. */
+ * the options leave it out, and reported_only leaves out all but lru as emulated. */
 static bool case_runs(const struct tb_lms_options *o, int mode, int q)
 {
-    return (mode != TB_LMS_CONTROL || q == TB_LMS_PREFETCH) && (o->hybrid || q != TB_LMS_HYBRID);
+    return (mode != TB_LMS_CONTROL || q == TB_LMS_PREFETCH) && (o->hybrid || q != TB_LMS_HYBRID) &&
+           (!o->reported_only || mode != TB_LMS_AS_IS || q == TB_LMS_LRU || !emulates(o));
 }
 
 /* Times case (mode, platform p, policy q) of size z once into *res. A run that fails
@@ -384,7 +385,8 @@ static int measure_size(const struct tb_lms_options *o, struct tb_lms_result *r,
                      * hybrid is paired with the two runs around it, and the two prefetch
                      * runs against each other show what pairing alone cannot resolve. */
                     struct tb_lms_case *pc = &sz->cases[mode][p][TB_LMS_PREFETCH];
-                    if (q == TB_LMS_HYBRID && mode == TB_LMS_REF && !own_link && !pc->failed && pc->run) {
+                    if (q == TB_LMS_HYBRID && mode == TB_LMS_REF && !own_link && !o->reported_only && !pc->failed &&
+                        pc->run) {
                         struct tb_step_timing again;
                         trc = time_case(o, r, z, mode, p, TB_LMS_PREFETCH, emu_rate, false, &again, pc, err);
                         if (trc)

@@ -42,6 +42,9 @@ struct tb_lms_options {
                                         * and under prefetch on each platform (cpu: at the reference's
                                         * balance) */
     bool hybrid;                       /* measure the hybrid policy too (its cases are not run otherwise) */
+    bool reported_only;                /* only the study's cases: lru as emulated, every policy at the
+                                        * reference's balance and the control; prefetch not run twice
+                                        * (no A/A, hybrid paired with its one run) */
     const char *const *user;           /* assignments added to every run */
     int nuser;
     /* Called when the preamble is measured (size -1) and after each size (0, 1), with the

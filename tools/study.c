@@ -167,6 +167,7 @@ int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, stru
     const struct tb_fig_bar_series series[] = {
         { "lru (on demand)", b->lru, b->published, b->n },
         { "prefetch", b->prefetch, NULL, b->n },
+        { "hybrid", b->hybrid, NULL, b->n },
     };
     const struct tb_fig_bars fig = {
         .title = b->title,
@@ -175,7 +176,7 @@ int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, stru
         .categories = b->categories,
         .ncategories = b->n,
         .series = series,
-        .nseries = 2,
+        .nseries = b->hybrid ? 3 : 2,
         .value_decimals = b->decimals,
         .note = b->note,
     };

@@ -108,6 +108,7 @@ struct tb_study_bars {
     size_t n;
     int decimals; /* of the value labels */
     const double *lru, *prefetch, *published;
+    const double *hybrid; /* NULL: not drawn */
 };
 int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, struct tb_err *err);
 

@@ -224,13 +224,14 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
     snprintf(cap, sizeof cap, "backend.device_memory=%.0f", base.peak * sz->time_cap);
     snprintf(gflops, sizeof gflops, "backend.compute_gflops=%.6g", rate / 1e9);
     snprintf(scale, sizeof scale, "backend.link_scale=%.6g", k);
-    static const char *const policies[2] = { "lru", "prefetch" };
-    double ratio[TB_STUDY_NPLAT][2], f[TB_STUDY_NPLAT];
-    char why[TB_STUDY_NPLAT][2][160];
+    enum { NPOL = 3 };
+    static const char *const policies[NPOL] = { "lru", "prefetch", "hybrid" };
+    double ratio[TB_STUDY_NPLAT][NPOL], f[TB_STUDY_NPLAT];
+    char why[TB_STUDY_NPLAT][NPOL][160];
     for (int p = 0; p < TB_STUDY_NPLAT; p++) {
         snprintf(plat, sizeof plat, "platform.plugin=%s", tb_study_platforms[p]);
-        for (int q = 0; q < 2; q++) {
-            s->frac = 0.6 + 0.4 * (2 * p + q) / (2.0 * TB_STUDY_NPLAT);
+        for (int q = 0; q < NPOL; q++) {
+            s->frac = 0.6 + 0.4 * (NPOL * p + q) / (double)(NPOL * TB_STUDY_NPLAT);
             tb_study_progress(s, "%s, %s, capped", tb_study_platforms[p], policies[q]);
             snprintf(pol, sizeof pol, "swap.plugin=%s", policies[q]);
             const char *extra[] = { "backend.plugin=cpu", cap, "backend.emulate_link=yes", gflops, scale, plat, pol };
@@ -277,7 +278,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
     const double first_s = base.step_s;
     base.step_s = fmin(base.step_s, again.step_s);
     for (int p = 0; p < TB_STUDY_NPLAT; p++)
-        for (int q = 0; q < 2; q++)
+        for (int q = 0; q < NPOL; q++)
             ratio[p][q] /= base.step_s;
 
     /* The section. */
@@ -310,7 +311,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
             fprintf(md, "%.1f | %.2f | %.2f |\n", l->target_ms / 1e3, epoch_s * f[p], l->target_ms / 1e3 * f[p]);
         else
             fprintf(md, "- | %.2f | - |\n", epoch_s * f[p]);
-        for (int q = 0; q < 2; q++) {
+        for (int q = 0; q < NPOL; q++) {
             if (isnan(ratio[p][q])) {
                 fprintf(md, "| %s | %s | failed: %s | | | | | |\n", tb_study_platforms[p], policies[q], why[p][q]);
                 continue;
@@ -347,11 +348,12 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
 
     /* The figure: epoch time with LMS over without, per platform and policy. */
     const char *cats[TB_STUDY_NPLAT];
-    double lru[TB_STUDY_NPLAT], pf[TB_STUDY_NPLAT], pub[TB_STUDY_NPLAT];
+    double lru[TB_STUDY_NPLAT], pf[TB_STUDY_NPLAT], hy[TB_STUDY_NPLAT], pub[TB_STUDY_NPLAT];
     for (int p = 0; p < TB_STUDY_NPLAT; p++) {
         cats[p] = tb_study_platforms[p];
         lru[p] = ratio[p][0];
         pf[p] = ratio[p][1];
+        hy[p] = ratio[p][2];
         const double v = tb_lms_published(tb_study_platforms[p], 1);
         pub[p] = v >= 0 ? 1 + v / 100 : NAN;
     }
@@ -370,6 +372,7 @@ int tb_study_time(struct tb_study *s, struct tb_err *err)
         .decimals = 2,
         .lru = lru,
         .prefetch = pf,
+        .hybrid = hy,
         .published = pub,
     };
     rc = tb_study_policy_bars(s, &bars, err);

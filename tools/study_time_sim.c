@@ -110,7 +110,7 @@ int tb_study_time_sim(struct tb_study *s, struct tb_err *err)
                 "|---|---|---|---|---|---|---|\n",
                 epochs);
     const char *cats[TB_STUDY_NPLAT];
-    double lru[TB_STUDY_NPLAT], pf[TB_STUDY_NPLAT];
+    double lru[TB_STUDY_NPLAT], pf[TB_STUDY_NPLAT], hy[TB_STUDY_NPLAT];
     for (int p = 0; p < TB_STUDY_NPLAT; p++) {
         cats[p] = tb_study_platforms[p];
         for (int q = 0; q < NPOL; q++) {
@@ -133,6 +133,7 @@ int tb_study_time_sim(struct tb_study *s, struct tb_err *err)
         }
         lru[p] = steps * epochs * step_s[p][1] / 3600;
         pf[p] = steps * epochs * step_s[p][2] / 3600;
+        hy[p] = steps * epochs * step_s[p][3] / 3600;
     }
     fprintf(md, "\nIBM LMS's overheads in the study (at 700x700): %.0f%% (ac922), %.0f%% (dgx-station), %.0f%% "
                 "(p3.8xlarge); benchmark 3 puts the policies beside them.\n",
@@ -152,6 +153,7 @@ int tb_study_time_sim(struct tb_study *s, struct tb_err *err)
         .decimals = 1,
         .lru = lru,
         .prefetch = pf,
+        .hybrid = hy,
         .published = NULL,
     };
     return tb_study_policy_bars(s, &bars, err);
