@@ -1252,6 +1252,46 @@ END_TEST
 /* The swap space is capped: past the engine's limit a swap-out fails naming the limit and
  * what to change, instead of taking host memory until the OOM killer comes; what the
  * copies held is counted and given back. */
+/* Every counter in the table sums, differences and combines as its row says: a SUM
+ * counter's epoch is its difference, a MAX or LEVEL counter stands as it is; two
+ * executors add, but for a MAX. */
+START_TEST(swap_counters_aggregate_as_declared)
+{
+    ck_assert_uint_gt(tb_swap_ncounters, 0);
+    size_t bytes = 0;
+    struct tb_swap_stats mark, now, sum = { 0 };
+    for (size_t i = 0; i < tb_swap_ncounters; i++) {
+        const struct tb_swap_counter *c = &tb_swap_counters[i];
+        bytes += c->type == TB_SWAP_COUNTER_U64 ? sizeof(uint64_t) : sizeof(double);
+        char *m = (char *)&mark + c->offset, *n = (char *)&now + c->offset;
+        if (c->type == TB_SWAP_COUNTER_U64) {
+            *(uint64_t *)m = 2;
+            *(uint64_t *)n = 7;
+        } else {
+            *(double *)m = 2;
+            *(double *)n = 7;
+        }
+    }
+    ck_assert_uint_eq(bytes, sizeof(struct tb_swap_stats)); /* every field has its row */
+    const struct tb_swap_stats d = tb_swap_stats_since(&now, &mark);
+    tb_swap_stats_add(&sum, &mark);
+    tb_swap_stats_add(&sum, &now);
+    for (size_t i = 0; i < tb_swap_ncounters; i++) {
+        const struct tb_swap_counter *c = &tb_swap_counters[i];
+        const bool summed = c->agg == TB_SWAP_COUNTER_SUM;
+        ck_assert_msg(tb_swap_counter_get(&d, c) == (summed ? 5 : 7), "%s: since gives %g", c->field,
+                      tb_swap_counter_get(&d, c));
+        ck_assert_msg(tb_swap_counter_get(&sum, c) == (c->agg == TB_SWAP_COUNTER_MAX ? 7 : 9), "%s: sum gives %g",
+                      c->field, tb_swap_counter_get(&sum, c));
+        ck_assert_msg(c->csv || c->json || c->agg == TB_SWAP_COUNTER_LEVEL, "%s is reported nowhere", c->field);
+    }
+    /* the pinned host memory is a level, not a count: an epoch holds it, it does not add to it */
+    ck_assert_uint_eq(d.host_bytes, 7);
+    ck_assert_uint_eq(d.bytes_out, 5);
+    ck_assert_uint_eq(d.rebuild_nesting, 7);
+}
+END_TEST
+
 START_TEST(swap_space_is_capped)
 {
     struct tb_graph *g = fragmenting_graph();
@@ -1449,6 +1489,9 @@ int main(void)
     tcase_add_test(tc, estimate_bounds_the_measured_step);
     tcase_add_test(tc, a_rebuild_chain_holds_few_tensors_at_once);
     tcase_add_test(tc, a_rebuild_leaves_what_it_read_where_the_policy_had_it);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("swap counters");
+    tcase_add_test(tc, swap_counters_aggregate_as_declared);
     suite_add_tcase(s, tc);
     tc = tcase_create("oom");
     tcase_add_checked_fixture(tc, open_tiny_engine, close_engine);

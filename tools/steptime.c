@@ -219,20 +219,20 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         if (!rc)
             r.engine.ops->stream_sync(r.engine.ctx, r.engine.device, TB_STREAM_D2H);
         if (!rc && k >= warmup) {
-            const struct tb_swap_stats *a = tb_exec_swap_stats(x);
+            const struct tb_swap_stats d = tb_swap_stats_since(tb_exec_swap_stats(x), &before);
             struct timed *t = &times[k - warmup];
             t->step_s = tb_engine_now(&r.engine) - t0;
             /* its end waiting for its last copies out is stall too */
-            t->stall_s = a->stall_seconds - before.stall_seconds + (tb_engine_now(&r.engine) - t1);
+            t->stall_s = d.stall_seconds + (tb_engine_now(&r.engine) - t1);
             t->ops_s = 0;
             const double *sec = tb_exec_step_seconds(x);
             for (size_t i = 0; i < tb_schedule_steps(tb_exec_schedule(x)); i++)
                 t->ops_s += sec[i];
-            t->recompute_s = a->recompute_seconds - before.recompute_seconds;
-            t->out = a->bytes_out - before.bytes_out;
-            t->in = a->bytes_in - before.bytes_in;
-            t->drop = a->drop_bytes - before.drop_bytes;
-            t->recompute = a->recompute_bytes - before.recompute_bytes;
+            t->recompute_s = d.recompute_seconds;
+            t->out = d.bytes_out;
+            t->in = d.bytes_in;
+            t->drop = d.drop_bytes;
+            t->recompute = d.recompute_bytes;
         }
         if (!rc && traced && trace)
             rc = tb_exec_trace_write(x, trace, err);

@@ -55,52 +55,50 @@ static double fragmentation(const struct tb_epoch_row *r)
 struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct tb_exec *vx)
 {
     struct tb_swap_stats sum = { 0 };
-    const struct tb_exec *xs[2] = { tx, vx };
-    for (int k = 0; k < 2; k++) {
-        if (!xs[k])
-            continue;
-        const struct tb_swap_stats *a = tb_exec_swap_stats(xs[k]);
-        sum.bytes_out += a->bytes_out;
-        sum.bytes_in += a->bytes_in;
-        sum.swaps_out += a->swaps_out;
-        sum.swaps_in += a->swaps_in;
-        sum.demand_ins += a->demand_ins;
-        sum.stall_seconds += a->stall_seconds;
-        sum.evicting_allocs += a->evicting_allocs;
-        sum.host_bytes += a->host_bytes;
-        sum.relocated_bytes += a->relocated_bytes;
-        sum.drops += a->drops;
-        sum.drop_bytes += a->drop_bytes;
-        sum.recomputes += a->recomputes;
-        sum.recompute_bytes += a->recompute_bytes;
-        sum.recompute_seconds += a->recompute_seconds;
-        if (a->rebuild_nesting > sum.rebuild_nesting)
-            sum.rebuild_nesting = a->rebuild_nesting; /* the deepest, not a sum */
-    }
+    if (tx)
+        tb_swap_stats_add(&sum, tb_exec_swap_stats(tx));
+    if (vx)
+        tb_swap_stats_add(&sum, tb_exec_swap_stats(vx));
     return sum;
 }
 
 struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const struct tb_exec *tx,
                                           const struct tb_exec *vx)
 {
-    struct tb_swap_stats now_ = tb_report_swap_total(tx, vx), d = now_;
-    const struct tb_swap_stats *m = mark;
-    d.bytes_out -= m->bytes_out;
-    d.bytes_in -= m->bytes_in;
-    d.swaps_out -= m->swaps_out;
-    d.swaps_in -= m->swaps_in;
-    d.demand_ins -= m->demand_ins;
-    d.stall_seconds -= m->stall_seconds;
-    d.evicting_allocs -= m->evicting_allocs;
-    d.relocated_bytes -= m->relocated_bytes;
-    d.drops -= m->drops;
-    d.drop_bytes -= m->drop_bytes;
-    d.recomputes -= m->recomputes;
-    d.recompute_bytes -= m->recompute_bytes;
-    d.recompute_seconds -= m->recompute_seconds;
-    /* rebuild_nesting stays the run's deepest so far: a maximum has no difference */
+    const struct tb_swap_stats now_ = tb_report_swap_total(tx, vx), d = tb_swap_stats_since(&now_, mark);
     *mark = now_;
     return d;
+}
+
+void tb_report_swap_csv_header(FILE *f)
+{
+    for (size_t i = 0; i < tb_swap_ncounters; i++)
+        if (tb_swap_counters[i].csv)
+            fprintf(f, ",%s", tb_swap_counters[i].csv);
+}
+
+/* The swap counters' epochs.csv columns (each after a comma) or epochs.jsonl members
+ * (comma-separated), in the table's order. */
+static void swap_counters(FILE *f, const struct tb_swap_stats *s, bool json)
+{
+    bool first = true;
+    for (size_t i = 0; i < tb_swap_ncounters; i++) {
+        const struct tb_swap_counter *c = &tb_swap_counters[i];
+        const char *name = json ? c->json : c->csv;
+        if (!name)
+            continue;
+        if (json)
+            fprintf(f, "%s\"%s\":", first ? "" : ",", name);
+        else
+            fputc(',', f);
+        first = false;
+        if (c->type == TB_SWAP_COUNTER_U64)
+            fprintf(f, "%" PRIu64, *(const uint64_t *)((const char *)s + c->offset));
+        else if (json)
+            json_number(f, tb_swap_counter_get(s, c));
+        else
+            csv_number(f, tb_swap_counter_get(s, c));
+    }
 }
 
 /* Shares of the epoch's training activation and gradient bytes (steps x step_bytes) that
@@ -138,12 +136,8 @@ static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r,
     csv_number(f, r->validated ? r->val_loss : NAN);
     fprintf(f, ",%" PRIu64 ",", r->peak_bytes);
     csv_number(f, r->steps ? r->data_wait : NAN);
-    fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->skipped, r->swap.bytes_out,
-            r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in);
-    csv_number(f, r->swap.stall_seconds);
-    fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->swap.drop_bytes, r->swap.recomputes,
-            r->swap.recompute_bytes);
-    csv_number(f, r->swap.recompute_seconds);
+    fprintf(f, ",%" PRIu64, r->skipped);
+    swap_counters(f, &r->swap, false);
     double sw, rc;
     shares(r, &sw, &rc);
     fputc(',', f);
@@ -165,19 +159,8 @@ static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r,
 /* The JSONL row's swap, ranks, all-reduce and free memory members. */
 static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch_row *r, FILE *f)
 {
-    fprintf(f,
-            ",\"swap\":{\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"swaps_out\":%" PRIu64
-            ",\"swaps_in\":%" PRIu64 ",\"demand_ins\":%" PRIu64 ",\"evicting_allocs\":%" PRIu64 ",\"stall_seconds\":",
-            r->swap.bytes_out, r->swap.bytes_in, r->swap.swaps_out, r->swap.swaps_in, r->swap.demand_ins,
-            r->swap.evicting_allocs);
-    json_number(f, r->swap.stall_seconds);
-    fprintf(f,
-            ",\"drops\":%" PRIu64 ",\"drop_bytes\":%" PRIu64 ",\"recomputes\":%" PRIu64 ",\"recompute_bytes\":%" PRIu64
-            ",\"recompute_seconds\":",
-            r->swap.drops, r->swap.drop_bytes, r->swap.recomputes, r->swap.recompute_bytes);
-    json_number(f, r->swap.recompute_seconds);
-    fprintf(f, ",\"rebuild_nesting\":%" PRIu64 ",\"relocated_bytes\":%" PRIu64, r->swap.rebuild_nesting,
-            r->swap.relocated_bytes);
+    fputs(",\"swap\":{", f);
+    swap_counters(f, &r->swap, true);
     double sw, rc;
     shares(r, &sw, &rc);
     fputs(",\"swapped_share\":", f);

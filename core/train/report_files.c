@@ -163,10 +163,9 @@ int tb_report_open(struct tb_report *rep, const struct tb_report_settings *repor
         fputs("epoch,steps,seconds,images_per_s,loss", rep->csv);
         for (int i = 0; i < rep->nterms; i++)
             fprintf(rep->csv, ",loss_%s", rep->terms[i].name);
-        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples,swap_out_bytes,"
-              "swap_in_bytes,"
-              "swaps_out,swaps_in,stall_seconds,drop_bytes,recomputes,recompute_bytes,recompute_seconds,"
-              "swapped_share,recomputed_share,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
+        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples", rep->csv);
+        tb_report_swap_csv_header(rep->csv);
+        fputs(",swapped_share,recomputed_share,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
               "largest_free_device_bytes,fragmentation\n",
               rep->csv);
     }

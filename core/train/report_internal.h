@@ -141,4 +141,7 @@ struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct
 struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const struct tb_exec *tx,
                                           const struct tb_exec *vx);
 
+/* epochs.csv's swap counter columns, each after a comma (core/engine/swap_stats.h). */
+void tb_report_swap_csv_header(FILE *f);
+
 #endif
