@@ -176,7 +176,7 @@ int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, stru
         .categories = b->categories,
         .ncategories = b->n,
         .series = series,
-        .nseries = b->hybrid ? 3 : 2,
+        .nseries = sizeof series / sizeof series[0],
         .value_decimals = b->decimals,
         .note = b->note,
     };

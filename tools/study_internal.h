@@ -100,15 +100,14 @@ double tb_study_json_number(const char *line, const char *name);
  * returns rc. */
 int tb_study_figure(struct tb_study *s, const char *name, const char *alt, int rc);
 
-/* Bars of lru and prefetch per category, lru beside the published figures (NaN: none),
+/* Bars of lru, prefetch and hybrid per category, lru beside the published figures (NaN: none),
  * written as DIR/name.png and .svg and linked from the report. */
 struct tb_study_bars {
     const char *name, *alt, *title, *xlabel, *ylabel, *note;
     const char *const *categories;
     size_t n;
     int decimals; /* of the value labels */
-    const double *lru, *prefetch, *published;
-    const double *hybrid; /* NULL: not drawn */
+    const double *lru, *prefetch, *hybrid, *published;
 };
 int tb_study_policy_bars(struct tb_study *s, const struct tb_study_bars *b, struct tb_err *err);
 

@@ -5,7 +5,7 @@
  * validation reaches the target mIoU ([train] target_miou, or the scale's), with an
  * MLPerf-style log ([report] mllog) from which the epochs, their times and the time to
  * the target are read. Then its training step is timed uncapped and, on each platform,
- * with device memory capped below the step's footprint under lru and prefetch, the link
+ * with device memory capped below the step's footprint under lru, prefetch and hybrid, the link
  * emulated at the reference G-SCNN's balance (as benchmark 3). Swapping changes no
  * weight (the capped steps are bit-identical on the cpu backend), so the epochs to the
  * target are the same everywhere: a platform's epoch time is the measured epoch's scaled
