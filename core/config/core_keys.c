@@ -8,143 +8,106 @@
 /* Counts and step numbers are held in int: their keys stop at INT_MAX. */
 #define INT_TOP "2147483647"
 
-const struct tb_key tb_run_keys[] = {
-    { "name", TB_KEY_STRING, "trainbig", NULL, "name of the run, used in output file names" },
-    { "seed", TB_KEY_INT, "1", "0..2147483647",
-      "seed of every random choice: data order, augmentation, dropout, initial weights" },
-    { "output", TB_KEY_PATH, "runs", NULL,
-      "where run directories go: a run writes to OUTPUT/NAME (OUTPUT/NAME.2 ... when that holds an earlier run)" },
-    { "epochs", TB_KEY_INT, "1", "1.." INT_TOP, "passes over the training split" },
-    { "log_level", TB_KEY_ENUM, "info", "error|warn|info|debug",
-      "log verbosity; the TRAINBIG_LOG environment variable wins over it" },
-    { "collective_timeout", TB_KEY_FLOAT, "600", "0..604800",
-      "data parallel: seconds a rank waits in a collective for the others before the job ends, naming the ranks "
-      "that did not arrive; 0 = wait forever" },
-    TB_KEYS_END,
-};
+/* A setting is one row: S(key, type, default, range, field, help), the key as a user
+ * writes it and the field of the section's settings struct (settings.h) it fills. Each
+ * section's list makes both its key table, which the configuration is validated against
+ * and listed from, and its bindings, which settings.c fills the struct from; so a key
+ * cannot be declared without its field, nor bound under a name it does not have. The
+ * field's type comes from its C type; check_config tests that it holds the key's whole
+ * range, so the range declared is the range enforced. */
+#define KEY_ROW(name, type, def, range, field, help) { name, TB_KEY_##type, def, range, help },
+#define BIND_ROW(T, name, type, def, range, field, help) TB_BIND(name, T, field),
 
-const struct tb_binding tb_run_bindings[] = {
-    TB_BIND("name", TB_FIELD_TEXT, struct tb_run_settings, name),
-    TB_BIND("seed", TB_FIELD_INT, struct tb_run_settings, seed),
-    TB_BIND("output", TB_FIELD_TEXT, struct tb_run_settings, output),
-    TB_BIND("epochs", TB_FIELD_INT, struct tb_run_settings, epochs),
-    TB_BIND("log_level", TB_FIELD_INT, struct tb_run_settings, log_level),
-    TB_BIND("collective_timeout", TB_FIELD_DOUBLE, struct tb_run_settings, collective_timeout),
-    TB_BINDINGS_END,
-};
+#define RUN_SETTINGS(S)                                                                                           \
+    S("name", STRING, "trainbig", NULL, name, "name of the run, used in output file names")                       \
+    S("seed", INT, "1", "0.." INT_TOP, seed,                                                                      \
+      "seed of every random choice: data order, augmentation, dropout, initial weights")                          \
+    S("output", PATH, "runs", NULL, output,                                                                       \
+      "where run directories go: a run writes to OUTPUT/NAME (OUTPUT/NAME.2 ... when that holds an earlier run)") \
+    S("epochs", INT, "1", "1.." INT_TOP, epochs, "passes over the training split")                                \
+    S("log_level", ENUM, "info", "error|warn|info|debug", log_level,                                              \
+      "log verbosity; the TRAINBIG_LOG environment variable wins over it")                                        \
+    S("collective_timeout", FLOAT, "600", "0..604800", collective_timeout,                                        \
+      "data parallel: seconds a rank waits in a collective for the others before the job ends, naming the ranks " \
+      "that did not arrive; 0 = wait forever")
 
-const struct tb_key tb_train_keys[] = {
-    { "batch", TB_KEY_INT, "2", "1..65536", "images per step, over all ranks together" },
-    { "val_batch", TB_KEY_INT, "0", "0..65536", "images per validation step; 0 = batch" },
-    { "lr", TB_KEY_FLOAT, "0.01", "0..", "base learning rate" },
-    { "lr_policy", TB_KEY_ENUM, "poly", "poly|constant",
-      "learning-rate schedule: poly decays to 0 over the run, per iteration; constant keeps lr" },
-    { "lr_power", TB_KEY_FLOAT, "1.0", "0..", "exponent of the poly schedule: lr * (1 - iteration/iterations)^power" },
-    { "momentum", TB_KEY_FLOAT, "0.9", "0..1", "SGD momentum" },
-    { "weight_decay", TB_KEY_FLOAT, "1e-4", "0..", "L2 weight decay" },
-    { "val_every", TB_KEY_INT, "1", "0.." INT_TOP, "validate every N epochs and after the last; 0 = never" },
-    { "val_at_start", TB_KEY_BOOL, "no", NULL, "validate once before the first step: the untrained baseline" },
-    { "target_miou", TB_KEY_FLOAT, "0", "0..1",
-      "end training after the epoch whose validation reaches this mIoU (a fraction); 0 = none; needs val_every > 0" },
-    { "checkpoint_every", TB_KEY_INT, "1", "0.." INT_TOP, "write a checkpoint every N epochs; 0 = only at the end" },
-    { "keep", TB_KEY_INT, "3", "1.." INT_TOP, "checkpoints kept in the run directory: the last N, older ones deleted" },
-    { "allreduce_bucket", TB_KEY_SIZE, "25M", "1K..4G",
-      "data parallel: gradients per all-reduce bucket; a bucket is reduced while backward goes on" },
-    { "replica_check", TB_KEY_INT, "0", "0.." INT_TOP,
-      "data parallel: every N steps, check that every rank holds the same weights (a hash per parameter); 0 = never" },
-    TB_KEYS_END,
-};
+#define BIND_RUN(...) BIND_ROW(struct tb_run_settings, __VA_ARGS__)
+const struct tb_key tb_run_keys[] = { RUN_SETTINGS(KEY_ROW) TB_KEYS_END };
+const struct tb_binding tb_run_bindings[] = { RUN_SETTINGS(BIND_RUN) TB_BINDINGS_END };
 
-const struct tb_binding tb_train_bindings[] = {
-    TB_BIND("batch", TB_FIELD_INT, struct tb_train_settings, batch),
-    TB_BIND("val_batch", TB_FIELD_INT, struct tb_train_settings, val_batch),
-    TB_BIND("lr", TB_FIELD_DOUBLE, struct tb_train_settings, lr),
-    TB_BIND("lr_policy", TB_FIELD_INT, struct tb_train_settings, lr_policy),
-    TB_BIND("lr_power", TB_FIELD_DOUBLE, struct tb_train_settings, lr_power),
-    TB_BIND("momentum", TB_FIELD_DOUBLE, struct tb_train_settings, momentum),
-    TB_BIND("weight_decay", TB_FIELD_DOUBLE, struct tb_train_settings, weight_decay),
-    TB_BIND("val_every", TB_FIELD_INT, struct tb_train_settings, val_every),
-    TB_BIND("val_at_start", TB_FIELD_BOOL, struct tb_train_settings, val_at_start),
-    TB_BIND("target_miou", TB_FIELD_DOUBLE, struct tb_train_settings, target_miou),
-    TB_BIND("checkpoint_every", TB_FIELD_INT, struct tb_train_settings, checkpoint_every),
-    TB_BIND("keep", TB_FIELD_INT, struct tb_train_settings, keep),
-    TB_BIND("allreduce_bucket", TB_FIELD_U64, struct tb_train_settings, allreduce_bucket),
-    TB_BIND("replica_check", TB_FIELD_INT, struct tb_train_settings, replica_check),
-    TB_BINDINGS_END,
-};
+#define TRAIN_SETTINGS(S)                                                                                             \
+    S("batch", INT, "2", "1..65536", batch, "images per step, over all ranks together")                               \
+    S("val_batch", INT, "0", "0..65536", val_batch, "images per validation step; 0 = batch")                          \
+    S("lr", FLOAT, "0.01", "0..", lr, "base learning rate")                                                           \
+    S("lr_policy", ENUM, "poly", "poly|constant", lr_policy,                                                          \
+      "learning-rate schedule: poly decays to 0 over the run, per iteration; constant keeps lr")                      \
+    S("lr_power", FLOAT, "1.0", "0..", lr_power,                                                                      \
+      "exponent of the poly schedule: lr * (1 - iteration/iterations)^power")                                         \
+    S("momentum", FLOAT, "0.9", "0..1", momentum, "SGD momentum")                                                     \
+    S("weight_decay", FLOAT, "1e-4", "0..", weight_decay, "L2 weight decay")                                          \
+    S("val_every", INT, "1", "0.." INT_TOP, val_every, "validate every N epochs and after the last; 0 = never")       \
+    S("val_at_start", BOOL, "no", NULL, val_at_start, "validate once before the first step: the untrained baseline")  \
+    S("target_miou", FLOAT, "0", "0..1", target_miou,                                                                 \
+      "end training after the epoch whose validation reaches this mIoU (a fraction); 0 = none; needs val_every > 0")  \
+    S("checkpoint_every", INT, "1", "0.." INT_TOP, checkpoint_every,                                                  \
+      "write a checkpoint every N epochs; 0 = only at the end")                                                       \
+    S("keep", INT, "3", "1.." INT_TOP, keep, "checkpoints kept in the run directory: the last N, older ones deleted") \
+    S("allreduce_bucket", SIZE, "25M", "1K..4G", allreduce_bucket,                                                    \
+      "data parallel: gradients per all-reduce bucket; a bucket is reduced while backward goes on")                   \
+    S("replica_check", INT, "0", "0.." INT_TOP, replica_check,                                                        \
+      "data parallel: every N steps, check that every rank holds the same weights (a hash per parameter); 0 = never")
 
-const struct tb_key tb_report_keys[] = {
-    { "csv", TB_KEY_PATH, "", NULL, "per-epoch CSV report (appended); empty = epochs.csv in the run directory" },
-    { "jsonl", TB_KEY_PATH, "", NULL,
-      "per-epoch JSON lines with per-class IoU (appended); empty = epochs.jsonl in the run directory" },
-    { "trace", TB_KEY_PATH, "", NULL,
-      "Chrome-trace JSON of the run's second step: ops and swap copies on their streams (Perfetto); empty = none" },
-    { "mllog", TB_KEY_PATH, "", NULL,
-      "MLPerf-style event log (:::MLLOG lines), written by rank 0: a new run truncates it, --resume appends; "
-      "empty = none" },
-    { "progress", TB_KEY_ENUM, "auto", "auto|yes|no",
-      "live progress line: auto = when stderr is a terminal (else a plain line every 30 s)" },
-    TB_KEYS_END,
-};
+#define BIND_TRAIN(...) BIND_ROW(struct tb_train_settings, __VA_ARGS__)
+const struct tb_key tb_train_keys[] = { TRAIN_SETTINGS(KEY_ROW) TB_KEYS_END };
+const struct tb_binding tb_train_bindings[] = { TRAIN_SETTINGS(BIND_TRAIN) TB_BINDINGS_END };
 
-const struct tb_binding tb_report_bindings[] = {
-    TB_BIND("csv", TB_FIELD_TEXT, struct tb_report_settings, csv),
-    TB_BIND("jsonl", TB_FIELD_TEXT, struct tb_report_settings, jsonl),
-    TB_BIND("trace", TB_FIELD_TEXT, struct tb_report_settings, trace),
-    TB_BIND("mllog", TB_FIELD_TEXT, struct tb_report_settings, mllog),
-    TB_BIND("progress", TB_FIELD_INT, struct tb_report_settings, progress),
-    TB_BINDINGS_END,
-};
+#define REPORT_SETTINGS(S)                                                                                         \
+    S("csv", PATH, "", NULL, csv, "per-epoch CSV report (appended); empty = epochs.csv in the run directory")      \
+    S("jsonl", PATH, "", NULL, jsonl,                                                                              \
+      "per-epoch JSON lines with per-class IoU (appended); empty = epochs.jsonl in the run directory")             \
+    S("trace", PATH, "", NULL, trace,                                                                              \
+      "Chrome-trace JSON of the run's second step: ops and swap copies on their streams (Perfetto); empty = none") \
+    S("mllog", PATH, "", NULL, mllog,                                                                              \
+      "MLPerf-style event log (:::MLLOG lines), written by rank 0: a new run truncates it, --resume appends; "     \
+      "empty = none")                                                                                              \
+    S("progress", ENUM, "auto", "auto|yes|no", progress,                                                           \
+      "live progress line: auto = when stderr is a terminal (else a plain line every 30 s)")
+
+#define BIND_REPORT(...) BIND_ROW(struct tb_report_settings, __VA_ARGS__)
+const struct tb_key tb_report_keys[] = { REPORT_SETTINGS(KEY_ROW) TB_KEYS_END };
+const struct tb_binding tb_report_bindings[] = { REPORT_SETTINGS(BIND_REPORT) TB_BINDINGS_END };
 
 /* The reference's augmentation (Takikawa et al. 2019, after Zhu et al. 2019) by default. */
-const struct tb_key tb_data_keys[] = {
-    { "workers", TB_KEY_INT, "2", "0..256",
-      "loader threads decoding and augmenting samples; 0 = on the training thread" },
-    { "prefetch", TB_KEY_INT, "2", "1..64", "batches the loader prepares ahead of the training step" },
-    { "on_bad_sample", TB_KEY_ENUM, "fail", "fail|skip",
-      "a sample that cannot be read: fail = stop, naming it; skip = log it, count it, train on another" },
-    { "crop", TB_KEY_INT, "0", "0..65536", "training crop (square), pixels; 0 = the size of the first training image" },
-    { "augment", TB_KEY_BOOL, "yes", NULL,
-      "training augmentation (scale, flip, colour jitter, blur below); no = random crops only" },
-    { "scale_min", TB_KEY_FLOAT, "0.5", "0.01..100", "random scale, lower bound" },
-    { "scale_max", TB_KEY_FLOAT, "2.0", "0.01..100", "random scale, upper bound" },
-    { "flip", TB_KEY_BOOL, "yes", NULL, "horizontal flip with probability 1/2" },
-    { "color_jitter", TB_KEY_FLOAT, "0.25", "0..0.5",
-      "brightness, contrast and saturation factors in [1-j, 1+j], hue shift in [-j, j] turns" },
-    { "blur_prob", TB_KEY_FLOAT, "0.5", "0..1", "probability of a Gaussian blur" },
-    { "blur_sigma_min", TB_KEY_FLOAT, "0.15", "0..20", "Gaussian blur sigma, lower bound (pixels)" },
-    { "blur_sigma_max", TB_KEY_FLOAT, "1.3", "0..20", "Gaussian blur sigma, upper bound (pixels)" },
-    { "val_size", TB_KEY_STRING, "", NULL,
-      "validation images resized to WxH (e.g. 1024x512); empty = as decoded, all of one size" },
-    TB_KEYS_END,
-};
+#define DATA_SETTINGS(S)                                                                                              \
+    S("workers", INT, "2", "0..256", workers,                                                                         \
+      "loader threads decoding and augmenting samples; 0 = on the training thread")                                   \
+    S("prefetch", INT, "2", "1..64", prefetch, "batches the loader prepares ahead of the training step")              \
+    S("on_bad_sample", ENUM, "fail", "fail|skip", on_bad_sample,                                                      \
+      "a sample that cannot be read: fail = stop, naming it; skip = log it, count it, train on another")              \
+    S("crop", INT, "0", "0..65536", crop, "training crop (square), pixels; 0 = the size of the first training image") \
+    S("augment", BOOL, "yes", NULL, augment,                                                                          \
+      "training augmentation (scale, flip, colour jitter, blur below); no = random crops only")                       \
+    S("scale_min", FLOAT, "0.5", "0.01..100", aug.scale_min, "random scale, lower bound")                             \
+    S("scale_max", FLOAT, "2.0", "0.01..100", aug.scale_max, "random scale, upper bound")                             \
+    S("flip", BOOL, "yes", NULL, aug.flip, "horizontal flip with probability 1/2")                                    \
+    S("color_jitter", FLOAT, "0.25", "0..0.5", aug.jitter,                                                            \
+      "brightness, contrast and saturation factors in [1-j, 1+j], hue shift in [-j, j] turns")                        \
+    S("blur_prob", FLOAT, "0.5", "0..1", aug.blur_prob, "probability of a Gaussian blur")                             \
+    S("blur_sigma_min", FLOAT, "0.15", "0..20", aug.blur_sigma_min, "Gaussian blur sigma, lower bound (pixels)")      \
+    S("blur_sigma_max", FLOAT, "1.3", "0..20", aug.blur_sigma_max, "Gaussian blur sigma, upper bound (pixels)")       \
+    S("val_size", STRING, "", NULL, val_size,                                                                         \
+      "validation images resized to WxH (e.g. 1024x512); empty = as decoded, all of one size")
 
-const struct tb_binding tb_data_bindings[] = {
-    TB_BIND("workers", TB_FIELD_INT, struct tb_data_settings, workers),
-    TB_BIND("prefetch", TB_FIELD_INT, struct tb_data_settings, prefetch),
-    TB_BIND("on_bad_sample", TB_FIELD_INT, struct tb_data_settings, on_bad_sample),
-    TB_BIND("crop", TB_FIELD_U32, struct tb_data_settings, crop),
-    TB_BIND("augment", TB_FIELD_BOOL, struct tb_data_settings, augment),
-    TB_BIND("scale_min", TB_FIELD_FLOAT, struct tb_data_settings, aug.scale_min),
-    TB_BIND("scale_max", TB_FIELD_FLOAT, struct tb_data_settings, aug.scale_max),
-    TB_BIND("flip", TB_FIELD_BOOL, struct tb_data_settings, aug.flip),
-    TB_BIND("color_jitter", TB_FIELD_FLOAT, struct tb_data_settings, aug.jitter),
-    TB_BIND("blur_prob", TB_FIELD_FLOAT, struct tb_data_settings, aug.blur_prob),
-    TB_BIND("blur_sigma_min", TB_FIELD_FLOAT, struct tb_data_settings, aug.blur_sigma_min),
-    TB_BIND("blur_sigma_max", TB_FIELD_FLOAT, struct tb_data_settings, aug.blur_sigma_max),
-    TB_BIND("val_size", TB_FIELD_TEXT, struct tb_data_settings, val_size),
-    TB_BINDINGS_END,
-};
+#define BIND_DATA(...) BIND_ROW(struct tb_data_settings, __VA_ARGS__)
+const struct tb_key tb_data_keys[] = { DATA_SETTINGS(KEY_ROW) TB_KEYS_END };
+const struct tb_binding tb_data_bindings[] = { DATA_SETTINGS(BIND_DATA) TB_BINDINGS_END };
 
 /* The core's keys in [model], beside the model plugin's. */
-const struct tb_key tb_model_core_keys[] = {
-    { "sync_bn", TB_KEY_BOOL, "yes", NULL,
-      "data parallel: batch norm statistics over every rank's images (synchronised), as one process over the global "
-      "batch would compute them; no = each rank's own" },
-    TB_KEYS_END,
-};
+#define MODEL_CORE_SETTINGS(S)                                                                                        \
+    S("sync_bn", BOOL, "yes", NULL, sync_bn,                                                                          \
+      "data parallel: batch norm statistics over every rank's images (synchronised), as one process over the global " \
+      "batch would compute them; no = each rank's own")
 
-const struct tb_binding tb_model_core_bindings[] = {
-    TB_BIND("sync_bn", TB_FIELD_BOOL, struct tb_settings, sync_bn),
-    TB_BINDINGS_END,
-};
+#define BIND_MODEL_CORE(...) BIND_ROW(struct tb_settings, __VA_ARGS__)
+const struct tb_key tb_model_core_keys[] = { MODEL_CORE_SETTINGS(KEY_ROW) TB_KEYS_END };
+const struct tb_binding tb_model_core_bindings[] = { MODEL_CORE_SETTINGS(BIND_MODEL_CORE) TB_BINDINGS_END };

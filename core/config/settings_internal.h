@@ -1,9 +1,9 @@
 /* core/config/settings_internal.h: the core's own keys ([run], [train], [report], the
  * loader's keys of [dataset], [model] sync_bn) read once, when the configuration is
  * resolved, into typed structs (settings.c). Each key of the core's tables
- * (core_keys.c) is bound to the field it fills by a struct tb_binding beside the table;
- * the binding checks that the value fits the field, and check_config that every key is
- * bound once, to a field of its type, whose range holds the key's. */
+ * (core_keys.c) is bound to the field it fills by a struct tb_binding made from the same
+ * row; the binding checks that the value fits the field, and check_config that every key
+ * is bound once, to a field of its type, whose range holds the key's. */
 #ifndef TB_CORE_SETTINGS_INTERNAL_H
 #define TB_CORE_SETTINGS_INTERNAL_H
 
@@ -32,10 +32,15 @@ struct tb_binding {
     enum tb_field_type type;
     size_t offset; /* of the field in the settings struct */
 };
-#define TB_BIND(key, type, settings, field)      \
-    {                                            \
-        (key), (type), offsetof(settings, field) \
+/* Binds key to field of struct settings, the field's type read from its C type: a
+ * field of a type no binding fills does not compile. */
+#define TB_BIND(key, settings, field)                                       \
+    {                                                                       \
+        (key), TB_FIELD_TYPE_OF(settings, field), offsetof(settings, field) \
     }
+#define TB_FIELD_TYPE_OF(settings, field) \
+    _Generic(((settings *)0)->field, int: TB_FIELD_INT, uint32_t: TB_FIELD_U32, uint64_t: TB_FIELD_U64,         \
+             double: TB_FIELD_DOUBLE, float: TB_FIELD_FLOAT, bool: TB_FIELD_BOOL, const char *: TB_FIELD_TEXT)
 #define TB_BINDINGS_END                \
     {                                  \
         NULL, (enum tb_field_type)0, 0 \
