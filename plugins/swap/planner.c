@@ -1,77 +1,18 @@
 /* swap/planner.c: the planner behind the prefetch and hybrid policies (planner.h).
  *
- * The schedule says, before anything runs, every step that touches every tensor. Walking
- * the steps in order, where the activations and gradients alive at a step would not fit
- * the device's budget, one of them that the step does not use is taken off the device
- * between two of its uses u < k < v, until they fit:
- *
- * - swapped: moved to host memory after u and brought back ahead of v, early enough that
- *   the copy is done when v needs it. Only where the compute between u and v covers the
- *   copies ("the window"). Of those, the one whose next use is farthest away.
- * - dropped (hybrid, recompute = yes): freed after u, no copy, and rebuilt before v by
- *   running again the forward ops that made it (trainbig/swap.h). Of those, the one whose
- *   recomputation costs least per byte, priced with the measured times of the ops it
- *   re-runs.
- *
- * Which of the two (hybrid): Capuchin's rule (Peng et al., ASPLOS 2020) made explicit
- * with the platform's link. A swap whose copies the link can carry while the steps
- * compute costs nothing, so one is taken wherever there is one. Once the steps are timed,
- * "can carry" counts the copies already planned as the copy streams run them: each
- * direction of the link is a queue, first in, first out, so a copy waits for every copy
- * issued before it. A swap's copy out must be done by the step that needs its room, its
- * copy back (with a 1.5x margin) before its next use, and neither may make a copy already
- * planned miss its own time; a swap that cannot would make a step wait. (Booking each
- * copy on whatever link time is left, in the order they are chosen rather than issued,
- * let a late choice delay copies planned before it: the copies out of the forward's last
- * tensors then ran into the backward, which waited on them.) Where no swap hides, the
- * recomputation that costs least per byte freed is weighed against the swap prefetch
- * would plan there (its window from the steps' times alone), priced at what the steps
- * would wait for its copies and for the copies it delays, on the queues: per byte freed,
- * the cheaper is taken, and that swap's copies join the queues. (Taking the rebuild
- * wherever no swap hid whole, at 240x240 under 256 MiB on x86-pcie hybrid re-ran 1.1 GiB
- * a step to save 420 MiB of copies that prefetch mostly hid, and its step was
- * prefetch's; weighed, its step was 0.94x that at 208 and 240, the same at 160 and 176.)
- * A rebuild is never taken where it costs more than its tensor's copies out and back
- * waited for whole. Where there is neither, the memory manager moves tensors out on
- * demand, as under prefetch. A rebuild's own memory is counted at the step
- * it runs before, and what it reads may not be on the host then: a drop whose rebuild
- * would read a tensor planned swapped out at that step is not taken, nor is a tensor
- * swapped out over a step at which a planned rebuild reads it (the executor would bring it
- * back on demand and wait for it). A read that is dropped then is rebuilt too (and dropped
- * again after: the plan's count of the memory stays true), its rebuild's time added to the
- * price; one level deep only: what that rebuild reads must be on the device, and no tensor
- * is dropped over a step at which a planned rebuild reads it; and one rebuild re-runs at
- * most MAX_REBUILD ops. Priced one level and grown
- * without that bound, chains nested a dozen deep and more (23 in check_trainer's hybrid
- * run, with 16 times the ops re-run; at 272x272 under 256 MiB, 8 GiB recomputed a step
- * where prefetch swapped 1.4). This is a greedy choice, not an optimum: an ILP over every
- * tensor's gaps (Checkmate) would need the same op times and link model and a solver run
- * per plan for networks of hundreds of ops (GLPK's exact search does not bound that time),
- * where this walk takes milliseconds and plans again as often as the measured times drift.
- *
- * "Far enough" and "early enough" are the keys threshold and ahead (in steps). With
- * either at 0 (the default) the policy tunes itself: until it has timed one whole
- * training step it uses 8 and 2 (and counts every step as one unit of time); then, from
- * each step's measured time and the link's bandwidth (the platform's, or 12 GB/s without
- * one), a tensor is moved out only where the compute between two uses covers its copies
- * out and back, and brought back from the first step that leaves time for the copy in.
- * hybrid measures on: it plans again after its second step (the first is slow: kernels
- * are set up, memory is touched for the first time), when a training step's time has
- * moved by more than a quarter from the one it planned with, and after a step in which
- * the memory manager had to make room, which the plan had not left: an op's scratch
- * space, which no schedule shows, or free memory split into blocks too small. The plan
- * then keeps that many bytes more free at that step (at most twice the ask, so that it
- * does not grow without end). Its plans take each op's least time over the last three
- * steps: on a busy machine one step's ops can run slow, and copies planned to hide
- * behind them are exposed when the next runs at the usual speed (at 160x160 on two
- * cores, one round in three swapped half as much again and stalled 14-25%). When memory
- * is short anyway (a prefetch that does not fit waits for the step that needs it; an
- * allocation that does not fit), the tensors whose next use is farthest away go out
- * first; but where the free bytes would hold the allocation and no free block does, the
- * tensors of the cheapest address range that joins free blocks into one large enough go
- * instead (tb_swap_out_range): at 176x176 under a 256 MiB cap, the dual task's 38 MiB of
- * scratch found 57-91 MiB free in blocks of at most 33, and eviction by next use moved
- * 45 MiB and more before the blocks met. */
+ * From the schedule (every step that touches every tensor), walking the steps in order:
+ * where the tensors alive at a step would not fit the device's budget, one the step does
+ * not use is taken off the device between two of its uses u < k < v, until they fit.
+ * Swapped (copied out after u, back ahead of v), where the compute between them hides the
+ * copies on the link's two FIFO queues without delaying a copy already planned; the one
+ * whose next use is farthest first. Or, under hybrid, dropped and rebuilt before v by
+ * re-running the forward ops that made it, where no swap hides: the rebuild cheapest per
+ * byte freed, weighed against what the swap prefetch would plan there would make the steps
+ * wait, and never dearer than that tensor's copies waited for whole. Rebuilds go one
+ * level deep and re-run at most MAX_REBUILD ops. With threshold and ahead at 0 the
+ * windows come from measured step times and the link; hybrid plans again when the times
+ * drift or the memory manager had to make room. doc/swap-planner.md gives the rules in
+ * full and the measurements that chose them. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
 #include <string.h>
@@ -354,8 +295,7 @@ static double exposed_seconds(const struct plan *pl, const double *before, const
 /* What taking tensor i off the device costs at most: the step waits for its copy out and
  * again for the copy back at its next use. A rebuild dearer than that (a wide
  * convolution re-run costs some ten times the copies of its output over PCIe) is not
- * taken: at 304x304 in 256 MiB, taking every rebuild made hybrid's step 12% slower than
- * prefetch's. */
+ * taken. */
 static double evict_seconds(const struct plan *pl, size_t i)
 {
     double d2h, h2d, latency;
@@ -505,8 +445,7 @@ static struct pick cheapest_drop(const struct plan *pl, struct walk *w, size_t k
             continue;
         const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
         /* A rebuild planned to read it while it would be dropped would have to rebuild it
-         * too, a cost its price did not count: chains grown that way ran to a dozen ops
-         * (at 272x272 under 256 MiB, 8 GiB recomputed a step, and out of memory at 304). */
+         * too, a cost its price did not count: chains grown that way ran to a dozen ops. */
         if (needed_within(w, i, u + 1, v))
             continue;
         struct price *c = &w->rcost[i][a];
@@ -668,9 +607,7 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
             struct swap best = best_swap(p, pl, &w, before, loaded ? &outq : NULL, &inq, (uint32_t)k);
             /* Without one: the cheapest recomputation, or, where a swap prefetch would plan
              * costs the step less per byte freed in what it waits for its copies (and for the
-             * copies they delay), that swap. At 240x240 under 256 MiB on x86-pcie, rebuilding
-             * wherever the copies could not be hidden whole re-ran 1.1 GiB a step to save
-             * 420 MiB of copies prefetch mostly hid: hybrid's step was prefetch's. */
+             * copies they delay), that swap. */
             struct pick drop = { SIZE_MAX, 0, 0, 0 };
             double exposed = 0;
             bool late = false;
@@ -812,7 +749,7 @@ int planner_before_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb
     if (!pl->tuned && pl->capacity) {
         /* What is on the device besides transient tensors, at its largest: parameters,
          * their gradients and momentum, and the scratch the backend keeps between ops
-         * (the dual task's, 31 MiB at 160x160). The plans made from timed steps leave it
+         * (the dual task's). The plans made from timed steps leave it
          * out of the budget. */
         double transient = 0;
         for (size_t i = 0; i < pl->ntensors; i++) {
