@@ -51,18 +51,21 @@ struct tb_exec {
     const char *failed_op;
 };
 
-/* Shared by the forward (exec.c) and backward (exec_backward.c) passes:
+/* The executor's device memory (exec_memory.c), shared by the forward (exec.c), backward
+ * (exec_backward.c) and rebuilds (recompute.c):
  * pin_step/unpin_step keep a step's tensors from being swapped out while its op runs;
  * alloc_tensor places tensor i for step (swapping out to make room), device_alloc places
  * bytes for it and says why not in *status; room_for_op, after an op's TB_ERR_NOMEM,
  * frees what the op asked for and says whether to try again; retire frees after a step
- * what no later step needs. */
+ * what no later step needs; release_transients frees every activation and gradient still
+ * held (the previous step's). */
 void tb_exec_pin_step(struct tb_exec *x, size_t step);
 void tb_exec_unpin_step(struct tb_exec *x, size_t step);
 int tb_exec_alloc_tensor(struct tb_exec *x, size_t step, size_t i, struct tb_err *err);
 void *tb_exec_device_alloc(struct tb_exec *x, size_t step, size_t i, size_t bytes, int *status, struct tb_err *err);
 bool tb_exec_room_for_op(struct tb_exec *x, size_t step, int *rc, struct tb_err *err);
 void tb_exec_retire(struct tb_exec *x, size_t step);
+void tb_exec_release_transients(struct tb_exec *x);
 
 /* Recomputation (recompute.c): init fills *rb, what the memory manager calls to drop and
  * rebuild this executor's activations; free releases what init made (safe after a failed
