@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/config/ini.h"
+#include "core/train/report_internal.h"
 #include "core/train/safetensors_internal.h"
 #include "core/config/setup_internal.h"
 #include "core/train/trainer.h"
@@ -584,6 +585,79 @@ START_TEST(capped_swapping_is_bit_identical)
 }
 END_TEST
 
+/* The manual's word for a column: the name as a whole word of text. */
+static bool has_word(const char *text, const char *word)
+{
+    const size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
+        const bool left = p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'));
+        const bool right = !(p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z'));
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+/* Every epochs.csv column of the table (report_columns.c, the swap counters') is named
+ * once, and the manual's [report] csv entry lists it; JSON members are unique in their
+ * object. */
+START_TEST(report_columns_documented)
+{
+    const char *src = getenv("TB_SRCDIR");
+    ck_assert_msg(src, "run through make check (TB_SRCDIR unset)");
+    char *path;
+    ck_assert_int_ge(asprintf(&path, "%s/doc/trainbig.ini.5", src), 0);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "%s: cannot open", path);
+    static char man[1 << 20];
+    const size_t n = fread(man, 1, sizeof man - 1, f);
+    fclose(f);
+    man[n] = '\0';
+    char *a = strstr(man, "\n.B csv \\fIpath\\fP"), *z = a ? strstr(a, "\n.B jsonl \\fIpath\\fP") : NULL;
+    ck_assert_msg(a && z, "%s: no [report] csv entry before jsonl's", path);
+    *z = '\0';
+    const char *names[64], *json[64], *groups[64];
+    size_t nn = 0, nj = 0;
+    for (size_t k = 0; k < tb_report_ncolumns; k++) {
+        const struct tb_report_column *c = &tb_report_columns[k];
+        json[nj] = c->json ? c->json : c->csv;
+        groups[nj++] = c->group;
+        if (c->kind == TB_COL_TERMS) {
+            ck_assert_msg(strstr(a, "loss_\\fIterm\\fP"), "%s: [report] csv does not list loss_TERM", path);
+        } else if (c->kind == TB_COL_SWAP) {
+            nj--;
+            for (size_t i = 0; i < tb_swap_ncounters; i++) {
+                if (tb_swap_counters[i].csv)
+                    names[nn++] = tb_swap_counters[i].csv;
+                if (tb_swap_counters[i].json) {
+                    json[nj] = tb_swap_counters[i].json;
+                    groups[nj++] = c->group;
+                }
+            }
+        } else {
+            names[nn++] = c->csv;
+        }
+        ck_assert_uint_lt(nn, 64);
+        ck_assert_uint_lt(nj, 64);
+    }
+    ck_assert_uint_gt(nn, 20);
+    for (size_t i = 0; i < nn; i++) {
+        ck_assert_msg(has_word(a, names[i]), "%s: [report] csv does not list the column %s", path, names[i]);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(strcmp(names[i], names[j]) != 0, "two epochs.csv columns are called %s", names[i]);
+    }
+    for (size_t i = 0; i < nj; i++)
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(strcmp(json[i], json[j]) != 0 ||
+                              (groups[i] != groups[j] && (!groups[i] || !groups[j] || strcmp(groups[i], groups[j]))),
+                          "two epochs.jsonl members of one object are called %s", json[i]);
+    /* The check can fail. */
+    ck_assert(!has_word(a, "swap_out"));
+    ck_assert(has_word("a, swap_out_bytes, b", "swap_out_bytes"));
+    free(path);
+}
+END_TEST
+
 static Suite *trainer_suite(void)
 {
     Suite *s = suite_create("trainer");
@@ -605,6 +679,9 @@ static Suite *trainer_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, capped_swapping_is_bit_identical);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reports");
+    tcase_add_test(tc, report_columns_documented);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -41,15 +41,6 @@ uint64_t tb_report_free_bytes(const struct tb_mem_stats *ms)
     return total > ms->in_use ? total - ms->in_use : 0;
 }
 
-/* 1 - largest free block / free bytes: 0 when the free memory is one block (or there is
- * none), near 1 when it is in many small pieces. NaN when the backend does not say. */
-static double fragmentation(const struct tb_epoch_row *r)
-{
-    if (!r->frag_known)
-        return NAN;
-    return r->free_bytes ? 1.0 - (double)r->largest_free / (double)r->free_bytes : 0.0;
-}
-
 /* ------------------------------------------------------------------ swap counters */
 
 struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct tb_exec *vx)
@@ -70,18 +61,10 @@ struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const stru
     return d;
 }
 
-void tb_report_swap_csv_header(FILE *f)
-{
-    for (size_t i = 0; i < tb_swap_ncounters; i++)
-        if (tb_swap_counters[i].csv)
-            fprintf(f, ",%s", tb_swap_counters[i].csv);
-}
-
 /* The swap counters' epochs.csv columns (each after a comma) or epochs.jsonl members
- * (comma-separated), in the table's order. */
-static void swap_counters(FILE *f, const struct tb_swap_stats *s, bool json)
+ * (comma-separated, the first without when first), in the table's order. */
+static void swap_counters(FILE *f, const struct tb_swap_stats *s, bool json, bool first)
 {
-    bool first = true;
     for (size_t i = 0; i < tb_swap_ncounters; i++) {
         const struct tb_swap_counter *c = &tb_swap_counters[i];
         const char *name = json ? c->json : c->csv;
@@ -101,83 +84,70 @@ static void swap_counters(FILE *f, const struct tb_swap_stats *s, bool json)
     }
 }
 
-/* Shares of the epoch's training activation and gradient bytes (steps x step_bytes) that
- * went to the host and that were dropped for recomputation (the rest stayed); NaN
- * without steps. A tensor moved out twice in a step counts twice. */
-static void shares(const struct tb_epoch_row *r, double *swapped, double *recomputed)
+/* ------------------------------------------------------------------ rows */
+
+void tb_report_csv_header(const struct tb_report *rep, FILE *f)
 {
-    const double all = (double)r->steps * (double)r->step_bytes;
-    *swapped = all > 0 ? (double)r->swap.bytes_out / all : NAN;
-    *recomputed = all > 0 ? (double)r->swap.drop_bytes / all : NAN;
+    for (size_t k = 0; k < tb_report_ncolumns; k++) {
+        const struct tb_report_column *c = &tb_report_columns[k];
+        if (c->kind == TB_COL_TERMS) {
+            for (int i = 0; i < rep->nterms; i++)
+                fprintf(f, ",%s%s", c->csv, rep->terms[i].name);
+        } else if (c->kind == TB_COL_SWAP) {
+            for (size_t i = 0; i < tb_swap_ncounters; i++)
+                if (tb_swap_counters[i].csv)
+                    fprintf(f, ",%s", tb_swap_counters[i].csv);
+        } else {
+            fprintf(f, "%s%s", k ? "," : "", c->csv);
+        }
+    }
+    fputc('\n', f);
 }
 
-/* ------------------------------------------------------------------ rows */
+/* Column c's value in row r, as CSV (json false: empty without one) or JSON (null);
+ * TERMS and SWAP: each of their columns after a comma, or their members (the first
+ * without a comma when first). means: each loss term's over the epoch's steps. */
+static void cell(FILE *f, const struct tb_report *rep, const struct tb_epoch_row *r, const struct tb_report_column *c,
+                 const double *means, bool json, bool first)
+{
+    switch (c->kind) {
+    case TB_COL_TERMS: {
+        const bool present = tb_report_column_present(rep, r, c);
+        for (int i = 0; i < rep->nterms; i++) {
+            if (json)
+                fprintf(f, "%s\"%s\":", i ? "," : "", rep->terms[i].name);
+            else
+                fputc(',', f);
+            (json ? json_number : csv_number)(f, present ? means[i] : NAN);
+        }
+        return;
+    }
+    case TB_COL_SWAP:
+        swap_counters(f, &r->swap, json, first);
+        return;
+    case TB_COL_U64:
+        if (tb_report_column_present(rep, r, c)) {
+            fprintf(f, "%" PRIu64, *(const uint64_t *)((const char *)r + c->offset));
+            return;
+        }
+        break;
+    case TB_COL_F64:
+    case TB_COL_FN:
+        break;
+    }
+    (json ? json_number : csv_number)(f, tb_report_column_number(rep, r, c));
+}
 
 static void write_csv(const struct tb_report *rep, const struct tb_epoch_row *r, const double *means)
 {
     FILE *f = rep->csv;
-    fprintf(f, "%" PRIu64 ",%" PRIu64 ",", r->epoch, r->steps);
-    csv_number(f, r->seconds);
-    fputc(',', f);
-    csv_number(f, r->images_per_s);
-    fputc(',', f);
-    csv_number(f, r->steps ? r->loss : NAN);
-    for (int i = 0; i < rep->nterms; i++) {
-        fputc(',', f);
-        csv_number(f, means[i]);
+    for (size_t k = 0; k < tb_report_ncolumns; k++) {
+        const struct tb_report_column *c = &tb_report_columns[k];
+        if (k && c->kind != TB_COL_TERMS && c->kind != TB_COL_SWAP)
+            fputc(',', f); /* those two put a comma before each of their columns */
+        cell(f, rep, r, c, means, false, false);
     }
-    fputc(',', f);
-    csv_number(f, r->steps ? r->lr : NAN);
-    fputc(',', f);
-    csv_number(f, r->validated ? r->miou : NAN);
-    fputc(',', f);
-    csv_number(f, r->validated ? r->acc : NAN);
-    fputc(',', f);
-    csv_number(f, r->validated ? r->val_loss : NAN);
-    fprintf(f, ",%" PRIu64 ",", r->peak_bytes);
-    csv_number(f, r->steps ? r->data_wait : NAN);
-    fprintf(f, ",%" PRIu64, r->skipped);
-    swap_counters(f, &r->swap, false);
-    double sw, rc;
-    shares(r, &sw, &rc);
-    fputc(',', f);
-    csv_number(f, sw);
-    fputc(',', f);
-    csv_number(f, rc);
-    fprintf(f, ",%d,", rep->ranks);
-    csv_number(f, r->steps ? r->allreduce : NAN);
-    fputc(',', f);
-    csv_number(f, r->steps ? r->allreduce_wait : NAN);
-    if (r->frag_known)
-        fprintf(f, ",%" PRIu64 ",%" PRIu64 ",", r->free_bytes, r->largest_free);
-    else
-        fputs(",,,", f);
-    csv_number(f, fragmentation(r));
     fputc('\n', f);
-}
-
-/* The JSONL row's swap, ranks, all-reduce and free memory members. */
-static void jsonl_swap_memory(const struct tb_report *rep, const struct tb_epoch_row *r, FILE *f)
-{
-    fputs(",\"swap\":{", f);
-    swap_counters(f, &r->swap, true);
-    double sw, rc;
-    shares(r, &sw, &rc);
-    fputs(",\"swapped_share\":", f);
-    json_number(f, sw);
-    fputs(",\"recomputed_share\":", f);
-    json_number(f, rc);
-    fprintf(f, "},\"ranks\":%d,\"allreduce_seconds\":", rep->ranks);
-    json_number(f, r->steps ? r->allreduce : NAN);
-    fputs(",\"allreduce_wait_seconds\":", f);
-    json_number(f, r->steps ? r->allreduce_wait : NAN);
-    if (r->frag_known)
-        fprintf(f, ",\"free_device_bytes\":%" PRIu64 ",\"largest_free_device_bytes\":%" PRIu64, r->free_bytes,
-                r->largest_free);
-    else
-        fputs(",\"free_device_bytes\":null,\"largest_free_device_bytes\":null", f);
-    fputs(",\"fragmentation\":", f);
-    json_number(f, fragmentation(r));
 }
 
 /* The JSONL row's per_rank (several ranks) and class_iou (validated) members. */
@@ -212,49 +182,46 @@ static void jsonl_ranks_classes(const struct tb_report *rep, const struct tb_epo
 static void write_jsonl(const struct tb_report *rep, const struct tb_epoch_row *r, const double *means)
 {
     FILE *f = rep->jsonl;
-    fprintf(f, "{\"epoch\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"seconds\":", r->epoch, r->steps);
-    json_number(f, r->seconds);
-    fputs(",\"images_per_s\":", f);
-    json_number(f, r->images_per_s);
-    fputs(",\"loss\":", f);
-    json_number(f, r->steps ? r->loss : NAN);
-    fputs(",\"losses\":{", f);
-    for (int i = 0; i < rep->nterms; i++) {
-        fprintf(f, "%s\"%s\":", i ? "," : "", rep->terms[i].name);
-        json_number(f, means[i]);
+    const char *group = NULL;
+    bool first = true; /* of the object being written */
+    fputc('{', f);
+    for (size_t k = 0; k < tb_report_ncolumns; k++) {
+        const struct tb_report_column *c = &tb_report_columns[k];
+        if (group && (!c->group || strcmp(c->group, group) != 0)) {
+            fputc('}', f);
+            group = NULL;
+        }
+        if (c->group && !group) {
+            fprintf(f, ",\"%s\":{", c->group);
+            group = c->group;
+            first = true;
+        }
+        const char *name = c->json ? c->json : c->csv;
+        if (c->kind == TB_COL_SWAP) { /* its members straight in the group */
+            cell(f, rep, r, c, means, true, first);
+            first = false;
+            continue;
+        }
+        fprintf(f, "%s\"%s\":", first ? "" : ",", name);
+        first = false;
+        if (c->kind == TB_COL_TERMS)
+            fputc('{', f);
+        cell(f, rep, r, c, means, true, true);
+        if (c->kind == TB_COL_TERMS)
+            fputc('}', f);
     }
-    fputs("},\"lr\":", f);
-    json_number(f, r->steps ? r->lr : NAN);
-    fputs(",\"miou\":", f);
-    json_number(f, r->validated ? r->miou : NAN);
-    fputs(",\"pixel_accuracy\":", f);
-    json_number(f, r->validated ? r->acc : NAN);
-    fputs(",\"val_loss\":", f);
-    json_number(f, r->validated ? r->val_loss : NAN);
-    fprintf(f, ",\"peak_device_bytes\":%" PRIu64 ",\"data_wait_seconds\":", r->peak_bytes);
-    json_number(f, r->steps ? r->data_wait : NAN);
-    fprintf(f, ",\"skipped_samples\":%" PRIu64, r->skipped);
-    jsonl_swap_memory(rep, r, f);
+    if (group)
+        fputc('}', f);
     jsonl_ranks_classes(rep, r, f);
     fputs("}\n", f);
 }
 
-/* A modelled device's row: its values were not computed, so they are reported as absent
- * (CSV empty, JSON null), not as the zeros its reads gave. */
-static struct tb_epoch_row values_of(const struct tb_report *rep, const struct tb_epoch_row *r)
-{
-    struct tb_epoch_row v = *r;
-    if (rep->modelled)
-        v.loss = v.miou = v.acc = v.val_loss = v.data_wait = NAN; /* the loader's wait is this machine's */
-    return v;
-}
-
 int tb_report_rows(const struct tb_report *rep, const struct tb_epoch_row *row, struct tb_err *err)
 {
-    const struct tb_epoch_row values = values_of(rep, row), *r = &values;
+    const struct tb_epoch_row *r = row;
     double means[TB_TERMS_MAX];
     for (int i = 0; i < rep->nterms; i++)
-        means[i] = r->steps && !rep->modelled ? rep->terms[i].sum / (double)r->steps : NAN;
+        means[i] = r->steps ? rep->terms[i].sum / (double)r->steps : NAN;
     if (rep->csv)
         write_csv(rep, r, means);
     int rc = tb_report_sync(rep, false, err);
@@ -294,7 +261,8 @@ void tb_report_log_epoch(const struct tb_report *rep, const struct tb_epoch_row 
     char frag[128] = "";
     if (r->frag_known)
         snprintf(frag, sizeof frag, " (now %.1f MiB free, largest block %.1f MiB: fragmentation %.0f%%)",
-                 (double)r->free_bytes / 1048576.0, (double)r->largest_free / 1048576.0, 100.0 * fragmentation(r));
+                 (double)r->free_bytes / 1048576.0, (double)r->largest_free / 1048576.0,
+                 100.0 * tb_report_fragmentation(rep, r));
     tb_progress_clear(rep->progress);
     if (r->steps && rep->modelled)
         tb_log(TB_LOG_INFO,

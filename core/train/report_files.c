@@ -53,8 +53,7 @@ static FILE *open_read(int dirfd, const char *name)
  * reports again; and without a last line that has no newline (a row cut by a kill while
  * it was written). Through a temporary file renamed into place; nothing is touched when
  * nothing goes. */
-static int drop_rows_after(int dirfd, const char *name, const char *path, bool csv, uint64_t keep,
-                           struct tb_err *err)
+static int drop_rows_after(int dirfd, const char *name, const char *path, bool csv, uint64_t keep, struct tb_err *err)
 {
     FILE *in = open_read(dirfd, name);
     if (!in)
@@ -135,8 +134,8 @@ int tb_report_file_open(int dirfd, const char *name, const char *path, const cha
 {
     /* In the run directory never through a symbolic link; a path the user named is
      * theirs to point where they like (/dev/stdout). */
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC) |
-                      (dirfd == AT_FDCWD ? 0 : O_NOFOLLOW);
+    const int flags =
+        O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC) | (dirfd == AT_FDCWD ? 0 : O_NOFOLLOW);
     int fd = openat(dirfd, name, flags, 0666);
     *out = fd >= 0 ? fdopen(fd, append ? "a" : "w") : NULL;
     if (*out)
@@ -146,8 +145,8 @@ int tb_report_file_open(int dirfd, const char *name, const char *path, const cha
         close(fd);
     if (e == ELOOP && dirfd != AT_FDCWD)
         return tb_err_set(err, TB_ERR_RUNTIME,
-                          "%s: is a symbolic link: refusing to write the %s report ([report] %s) through it", path,
-                          key, key);
+                          "%s: is a symbolic link: refusing to write the %s report ([report] %s) through it", path, key,
+                          key);
     return tb_err_set(err, TB_ERR_RUNTIME, "%s: cannot open the %s report ([report] %s): %s", path, key, key,
                       strerror(e));
 }
@@ -159,17 +158,10 @@ int tb_report_open(struct tb_report *rep, const struct tb_report_settings *repor
     int rc = open_one(report->csv, dirfd, rundir, "csv", "epochs.csv", keep, &rep->csv, &rep->csv_path, &fresh, err);
     if (rc)
         return rc;
-    if (fresh) {
-        fputs("epoch,steps,seconds,images_per_s,loss", rep->csv);
-        for (int i = 0; i < rep->nterms; i++)
-            fprintf(rep->csv, ",loss_%s", rep->terms[i].name);
-        fputs(",lr,miou,pixel_accuracy,val_loss,peak_device_bytes,data_wait_seconds,skipped_samples", rep->csv);
-        tb_report_swap_csv_header(rep->csv);
-        fputs(",swapped_share,recomputed_share,ranks,allreduce_seconds,allreduce_wait_seconds,free_device_bytes,"
-              "largest_free_device_bytes,fragmentation\n",
-              rep->csv);
-    }
-    rc = open_one(report->jsonl, dirfd, rundir, "jsonl", "epochs.jsonl", keep, &rep->jsonl, &rep->jsonl_path, &fresh, err);
+    if (fresh)
+        tb_report_csv_header(rep, rep->csv);
+    rc = open_one(report->jsonl, dirfd, rundir, "jsonl", "epochs.jsonl", keep, &rep->jsonl, &rep->jsonl_path, &fresh,
+                  err);
     /* The header written now, so a file that cannot take it fails before any step. */
     return rc ? rc : tb_report_flush(rep, err);
 }

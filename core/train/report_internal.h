@@ -83,6 +83,55 @@ struct tb_report {
     bool modelled;                        /* the device is modelled: no loss or mIoU was computed */
 };
 
+/* ------------------------------------------------------------------ columns */
+
+/* When a column has a value; without one it is empty in epochs.csv, null in epochs.jsonl. */
+enum tb_column_when {
+    TB_COL_ALWAYS,
+    TB_COL_TRAINED,   /* the epoch ran steps (not val_at_start's row) */
+    TB_COL_VALIDATED, /* the epoch validated */
+    TB_COL_FRAG,      /* the backend says its largest free block (ABI 1.7) */
+};
+
+enum tb_column_kind {
+    TB_COL_U64,   /* a uint64_t of struct tb_epoch_row, printed exactly */
+    TB_COL_F64,   /* a double of struct tb_epoch_row */
+    TB_COL_FN,    /* computed from the row by value() */
+    TB_COL_TERMS, /* the model's loss terms: CSV loss_TERM columns, a JSON object by term */
+    TB_COL_SWAP,  /* the memory manager's counters, as core/engine/swap_stats.h lists them */
+};
+
+/* A column of epochs.csv and member of epochs.jsonl (report_columns.c). Epochs add no
+ * two rows: each column is the epoch's own (how a value aggregates over the steps is the
+ * trainer's; over ranks, tb_report_gather_ranks'). */
+struct tb_report_column {
+    const char *csv;   /* its CSV header (TERMS: the prefix of each term's) */
+    const char *json;  /* its JSON member; NULL: as csv */
+    const char *group; /* the JSON object it is a member of; NULL: the row itself */
+    enum tb_column_kind kind;
+    size_t offset; /* U64, F64: of the field in struct tb_epoch_row */
+    double (*value)(const struct tb_report *rep, const struct tb_epoch_row *r); /* FN */
+    enum tb_column_when when;
+    bool computed; /* a value the device computes: none on a modelled device */
+    const char *unit, *what;
+};
+
+extern const struct tb_report_column tb_report_columns[];
+extern const size_t tb_report_ncolumns;
+
+/* Whether column c of row r has a value; its value as a number (NaN: none). */
+bool tb_report_column_present(const struct tb_report *rep, const struct tb_epoch_row *r,
+                              const struct tb_report_column *c);
+double tb_report_column_number(const struct tb_report *rep, const struct tb_epoch_row *r,
+                               const struct tb_report_column *c);
+
+/* 1 - largest free block / free bytes: 0 when the free memory is one block (or there is
+ * none), near 1 when it is in many small pieces. NaN when the backend does not say. */
+double tb_report_fragmentation(const struct tb_report *rep, const struct tb_epoch_row *r);
+
+/* Writes epochs.csv's header line (report.c). */
+void tb_report_csv_header(const struct tb_report *rep, FILE *f);
+
 /* Opens (appends to) the CSV and JSONL reports (report_files.c): the files [report] csv
  * and jsonl name, or epochs.csv and epochs.jsonl in the run directory (open as dirfd,
  * rundir in messages; never through a symbolic link there); a new or empty CSV file gets
@@ -140,8 +189,5 @@ struct tb_swap_stats tb_report_swap_total(const struct tb_exec *tx, const struct
 /* The counters since *mark, which becomes the counters now. */
 struct tb_swap_stats tb_report_swap_since(struct tb_swap_stats *mark, const struct tb_exec *tx,
                                           const struct tb_exec *vx);
-
-/* epochs.csv's swap counter columns, each after a comma (core/engine/swap_stats.h). */
-void tb_report_swap_csv_header(FILE *f);
 
 #endif
