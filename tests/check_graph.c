@@ -8,6 +8,7 @@
 #include <trainbig/trainbig.h>
 
 #include "core/engine/graph_internal.h"
+#include "core/engine/op_kinds_internal.h"
 #include "core/engine/schedule_internal.h"
 #include "testutil.h"
 
@@ -384,8 +385,9 @@ START_TEST(op_contract_cases)
     op.p.conv.dil_h = op.p.conv.dil_w = 2000000000;
     REFUSE(op, "the kernel does not fit the padded input");
     /* batchnorm */
-    op = test_op(TB_OP_BATCHNORM, 5,
-               (struct tb_tensor_desc[]){ F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1) });
+    op =
+        test_op(TB_OP_BATCHNORM, 5,
+                (struct tb_tensor_desc[]){ F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1), F(1, 4, 1, 1) });
     op.p.bn = (struct tb_batchnorm_params){ 1e-5f, 0.1f, 1, 0 };
     ACCEPT(op, 3, F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1));
     op.in[3] = F(1, 3, 1, 1);
@@ -531,10 +533,10 @@ START_TEST(op_cost_from_shapes)
     tb_op_cost(&conv, 0x3, &c);
     const double macs = 2.0 * 4 * 8 * 8 * 3 * 3 * 3; /* outputs x C x KH x KW */
     ck_assert_double_eq(c.fwd_flops, 2 * macs);
-    ck_assert_double_eq(c.bwd_flops, 4 * macs);                    /* dx and dw */
-    ck_assert_double_eq(c.fwd_bytes, 4.0 * (384 + 108 + 512));      /* x, w, y */
+    ck_assert_double_eq(c.bwd_flops, 4 * macs);                            /* dx and dw */
+    ck_assert_double_eq(c.fwd_bytes, 4.0 * (384 + 108 + 512));             /* x, w, y */
     ck_assert_double_eq(c.bwd_bytes, 4.0 * (384 + 108 + 512 + 384 + 108)); /* x, w, dy; dx, dw */
-    tb_op_cost(&conv, 0x2, &c); /* the first convolution: no data gradient */
+    tb_op_cost(&conv, 0x2, &c);                                            /* the first convolution: no data gradient */
     ck_assert_double_eq(c.bwd_flops, 2 * macs);
     ck_assert_double_eq(c.bwd_bytes, 4.0 * (384 + 108 + 512 + 108));
 
@@ -582,6 +584,33 @@ START_TEST(op_cost_from_shapes)
 }
 END_TEST
 
+/* Every op kind has its whole row (op_kinds.c): a name, an arity and input dtypes, a
+ * shape rule and a cost; its gradient and backward-read masks name only inputs and
+ * outputs it can have; and no two kinds share a name. */
+START_TEST(every_op_kind_has_its_row)
+{
+    ck_assert_ptr_null(tb_op_row((enum tb_op_kind)0));
+    ck_assert_ptr_null(tb_op_row((enum tb_op_kind)TB_OP_KIND_COUNT));
+    for (int kind = 1; kind < TB_OP_KIND_COUNT; kind++) {
+        const struct tb_op_row *r = tb_op_row((enum tb_op_kind)kind);
+        ck_assert_msg(r && r->name, "op kind %d has no row", kind);
+        ck_assert_msg(r->min_in >= 1 && r->min_in <= r->max_in && r->max_in <= TB_OP_MAX_IN, "%s: inputs %u..%u",
+                      r->name, r->min_in, r->max_in);
+        ck_assert_msg(r->dtype[0] != 0, "%s: no input dtype", r->name);
+        ck_assert_msg(r->shape && r->cost, "%s: no shape rule or no cost", r->name);
+        const uint32_t in_mask = r->max_in >= 32 ? UINT32_MAX : (1u << r->max_in) - 1;
+        if (r->grad_in != TB_OP_ALL)
+            ck_assert_msg((r->grad_in & ~in_mask) == 0, "%s: gradient for an input it cannot have", r->name);
+        if (r->bwd_in != TB_OP_ALL)
+            ck_assert_msg((r->bwd_in & ~in_mask) == 0, "%s: backward reads an input it cannot have", r->name);
+        ck_assert_msg((r->grad_out | r->bwd_out) < (1u << TB_OP_MAX_OUT), "%s: an output past TB_OP_MAX_OUT", r->name);
+        ck_assert_str_eq(tb_op_kind_name((enum tb_op_kind)kind), r->name);
+        for (int other = 1; other < kind; other++)
+            ck_assert_str_ne(tb_op_row((enum tb_op_kind)other)->name, r->name);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("graph");
@@ -597,6 +626,7 @@ int main(void)
     tcase_add_test(tc, inference_graph_flags);
     tcase_add_test(tc, op_contract_cases);
     tcase_add_test(tc, op_cost_from_shapes);
+    tcase_add_test(tc, every_op_kind_has_its_row);
     suite_add_tcase(s, tc);
     tc = tcase_create("schedule");
     tcase_add_checked_fixture(tc, new_training_graph, free_graph);
