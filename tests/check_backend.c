@@ -770,6 +770,35 @@ START_TEST(unknown_op_refused_at_prepare)
 }
 END_TEST
 
+/* Every backend, the modelled one too, checks an op against the contract before anything
+ * else: a relu whose output is not its input's shape is refused, naming the op. */
+START_TEST(op_breaking_the_contract_refused_by_every_backend)
+{
+    static const char *const names[] = { "cpu", "sim" };
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        struct test_backend e;
+        test_backend_open(&e, names[n], "");
+        struct tb_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = TB_OP_RELU;
+        op.id = 7;
+        op.nin = op.nout = 1;
+        op.in[0] = (struct tb_tensor_desc){ TB_F32, { 2, 3, 4, 5 } };
+        op.out[0] = (struct tb_tensor_desc){ TB_F32, { 2, 3, 4, 6 } };
+        void *state = (void *)1;
+        struct tb_err err;
+        tb_err_clear(&err);
+        ck_assert_int_eq(e.ops.backend->op_prepare(e.ctx, 0, &op, &state, &err), TB_ERR_RUNTIME);
+        ck_assert_ptr_null(state);
+        ck_assert_contains(err.msg, "op 7 (relu): relu: output 0 is f32 2x3x4x6");
+        op.out[0].shape.w = 5; /* now it keeps the contract */
+        ck_assert_msg(e.ops.backend->op_prepare(e.ctx, 0, &op, &state, &err) == TB_OK, "%s: %s", names[n], err.msg);
+        e.ops.backend->op_release(e.ctx, state);
+        test_backend_close(&e);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("backend");
@@ -807,6 +836,7 @@ int main(void)
     tcase_add_test(tc, fill_and_accumulate);
     tcase_add_test(tc, sgd_matches_pytorch_semantics);
     tcase_add_test(tc, unknown_op_refused_at_prepare);
+    tcase_add_test(tc, op_breaking_the_contract_refused_by_every_backend);
     tcase_add_test(tc, open_validates_settings);
     tcase_add_test(tc, link_emulation_scales_the_platform_link);
     tcase_add_test(tc, pinned_memory_on_the_platform_numa_node);

@@ -1,10 +1,12 @@
-/* backends/cpu/cpu_ops.c: routes each op kind to its kernel row. */
+/* backends/cpu/cpu_ops.c: each op kind's kernel, per ISA, through the shared dispatcher
+ * (../op_dispatch.h). */
 #include "config.h" /* HAVE_X86_ISAS */
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu_shared.h"
+#include "../op_dispatch.h"
 
 /* One table of kernels per ISA; without the x86 builds every ISA takes the portable one. */
 #define ROW(isa)                                                                                                     \
@@ -37,13 +39,22 @@ static const struct tb_cpu_kernel *kernel_of(enum tb_cpu_isa isa, enum tb_op_kin
     return (unsigned)kind < TB_OP_KIND_COUNT && (unsigned)isa < TB_CPU_ISAS ? kernels[isa][kind] : NULL;
 }
 
-/* The state the core holds: which kernel made it, the kernel's own, and the most scratch
- * a forward (or rerun) and a backward asked for. */
-struct op_state {
-    const struct tb_cpu_kernel *k;
-    void *inner;
-    uint64_t scratch[2];
-};
+/* The kernel's own prepare and release, as the shared dispatcher calls them. */
+static int kernel_prepare(void *backend, const void *kernel, const struct tb_op *op, void **inner,
+                          struct tb_err *err)
+{
+    const struct tb_cpu_kernel *k = kernel;
+    return k->prepare ? k->prepare(backend, op, inner, err) : TB_OK;
+}
+
+static void kernel_release(const void *kernel, void *inner)
+{
+    const struct tb_cpu_kernel *k = kernel;
+    if (k->release)
+        k->release(inner);
+}
+
+static const struct tb_op_dispatch dispatch = { "cpu", kernel_prepare, kernel_release };
 
 /* Around a pass: what it asks of tb_cpu_scratch, kept as its direction's most. */
 static void pass_begin(struct tb_cpu *cpu)
@@ -51,63 +62,35 @@ static void pass_begin(struct tb_cpu *cpu)
     cpu->scratch_asked = 0;
 }
 
-static int pass_end(struct tb_cpu *cpu, struct op_state *s, bool backward, int rc)
+static int pass_end(struct tb_cpu *cpu, struct tb_op_state *s, bool backward, int rc)
 {
-    if (cpu->scratch_asked > s->scratch[backward])
-        s->scratch[backward] = cpu->scratch_asked;
+    tb_op_dispatch_scratch(s, backward, cpu->scratch_asked);
     return rc;
 }
 
 uint64_t tb_cpu_op_scratch_bytes(const void *state, bool backward)
 {
-    const struct op_state *s = state;
-    return s ? s->scratch[backward] : 0;
+    return tb_op_dispatch_scratch_bytes(state, backward);
 }
 
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
-    *state = NULL;
     const struct tb_cpu_kernel *k = kernel_of(cpu->isa, op->kind);
-    if (!k || !k->forward)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cpu backend has no %s kernel", op->id,
-                          tb_op_kind_name(op->kind) ? tb_op_kind_name(op->kind) : "such");
-    /* Arity, dtypes and shapes: the op contract's (trainbig/ops.h), checked once here; the
-     * kernels check only what is theirs. */
-    char why[600];
-    if (tb_op_check(op, why, sizeof why))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s", op->id, tb_op_kind_name(op->kind), why);
-    struct op_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    s->k = k;
-    if (k->prepare) {
-        int rc = k->prepare(cpu, op, &s->inner, err);
-        if (rc) {
-            free(s);
-            return rc;
-        }
-    }
-    *state = s;
-    return TB_OK;
+    return tb_op_dispatch_prepare(&dispatch, cpu, k && k->forward ? k : NULL, op, state, err);
 }
 
 void tb_cpu_op_release(void *state)
 {
-    struct op_state *s = state;
-    if (!s)
-        return;
-    if (s->k->release)
-        s->k->release(s->inner);
-    free(s);
+    tb_op_dispatch_release(&dispatch, state);
 }
 
 void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size)
 {
-    const struct op_state *s = state;
+    const struct tb_op_state *s = state;
     if (!size)
         return;
     buf[0] = '\0';
-    if (s && s->k == &tb_cpu_conv2d_kernel)
+    if (s && s->kernel == &tb_cpu_conv2d_kernel)
         tb_cpu_conv_describe(cpu, s->inner, buf, size);
     else
         snprintf(buf, size, "%s", tb_cpu_isa_name(cpu->isa));
@@ -116,28 +99,30 @@ void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, 
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                       const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    struct op_state *s = state;
+    struct tb_op_state *s = state;
+    const struct tb_cpu_kernel *k = s->kernel;
     pass_begin(cpu);
-    return pass_end(cpu, s, false, s->k->forward(cpu, op, s->inner, step, in, out, err));
+    return pass_end(cpu, s, false, k->forward(cpu, op, s->inner, step, in, out, err));
 }
 
 int tb_cpu_op_recompute(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    struct op_state *s = state;
+    struct tb_op_state *s = state;
+    const struct tb_cpu_kernel *k = s->kernel;
     pass_begin(cpu);
-    return pass_end(cpu, s, false,
-                    (s->k->recompute ? s->k->recompute : s->k->forward)(cpu, op, s->inner, step, in, out, err));
+    return pass_end(cpu, s, false, (k->recompute ? k->recompute : k->forward)(cpu, op, s->inner, step, in, out, err));
 }
 
 int tb_cpu_op_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                        struct tb_err *err)
 {
-    struct op_state *s = state;
-    if (!s->k->backward)
+    struct tb_op_state *s = state;
+    const struct tb_cpu_kernel *k = s->kernel;
+    if (!k->backward)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cpu backend has no backward for %s", op->id,
                           tb_op_kind_name(op->kind));
     pass_begin(cpu);
-    return pass_end(cpu, s, true, s->k->backward(cpu, op, s->inner, in, out, dout, din, err));
+    return pass_end(cpu, s, true, k->backward(cpu, op, s->inner, in, out, dout, din, err));
 }

@@ -1,5 +1,6 @@
-/* backends/cuda/cuda_ops.c: routes each op kind to its row, wraps every op in an NVTX
- * range, and drives the kernels of cuda_kernels.cu for the ops cuDNN does not compute:
+/* backends/cuda/cuda_ops.c: each op kind's kernel, through the shared dispatcher
+ * (../op_dispatch.h); wraps every op in an NVTX range, and drives the kernels of
+ * cuda_kernels.cu for the ops cuDNN does not compute:
  * pooling, resize, concat, add, mul, dropout, the losses (the dual-task regulariser
  * included) and the label ops.
  *
@@ -11,6 +12,7 @@
 
 #include "cuda_shared.h"
 #include "cuda_kernels.h"
+#include "../op_dispatch.h"
 
 #define COMPUTE(cuda) ((cuda)->stream[TB_STREAM_COMPUTE])
 
@@ -419,117 +421,72 @@ static const struct tb_cuda_kernel class_weights_kernel = { NULL, NULL, class_we
 static const struct tb_cuda_kernel mask_labels_kernel = { NULL, NULL, mask_labels_forward, NULL };
 static const struct tb_cuda_kernel dual_kernel = { NULL, NULL, dual_forward, dual_backward };
 
-static const struct tb_cuda_kernel *kernel_of(enum tb_op_kind kind)
+/* The kernel of each op kind. */
+static const struct tb_cuda_kernel *const kernels[TB_OP_KIND_COUNT] = {
+    [TB_OP_CONV2D] = &tb_cuda_conv2d_kernel,
+    [TB_OP_BATCHNORM] = &tb_cuda_batchnorm_kernel,
+    [TB_OP_RELU] = &tb_cuda_relu_kernel,
+    [TB_OP_SIGMOID] = &tb_cuda_sigmoid_kernel,
+    [TB_OP_MAXPOOL] = &maxpool_kernel,
+    [TB_OP_GLOBAL_AVGPOOL] = &avgpool_kernel,
+    [TB_OP_RESIZE] = &resize_kernel,
+    [TB_OP_CONCAT] = &concat_kernel,
+    [TB_OP_ADD] = &add_kernel,
+    [TB_OP_MUL] = &mul_kernel,
+    [TB_OP_DROPOUT] = &dropout_kernel,
+    [TB_OP_SOFTMAX_CE] = &softmax_ce_kernel,
+    [TB_OP_BCE_LOGITS] = &bce_kernel,
+    [TB_OP_CLASS_WEIGHTS] = &class_weights_kernel,
+    [TB_OP_MASK_LABELS] = &mask_labels_kernel,
+    [TB_OP_DUAL_TASK] = &dual_kernel,
+};
+
+/* The kernel's own prepare and release, as the shared dispatcher calls them. */
+static int kernel_prepare(void *backend, const void *kernel, const struct tb_op *op, void **inner,
+                          struct tb_err *err)
 {
-    switch (kind) {
-    case TB_OP_CONV2D:
-        return &tb_cuda_conv2d_kernel;
-    case TB_OP_BATCHNORM:
-        return &tb_cuda_batchnorm_kernel;
-    case TB_OP_RELU:
-        return &tb_cuda_relu_kernel;
-    case TB_OP_SIGMOID:
-        return &tb_cuda_sigmoid_kernel;
-    case TB_OP_MAXPOOL:
-        return &maxpool_kernel;
-    case TB_OP_GLOBAL_AVGPOOL:
-        return &avgpool_kernel;
-    case TB_OP_RESIZE:
-        return &resize_kernel;
-    case TB_OP_CONCAT:
-        return &concat_kernel;
-    case TB_OP_ADD:
-        return &add_kernel;
-    case TB_OP_MUL:
-        return &mul_kernel;
-    case TB_OP_DROPOUT:
-        return &dropout_kernel;
-    case TB_OP_SOFTMAX_CE:
-        return &softmax_ce_kernel;
-    case TB_OP_BCE_LOGITS:
-        return &bce_kernel;
-    case TB_OP_CLASS_WEIGHTS:
-        return &class_weights_kernel;
-    case TB_OP_MASK_LABELS:
-        return &mask_labels_kernel;
-    case TB_OP_DUAL_TASK:
-        return &dual_kernel;
-    case TB_OP_KIND_COUNT:
-        break;
-    }
-    return NULL;
+    const struct tb_cuda_kernel *k = kernel;
+    return k->prepare ? k->prepare(backend, op, inner, err) : TB_OK;
 }
 
-/* The state the core holds: which row made it, the row's own, and the most scratch a
- * forward and a backward asked for. */
-struct op_state {
-    const struct tb_cuda_kernel *k;
-    void *inner;
-    uint64_t scratch[2];
-};
+static void kernel_release(const void *kernel, void *inner)
+{
+    const struct tb_cuda_kernel *k = kernel;
+    if (k->release)
+        k->release(inner);
+}
+
+static const struct tb_op_dispatch dispatch = { "cuda", kernel_prepare, kernel_release };
 
 uint64_t tb_cuda_op_scratch_bytes(const void *state, bool backward)
 {
-    const struct op_state *s = state;
-    return s ? s->scratch[backward] : 0;
-}
-
-/* After a pass: what it asked of tb_cuda_scratch, kept as its direction's most. */
-static void pass_end(struct tb_cuda *cuda, struct op_state *s, bool backward)
-{
-    if (cuda->scratch_asked > s->scratch[backward])
-        s->scratch[backward] = cuda->scratch_asked;
+    return tb_op_dispatch_scratch_bytes(state, backward);
 }
 
 int tb_cuda_op_prepare(struct tb_cuda *cuda, const struct tb_op *op, void **state, struct tb_err *err)
 {
-    *state = NULL;
-    const struct tb_cuda_kernel *k = kernel_of(op->kind);
-    if (!k)
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u: the cuda backend has no %s kernel", op->id,
-                          tb_op_kind_name(op->kind) ? tb_op_kind_name(op->kind) : "such");
-    /* Arity, dtypes and shapes: the op contract's (trainbig/ops.h), checked once here; the
-     * kernels check only what is theirs. */
-    char why[600];
-    if (tb_op_check(op, why, sizeof why))
-        return tb_err_set(err, TB_ERR_RUNTIME, "op %u (%s): %s", op->id, tb_op_kind_name(op->kind), why);
-    struct op_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    s->k = k;
-    if (k->prepare) {
-        int rc = k->prepare(cuda, op, &s->inner, err);
-        if (rc) {
-            free(s);
-            return rc;
-        }
-    }
-    *state = s;
-    return TB_OK;
+    const struct tb_cuda_kernel *k = (unsigned)op->kind < TB_OP_KIND_COUNT ? kernels[op->kind] : NULL;
+    return tb_op_dispatch_prepare(&dispatch, cuda, k, op, state, err);
 }
 
 void tb_cuda_op_release(void *state)
 {
-    struct op_state *s = state;
-    if (!s)
-        return;
-    if (s->k->release)
-        s->k->release(s->inner);
-    free(s);
+    tb_op_dispatch_release(&dispatch, state);
 }
 
 int tb_cuda_op_forward(struct tb_cuda *cuda, const struct tb_op *op, void *state, uint64_t step,
                        const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
-    struct op_state *s = state;
+    struct tb_op_state *s = state;
+    const struct tb_cuda_kernel *k = s->kernel;
     /* A bad label of an earlier op surfaces at the first op after its check completed. */
     int rc = tb_cuda_label_check(cuda, false, err);
     if (rc)
         return rc;
     tb_cuda_range_push("%s %u forward", tb_op_kind_name(op->kind), op->id);
     cuda->scratch_asked = 0;
-    rc = s->k->forward(cuda, op, s->inner, step, in, out, err);
-    pass_end(cuda, s, false);
+    rc = k->forward(cuda, op, s->inner, step, in, out, err);
+    tb_op_dispatch_scratch(s, false, cuda->scratch_asked);
     tb_cuda_range_pop();
     return rc;
 }
@@ -538,16 +495,17 @@ int tb_cuda_op_backward(struct tb_cuda *cuda, const struct tb_op *op, void *stat
                         const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                         struct tb_err *err)
 {
-    struct op_state *s = state;
-    if (!s->k->backward)
+    struct tb_op_state *s = state;
+    const struct tb_cuda_kernel *k = s->kernel;
+    if (!k->backward)
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u: %s has no backward", op->id, tb_op_kind_name(op->kind));
     int rc = tb_cuda_label_check(cuda, false, err);
     if (rc)
         return rc;
     tb_cuda_range_push("%s %u backward", tb_op_kind_name(op->kind), op->id);
     cuda->scratch_asked = 0;
-    rc = s->k->backward(cuda, op, s->inner, in, out, dout, din, err);
-    pass_end(cuda, s, true);
+    rc = k->backward(cuda, op, s->inner, in, out, dout, din, err);
+    tb_op_dispatch_scratch(s, true, cuda->scratch_asked);
     tb_cuda_range_pop();
     return rc;
 }

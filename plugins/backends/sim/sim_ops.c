@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../op_dispatch.h"
 #include "sim_shared.h"
 
 /* What op_prepare works out once: the forward's estimate, and the backward's for the
@@ -119,6 +120,10 @@ int tb_sim_op_prepare(void *ctx, int device, const struct tb_op *op, void **stat
 {
     struct tb_sim *sim = ctx;
     (void)device;
+    *state = NULL;
+    int rc = tb_op_dispatch_check(op, err); /* as a device would refuse it */
+    if (rc)
+        return rc;
     struct sim_op_state *st = calloc(1, sizeof *st);
     if (!st)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
