@@ -1,6 +1,6 @@
 /* trainer.c: the training loop. Epochs of SGD steps over a shuffled training split,
  * validation when due (validation.c), the epoch's reports (report.c), checkpoints,
- * the MLPerf-style event log (mllog.c), an end at the epoch that reaches [train]
+ * the MLPerf-style event log (trainer_mllog.c), an end at the epoch that reaches [train]
  * target_miou, and a clean stop on request. What the loop runs on, its settings,
  * splits, graphs and buffers, is built and freed by trainer_setup.c
  * (core/train/trainer_setup_internal.h); the loop allocates nothing that outlives a
@@ -30,6 +30,7 @@
 #include "core/util/log_control.h"
 #include "core/dist/replicas_internal.h"
 #include "core/train/mllog_internal.h"
+#include "core/train/trainer_mllog_internal.h"
 #include "core/train/report_internal.h"
 #include "core/train/run.h"
 #include "core/train/trainer_setup_internal.h"
@@ -200,138 +201,6 @@ static int check_replicas(struct tb_trainer *t, struct tb_err *err)
     return TB_OK;
 }
 
-/* ------------------------------------------------------------------ the MLPerf log */
-
-/* [report] mllog: the log opened (a resumed run appends to it) with its init_start at
- * init_ms, when tb_train() began, then what the run is, in the keys the MLPerf log
- * defines: the submission fields as far as trainbig knows them (the benchmark is the
- * model plugin, the platform the platform plugin and the backend; no MLPerf benchmark,
- * hence the open division and research status; caches are not dropped) and the
- * hyperparameters. Rank 0 only. */
-static int ml_open(struct tb_trainer *t, int64_t init_ms, struct tb_err *err)
-{
-    const struct tb_settings *st = &t->s->settings;
-    struct tb_mllog *m = &t->mllog;
-    int rc = tb_mllog_open(m, st->report.mllog, t->resume != NULL, err);
-    if (!rc)
-        rc = tb_mllog_event_at(m, init_ms, TB_MLLOG_START, "init_start", tb_mllog_null(), TB_MLLOG_META, err);
-    char platform[512];
-    snprintf(platform, sizeof platform, "%s (%s backend)", t->run.platform->name, t->run.backend->name);
-    const struct {
-        const char *key;
-        struct tb_mllog_value v;
-    } facts[] = {
-        { "cache_clear", tb_mllog_bool(false) },
-        { "submission_benchmark", tb_mllog_str(t->run.model->name) },
-        { "submission_division", tb_mllog_str("open") },
-        { "submission_status", tb_mllog_str("research") },
-        { "submission_platform", tb_mllog_str(platform) },
-        { "seed", tb_mllog_int(st->run.seed) },
-        { "global_batch_size", tb_mllog_int(t->cfg.batch) },
-        { "gradient_accumulation_steps", tb_mllog_int(1) },
-        { "opt_name", tb_mllog_str("sgd") },
-        { "opt_base_learning_rate", tb_mllog_num(t->cfg.lr) },
-        { "opt_weight_decay", tb_mllog_num(t->cfg.weight_decay) },
-        { "train_samples", tb_mllog_int((int64_t)t->train.count) },
-        { "eval_samples", tb_mllog_int(t->val.ctx ? (int64_t)t->val.count : 0) },
-    };
-    for (size_t i = 0; !rc && i < sizeof facts / sizeof *facts; i++)
-        rc = tb_mllog_event(m, TB_MLLOG_POINT, facts[i].key, facts[i].v, TB_MLLOG_META, err);
-    if (!rc)
-        tb_log(TB_LOG_INFO, "MLPerf log: %s (%s)", m->path, t->resume ? "appended to" : "new");
-    return rc;
-}
-
-/* The end of initialisation and the start of the timed run, just before the first step. */
-static int ml_run_start(struct tb_trainer *t, struct tb_err *err)
-{
-    int rc = tb_mllog_event(&t->mllog, TB_MLLOG_END, "init_stop", tb_mllog_null(), TB_MLLOG_META, err);
-    if (!rc)
-        rc = tb_mllog_event(&t->mllog, TB_MLLOG_START, "run_start", tb_mllog_null(), TB_MLLOG_META, err);
-    t->run_start = tb_now();
-    return rc;
-}
-
-/* The last epoch (from 1) of the block that starts at `epoch`: the next epoch that
- * validates ([train] val_every, and the last), or the last when none does. */
-static uint64_t block_last(const struct tb_trainer *t, uint64_t epoch)
-{
-    const uint64_t epochs = t->total_iters / t->iters_per_epoch, every = (uint64_t)t->cfg.val_every;
-    const uint64_t last = every ? (epoch + every - 1) / every * every : epochs;
-    return last < epochs ? last : epochs;
-}
-
-/* An epoch (from 1) begins: a block, the epochs up to the next validation, opens with
- * its first (or the first this process trains, when it resumed inside one). */
-static int ml_epoch_start(struct tb_trainer *t, uint64_t epoch, struct tb_err *err)
-{
-    int rc = TB_OK;
-    struct tb_mllog_meta md = TB_MLLOG_META;
-    if (!t->ml_block) {
-        t->ml_block = epoch;
-        md.first_epoch_num = (int64_t)epoch;
-        md.epoch_count = (int64_t)(block_last(t, epoch) - epoch + 1);
-        rc = tb_mllog_event(&t->mllog, TB_MLLOG_START, "block_start", tb_mllog_null(), md, err);
-    }
-    md = TB_MLLOG_META;
-    md.epoch_num = (int64_t)epoch;
-    return rc ? rc : tb_mllog_event(&t->mllog, TB_MLLOG_START, "epoch_start", tb_mllog_null(), md, err);
-}
-
-/* An epoch's steps are done; its block ends with it when validation follows or it is the
- * last. */
-static int ml_epoch_stop(struct tb_trainer *t, uint64_t epoch, bool block_ends, struct tb_err *err)
-{
-    struct tb_mllog_meta md = TB_MLLOG_META;
-    md.epoch_num = (int64_t)epoch;
-    int rc = tb_mllog_event(&t->mllog, TB_MLLOG_END, "epoch_stop", tb_mllog_null(), md, err);
-    if (rc || !block_ends || !t->ml_block)
-        return rc;
-    md = TB_MLLOG_META;
-    md.first_epoch_num = (int64_t)t->ml_block;
-    t->ml_block = 0;
-    return tb_mllog_event(&t->mllog, TB_MLLOG_END, "block_stop", tb_mllog_null(), md, err);
-}
-
-/* Validation of r's epoch (0: the baseline before training) between eval_start and
- * eval_stop, its mIoU the log's eval_accuracy (none when a stop cut it short). */
-static int validate_logged(struct tb_trainer *t, struct tb_epoch_row *r, struct tb_err *err)
-{
-    struct tb_mllog_meta md = TB_MLLOG_META;
-    md.epoch_num = (int64_t)r->epoch;
-    int rc = tb_mllog_event(&t->mllog, TB_MLLOG_START, "eval_start", tb_mllog_null(), md, err);
-    if (!rc)
-        rc = tb_trainer_validate(t, r, err);
-    if (!rc)
-        rc = tb_mllog_event(&t->mllog, TB_MLLOG_END, "eval_stop", tb_mllog_null(), md, err);
-    if (!rc && r->validated)
-        rc = tb_mllog_event(&t->mllog, TB_MLLOG_POINT, "eval_accuracy", tb_mllog_num(r->miou), md, err);
-    return rc;
-}
-
-/* The run's end in the log: success when it ended as configured (the target reached or,
- * without one, every epoch done), aborted after a stop on request or with the target not
- * reached. After an error (rc) aborted with its message, as far as the file takes it:
- * the error returned stays rc's. */
-static int ml_run_stop(struct tb_trainer *t, int rc, struct tb_err *err)
-{
-    if (!t->mllog.f)
-        return rc;
-    struct tb_mllog_meta md = TB_MLLOG_META;
-    md.epoch_num = (int64_t)(t->iters_per_epoch ? t->iteration / t->iters_per_epoch : 0);
-    if (rc) {
-        struct tb_err ignored;
-        tb_err_clear(&ignored);
-        md.status = "aborted";
-        md.error = err->msg;
-        tb_mllog_event(&t->mllog, TB_MLLOG_END, "run_stop", tb_mllog_null(), md, &ignored);
-        return rc;
-    }
-    const bool ended = !t->stopped && (t->cfg.target_miou > 0 ? t->target_epoch > 0 : true);
-    md.status = ended ? "success" : "aborted";
-    return tb_mllog_event(&t->mllog, TB_MLLOG_END, "run_stop", tb_mllog_null(), md, err);
-}
-
 /* ------------------------------------------------------------------ [train] target_miou */
 
 /* Whether r's validation reached the target, which makes its epoch the last; this run's
@@ -412,7 +281,7 @@ static int validate_at_start(struct tb_trainer *t, struct tb_err *err)
     t->swap_mark = tb_report_swap_total(t->tx, t->vx);
     int rc = align_buffers(t, err);
     if (!rc)
-        rc = validate_logged(t, &r, err);
+        rc = tb_trainer_validate_logged(t, &r, err);
     if (!rc)
         rc = report_epoch(t, &r, err);
     return rc;
@@ -530,11 +399,11 @@ static int end_epoch(struct tb_trainer *t, const struct epoch_run *e, char *path
     bool last = t->iteration == t->total_iters;
     const bool due = t->cfg.checkpoint_every > 0 && (e->epoch + 1) % (uint64_t)t->cfg.checkpoint_every == 0;
     const bool validating = t->cfg.val_every > 0 && ((e->epoch + 1) % (uint64_t)t->cfg.val_every == 0 || last);
-    int rc = ml_epoch_stop(t, r.epoch, validating || last, err);
+    int rc = tb_trainer_ml_epoch_stop(t, r.epoch, validating || last, err);
     if (!rc)
         rc = align_buffers(t, err);
     if (!rc && validating)
-        rc = validate_logged(t, &r, err);
+        rc = tb_trainer_validate_logged(t, &r, err);
     if (rc)
         return rc;
     if (reached_target(t, &r))
@@ -586,7 +455,7 @@ static int train_loop(struct tb_trainer *t, struct tb_err *err)
     while (t->iteration < t->total_iters && !t->target_epoch) {
         struct epoch_run e;
         begin_epoch(t, &e);
-        rc = ml_epoch_start(t, e.epoch + 1, err);
+        rc = tb_trainer_ml_epoch_start(t, e.epoch + 1, err);
         if (!rc)
             rc = epoch_steps(t, &e, path, sizeof path, &stopped, err);
         if (!rc && !stopped)
@@ -639,8 +508,7 @@ static void close_rundir(struct tb_trainer *t, bool failed)
     static const char *const files[] = { "epochs.csv", "epochs.jsonl" };
     const bool remove = failed && !t->kept_work;
     if (tb_rundir_close(&t->rundir, remove, files, remove ? sizeof files / sizeof files[0] : 0))
-        tb_log(TB_LOG_INFO, "removed %s: the run failed before it wrote a report row or a checkpoint",
-               t->rundir.path);
+        tb_log(TB_LOG_INFO, "removed %s: the run failed before it wrote a report row or a checkpoint", t->rundir.path);
 }
 
 /* A modelled device computes no value: what needs one is refused, not run on zeros. */
@@ -689,17 +557,17 @@ int tb_train(const struct tb_setup *s, const struct tb_train_request *req, struc
     /* The MLPerf log before the reports: a report that cannot be opened is logged as the
      * run's abort. */
     if (!rc && t->lead && s->settings.report.mllog[0])
-        rc = ml_open(t, init_ms, err);
+        rc = tb_trainer_ml_open(t, init_ms, err);
     if (!rc && t->lead)
         rc = tb_report_open(&t->report, &s->settings.report, t->rundir.fd, t->rundir.path,
                             req->resume ? t->iteration / t->iters_per_epoch : UINT64_MAX, err);
     if (!rc) {
         log_start(t);
-        rc = ml_run_start(t, err);
+        rc = tb_trainer_ml_run_start(t, err);
     }
     if (!rc)
         rc = train_loop(t, err);
-    rc = ml_run_stop(t, rc, err);
+    rc = tb_trainer_ml_run_stop(t, rc, err);
     if (req->stopped)
         *req->stopped = !rc && t->stopped;
     tb_trainer_teardown(t);
