@@ -442,3 +442,26 @@ int tb_swapmem_after_step(struct tb_swap_mem *m, size_t step, struct tb_err *err
     }
     return TB_OK;
 }
+
+/* An allocation of `bytes`: with keep, the block (the caller's); without, only whether
+ * one fits now (an op's scratch, which the backend allocates itself: the block is freed
+ * again at once, and its place is there when the op asks). */
+void *tb_swapmem_try_alloc(struct tb_swap_mem *m, size_t bytes, bool keep)
+{
+    void *p = m->be->mem_alloc(m->be_ctx, m->device, bytes);
+    if (p && !keep) {
+        m->be->mem_free(m->be_ctx, m->device, p);
+        return m; /* any non-NULL pointer: it fits */
+    }
+    return p;
+}
+
+/* Free device bytes by the backend's accounts: the cap (or, without one, what it has
+ * reserved) less what is in use. They need not be one block. */
+uint64_t tb_swapmem_free_bytes(const struct tb_swap_mem *m)
+{
+    struct tb_mem_stats st = { 0 };
+    m->be->mem_stats(m->be_ctx, m->device, &st);
+    const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
+    return total > st.in_use ? total - st.in_use : 0;
+}

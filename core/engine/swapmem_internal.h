@@ -140,5 +140,17 @@ bool tb_swapmem_settle_outs(struct tb_swap_mem *m, bool wait);
 bool tb_swapmem_settle_ins(struct tb_swap_mem *m, bool wait);
 int tb_swapmem_move_out(struct tb_swap_mem *m, size_t i, bool wait, struct tb_err *err);
 int tb_swapmem_start_in(struct tb_swap_mem *m, size_t i, void *data, struct tb_err *err);
+/* An allocation of bytes on the device: with keep, the block (the caller's); without,
+ * only whether one fits now (non-NULL; the block is freed again at once: an op's scratch,
+ * which the backend allocates itself). The free device bytes by the backend's accounts
+ * (the cap, or without one what it reserved, less what is in use), in one block or not. */
+void *tb_swapmem_try_alloc(struct tb_swap_mem *m, size_t bytes, bool keep);
+uint64_t tb_swapmem_free_bytes(const struct tb_swap_mem *m);
+
+/* Compaction (swapmem_blocks.c), making room (swapmem_room.c)'s first last resort:
+ * resident tensors of the cheapest run of blocks that would join free ones into one of
+ * `bytes` moved to other free blocks inside the device (copies on the compute stream),
+ * then the allocation as tb_swapmem_try_alloc's; NULL when no run can be freed so. */
+void *tb_swapmem_compact(struct tb_swap_mem *m, size_t bytes, bool keep, struct tb_err *err);
 
 #endif
