@@ -1,11 +1,12 @@
-/* core/engine/graph_internal.h: the graph's layout, as the engine sees it (graph.c builds it, schedule.c
- * orders it, exec.c runs it). */
+/* core/engine/graph_internal.h: the graph's layout, as the engine sees it (graph.c and
+ * graph_ops.c build it, schedule.c orders it, exec.c runs it). */
 #ifndef TB_CORE_GRAPH_INTERNAL_H
 #define TB_CORE_GRAPH_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <trainbig/error.h>
 #include <trainbig/graph.h>
 
 #include "core/engine/graph.h"
@@ -55,6 +56,17 @@ struct tb_graph {
     char error[1024]; /* empty while fine */
     bool sync_bn;     /* training batch norms synchronise over ranks ([model] sync_bn) */
 };
+
+/* For the op builders (graph_ops.c), from graph.c: whether an error is recorded; record
+ * the first one (later ones are its consequences) and return NULL; scope + "." + name,
+ * allocated (NULL: out of memory); a new node owning name (NULL: the error recorded); a
+ * leaf of kind: an input by its name, a parameter or buffer by its scoped name. */
+bool tb_graph_failed(const struct tb_graph *g);
+struct tb_node *tb_graph_fail(struct tb_graph *g, const char *fmt, ...) TB_PRINTF(2, 3);
+char *tb_graph_scoped(const struct tb_graph *g, const char *name);
+struct tb_node *tb_graph_new_node(struct tb_graph *g, enum tb_node_kind kind, struct tb_tensor_desc d, char *name);
+struct tb_node *tb_graph_leaf(struct tb_graph *g, enum tb_node_kind kind, const char *name, enum tb_dtype dtype,
+                              struct tb_shape shape, enum tb_init init);
 
 /* Finds a leaf (input, parameter or buffer) by its full name; NULL when absent. */
 struct tb_node *tb_graph_find(const struct tb_graph *g, const char *name);
