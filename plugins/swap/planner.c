@@ -13,21 +13,11 @@
  * windows come from measured step times and the link; hybrid plans again when the times
  * drift or the memory manager had to make room. doc/swap-planner.md gives the rules in
  * full and the measurements that chose them. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
 #include <string.h>
-#include <math.h> /* HUGE_VAL */
-#include <time.h>
-#include <trainbig/clock.h>
 #include <trainbig/trainbig.h>
 
 #include "planner.h"
-
-/* MAX_REBUILD: the most forward ops one planned rebuild re-runs. In training the forward
- * keeps what the backward reads, so a rebuild re-runs one or two ops; where the schedule
- * freed what it reads (validation, which keeps nothing for a backward) the chain restarts
- * from the last tensor held, tens of ops holding more memory than price() counts. */
-enum { DEFAULT_THRESHOLD = 8, DEFAULT_AHEAD = 2, MAX_REBUILD = 4, HISTORY = 3 };
 
 int planner_create(const struct tb_section *cfg, const char *name, bool recompute, bool adaptive, void **ctx,
                    struct tb_err *err)
@@ -59,7 +49,7 @@ static void free_actions(struct plan *pl)
     pl->out_after = pl->in_before = pl->drop_after = NULL;
 }
 
-static void free_plan(struct plan *pl)
+void planner_free_plan(struct plan *pl)
 {
     free_actions(pl);
     for (size_t i = 0; pl->uses && i < pl->ntensors; i++)
@@ -79,11 +69,11 @@ void planner_destroy(void *ctx)
 {
     struct planner *p = ctx;
     for (int i = 0; i < MAX_EXECUTORS; i++)
-        free_plan(&p->plans[i]);
+        planner_free_plan(&p->plans[i]);
     free(p);
 }
 
-static struct plan *find_plan(struct planner *p, const struct tb_swap_mem *m)
+struct plan *planner_find_plan(struct planner *p, const struct tb_swap_mem *m)
 {
     for (int i = 0; i < MAX_EXECUTORS; i++)
         if (p->plans[i].m == m)
@@ -106,207 +96,9 @@ static int push(uint32_t **list, uint32_t i)
     return 0;
 }
 
-/* Each direction's rate (with duplex: while both copy, the duplex figure where known),
- * and the fixed cost of a copy: the platform's, or 12 GB/s and 10 us without one. */
-static void link_rates(const struct plan *pl, bool duplex, double *d2h, double *h2d, double *latency)
-{
-    const struct tb_link *link = pl->has_link ? &pl->link : NULL;
-    *d2h = link && link->d2h_bytes_per_s > 0 ? link->d2h_bytes_per_s : 12e9;
-    *h2d = link && link->h2d_bytes_per_s > 0 ? link->h2d_bytes_per_s : 12e9;
-    if (duplex && link && link->duplex_bytes_per_s > 0) {
-        *d2h = link->duplex_bytes_per_s < *d2h ? link->duplex_bytes_per_s : *d2h;
-        *h2d = link->duplex_bytes_per_s < *h2d ? link->duplex_bytes_per_s : *h2d;
-    }
-    *latency = link && link->latency_s > 0 ? link->latency_s : 1e-5;
-}
-
-/* The window in which tensor i, used at u and next at v, is off the device when moved out
- * after u: from e (its copy out done) to s (its copy back starts); e >= s: none. */
-static void window(const struct planner *p, const struct plan *pl, const double *before, size_t i, uint32_t u,
-                   uint32_t v, uint32_t *e, uint32_t *s)
-{
-    double d2h, h2d, latency;
-    link_rates(pl, false, &d2h, &h2d, &latency);
-    const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-    const double t_out = bytes / d2h + latency, t_in = bytes / h2d + latency;
-    const uint32_t ahead = (uint32_t)(p->ahead ? p->ahead : DEFAULT_AHEAD);
-    if (pl->tuned && !p->ahead) {
-        /* Out: freed once the copy has had its time; in: from the latest step that leaves
-         * the copy in 1.5 times its time. */
-        for (*e = u + 1; *e < v && before[*e] - before[u + 1] < t_out;)
-            ++*e;
-        for (*s = v; *s > u + 1 && before[v] - before[*s] < 1.5 * t_in;)
-            --*s;
-    } else {
-        *e = u + 2;
-        *s = v > u + ahead ? v - ahead : u + 1;
-    }
-}
-
-/* One direction of the link as its copy stream runs it: first in, first out. A copy
- * issued at `at` (seconds into the step) starts when the copies issued before it are
- * done, and each must be done by its deadline: an out copy by the step from which the
- * plan counts its memory as free, an in copy (with prefetch's half-again margin) before
- * the step that reads it. Kept sorted by `at`. */
-struct copy {
-    double at, seconds, deadline;
-    double need; /* when the step that counts on it starts: past it, that step waits */
-};
-
-struct queue {
-    struct copy *c;
-    size_t n, cap;
-};
-
-/* Where a copy issued at `at` joins the queue: after those issued at or before it. */
-static size_t queue_slot(const struct queue *q, double at)
-{
-    size_t j = q->n;
-    while (j > 0 && q->c[j - 1].at > at)
-        j--;
-    return j;
-}
-
-/* Runs the queue with a copy (at, seconds) added: false when a queued copy would miss its
- * deadline; *end: when the new one is done. */
-static bool queue_try(const struct queue *q, double at, double seconds, double *end)
-{
-    const size_t slot = queue_slot(q, at);
-    double t = 0;
-    for (size_t j = 0; j <= q->n; j++) {
-        if (j == slot) {
-            t = (at > t ? at : t) + seconds;
-            *end = t;
-        }
-        if (j == q->n)
-            break;
-        t = (q->c[j].at > t ? q->c[j].at : t) + q->c[j].seconds;
-        if (t > q->c[j].deadline * (1 + 1e-9))
-            return false;
-    }
-    return true;
-}
-
-/* The time the steps wait on one direction's copies, each past its `need`, with `extra`
- * (when not NULL) added; a sum, so copies late together count more than the step waits. */
-static double queue_late(const struct queue *q, const struct copy *extra)
-{
-    const size_t slot = extra ? queue_slot(q, extra->at) : q->n + 1;
-    double t = 0, late = 0;
-    for (size_t j = 0; j <= q->n; j++) {
-        const struct copy *run[2] = { j == slot ? extra : NULL, j < q->n ? &q->c[j] : NULL };
-        for (int r = 0; r < 2; r++) {
-            if (!run[r])
-                continue;
-            t = (run[r]->at > t ? run[r]->at : t) + run[r]->seconds;
-            late += t > run[r]->need ? t - run[r]->need : 0;
-        }
-    }
-    return late;
-}
-
-static int queue_add(struct queue *q, struct copy c)
-{
-    if (q->n == q->cap) {
-        const size_t cap = q->cap ? 2 * q->cap : 64;
-        struct copy *grown = realloc(q->c, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        q->c = grown;
-        q->cap = cap;
-    }
-    const size_t slot = queue_slot(q, c.at);
-    memmove(&q->c[slot + 1], &q->c[slot], (q->n - slot) * sizeof *q->c);
-    q->c[slot] = c;
-    q->n++;
-    return 0;
-}
-
-/* A swap of tensor i on the link as hybrid plans it (duplex rates): its copies' times. */
-static void copy_seconds(const struct plan *pl, size_t i, double *t_out, double *t_in)
-{
-    double d2h, h2d, latency;
-    link_rates(pl, true, &d2h, &h2d, &latency);
-    const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-    *t_out = bytes / d2h + latency;
-    *t_in = bytes / h2d + latency;
-}
-
-/* hybrid, once the steps are timed: the window of a swap of tensor i between uses u and v
- * given the copies planned so far on each direction of the link, each a FIFO queue: its
- * copy out is issued after u, its memory counted free from e, the first step that starts
- * after the copy is done; its copy back is issued before s, the latest step from which it
- * is done with prefetch's 1.5x margin before v (its deadline: due), and the copies queued
- * behind it still meet theirs. False where there is no such window (the copies would make
- * a step wait). */
-static bool loaded_window(const struct plan *pl, const double *before, const struct queue *out, const struct queue *in,
-                          size_t i, uint32_t u, uint32_t v, uint32_t k, uint32_t *e, uint32_t *s)
-{
-    double t_out, t_in, done;
-    copy_seconds(pl, i, &t_out, &t_in);
-    if (!queue_try(out, before[u + 1], t_out, &done))
-        return false;
-    for (*e = u + 1; *e <= k && before[*e] < done;)
-        ++*e;
-    if (*e > k)
-        return false; /* not off the device by the step that needs the room */
-    const double due = before[v] - 0.5 * t_in;
-    for (*s = v - 1; *s > k; --*s) {
-        double back;
-        if (queue_try(in, before[*s], t_in, &back) && back <= due)
-            return true;
-    }
-    return false;
-}
-
-/* The two copies of a swap of tensor i (uses u < v): out after u, the memory counted free
- * from step `freed`; back from step s, counted on at v. Held to the window's deadlines (out
- * done by `freed`, back with prefetch's margin before v), or, `late` (a swap the link
- * cannot hide), to none: those queued after it are timed behind it. */
-static void swap_copies(const struct plan *pl, const double *before, size_t i, uint32_t u, uint32_t v, uint32_t freed,
-                        uint32_t s, bool late, struct copy *o, struct copy *b)
-{
-    double t_out, t_in;
-    copy_seconds(pl, i, &t_out, &t_in);
-    *o = (struct copy){ before[u + 1], t_out, late ? HUGE_VAL : before[freed], before[freed] };
-    *b = (struct copy){ before[s], t_in, late ? HUGE_VAL : before[v] - 0.5 * t_in, before[v] };
-}
-
-/* Queues those copies; -1 when out of memory. */
-static int queue_swap(const struct plan *pl, const double *before, struct queue *out, struct queue *in, size_t i,
-                      uint32_t u, uint32_t v, uint32_t freed, uint32_t s, bool late)
-{
-    struct copy o, b;
-    swap_copies(pl, before, i, u, v, freed, s, late, &o, &b);
-    return queue_add(out, o) || queue_add(in, b) ? -1 : 0;
-}
-
-/* A swap of tensor i (uses u < v, memory needed from step k, copy back from s) that the
- * link cannot hide: what the steps would wait for its copies and for the copies it
- * delays, on each direction's queue. */
-static double exposed_seconds(const struct plan *pl, const double *before, const struct queue *out,
-                              const struct queue *in, size_t i, uint32_t u, uint32_t v, uint32_t k, uint32_t s)
-{
-    struct copy o, b;
-    swap_copies(pl, before, i, u, v, k, s, true, &o, &b);
-    return queue_late(out, &o) - queue_late(out, NULL) + queue_late(in, &b) - queue_late(in, NULL);
-}
-
-/* What taking tensor i off the device costs at most: the step waits for its copy out and
- * again for the copy back at its next use. A rebuild dearer than that (a wide
- * convolution re-run costs some ten times the copies of its output over PCIe) is not
- * taken. */
-static double evict_seconds(const struct plan *pl, size_t i)
-{
-    double d2h, h2d, latency;
-    link_rates(pl, false, &d2h, &h2d, &latency);
-    const double bytes = (double)tb_schedule_tensor(pl->s, i)->bytes;
-    return bytes / d2h + bytes / h2d + 2 * latency;
-}
-
 /* Whether tensor i may be swapped: large enough that its copies are not mostly the link's
  * fixed cost. Any activation may be dropped: a rebuild pays no copy. */
-static bool swappable(const struct planner *p, const struct plan *pl, size_t i)
+bool planner_swappable(const struct planner *p, const struct plan *pl, size_t i)
 {
     return pl->uses[i] && tb_schedule_tensor(pl->s, i)->bytes >= p->min_size;
 }
@@ -535,17 +327,17 @@ static struct swap best_swap(const struct planner *p, const struct plan *pl, con
     struct swap best = { SIZE_MAX, 0, 0, 0, 0 };
     for (size_t i = 0; i < pl->ntensors; i++) {
         uint32_t a;
-        if (!swappable(p, pl, i) || !gap_around(pl, w, i, k, &a))
+        if (!planner_swappable(p, pl, i) || !gap_around(pl, w, i, k, &a))
             continue;
         const uint32_t u = pl->uses[i][a], v = pl->uses[i][a + 1];
         if (p->threshold && v - u <= (uint32_t)p->threshold)
             continue;
         uint32_t e, s;
         if (out) {
-            if (!loaded_window(pl, before, out, in, i, u, v, k, &e, &s))
+            if (!planner_loaded_window(pl, before, out, in, i, u, v, k, &e, &s))
                 continue;
         } else {
-            window(p, pl, before, i, u, v, &e, &s);
+            planner_window(p, pl, before, i, u, v, &e, &s);
         }
         if (!(e <= k && k < s) || needed_within(w, i, e, s))
             continue;
@@ -561,7 +353,7 @@ static struct swap best_swap(const struct planner *p, const struct plan *pl, con
  * the one (not used by that step) whose next use is farthest away goes out after its
  * previous use and comes back ahead of its next, until they fit. Windows too short to
  * hide their copies are not taken. Without a capacity nothing is planned. */
-static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
+int planner_make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
 {
     free_actions(pl);
     const size_t N = pl->nsteps, T = pl->ntensors;
@@ -615,12 +407,12 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 best = best_swap(p, pl, &w, before, NULL, NULL, (uint32_t)k);
                 late = best.i != SIZE_MAX;
                 if (late)
-                    exposed = exposed_seconds(pl, before, &outq, &inq, best.i, pl->uses[best.i][best.gap], best.v,
-                                              (uint32_t)k, best.s);
+                    exposed = planner_exposed_seconds(pl, before, &outq, &inq, best.i, pl->uses[best.i][best.gap],
+                                                      best.v, (uint32_t)k, best.s);
             }
             if (p->recompute && (best.i == SIZE_MAX || late))
                 drop = cheapest_drop(pl, &w, k, &rc);
-            if (drop.i != SIZE_MAX && pl->tuned && drop.seconds > evict_seconds(pl, drop.i))
+            if (drop.i != SIZE_MAX && pl->tuned && drop.seconds > planner_evict_seconds(pl, drop.i))
                 drop.i = SIZE_MAX; /* dearer than the copies the step would wait for */
             if (drop.i != SIZE_MAX && late &&
                 drop.seconds / (double)tb_schedule_tensor(pl->s, drop.i)->bytes >
@@ -647,14 +439,15 @@ static int make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                 for (uint32_t j = u + 1; j < v; j++)
                     mem[j] -= bytes;
                 mem[v] += drop.bytes; /* the rebuild's own, before step v */
-rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
+                rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
                 continue;
             }
             if (best.i == SIZE_MAX || rc)
                 break; /* nothing can go: the memory manager evicts on demand */
             const uint32_t u = pl->uses[best.i][best.gap];
             if (loaded) /* a late swap: memory needed from k, not freed before */
-                rc = queue_swap(pl, before, &outq, &inq, best.i, u, best.v, late ? (uint32_t)k : best.e, best.s, late);
+                rc = planner_queue_swap(pl, before, &outq, &inq, best.i, u, best.v, late ? (uint32_t)k : best.e, best.s,
+                                        late);
             if (rc)
                 break;
             w.taken[best.i][best.gap] = 1;
@@ -678,7 +471,7 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
 {
     (void)capacity;
     struct planner *p = ctx;
-    struct plan *pl = find_plan(p, NULL);
+    struct plan *pl = planner_find_plan(p, NULL);
     if (!pl)
         return tb_err_set(err, TB_ERR_RUNTIME, "the %s policy plans at most %d executors at once", p->name,
                           MAX_EXECUTORS);
@@ -704,7 +497,7 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
     pl->made_bytes = calloc(pl->nsteps + 1, sizeof *pl->made_bytes);
     if (!pl->uses || !pl->nuses || !pl->seconds || !pl->now || !pl->recent || !pl->reserve || !pl->room_pass ||
         !pl->made_bytes) {
-        free_plan(pl);
+        planner_free_plan(pl);
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     }
     for (size_t k = 0; k < pl->nsteps; k++) {
@@ -719,7 +512,7 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
             uint32_t **u = &pl->uses[ids[j]];
             uint32_t *grown = realloc(*u, (pl->nuses[ids[j]] + 1) * sizeof **u);
             if (!grown) {
-                free_plan(pl);
+                planner_free_plan(pl);
                 return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
             }
             *u = grown;
@@ -727,167 +520,15 @@ int planner_plan(void *ctx, struct tb_swap_mem *m, const struct tb_schedule *s, 
                 grown[pl->nuses[ids[j]]++] = (uint32_t)k;
         }
     }
-    int rc = make_actions(p, pl, err);
+    int rc = planner_make_actions(p, pl, err);
     if (rc)
-        free_plan(pl);
+        planner_free_plan(pl);
     return rc;
 }
 
 void planner_forget(void *ctx, struct tb_swap_mem *m)
 {
-    struct plan *pl = find_plan(ctx, m);
+    struct plan *pl = planner_find_plan(ctx, m);
     if (pl)
-        free_plan(pl);
-}
-
-int planner_before_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
-{
-    struct plan *pl = find_plan(ctx, m);
-    if (!pl || step >= pl->nsteps)
-        return TB_OK;
-    pl->t0 = tb_swap_now(m);
-    if (!pl->tuned && pl->capacity) {
-        /* What is on the device besides transient tensors, at its largest: parameters,
-         * their gradients and momentum, and the scratch the backend keeps between ops
-         * (the dual task's). The plans made from timed steps leave it
-         * out of the budget. */
-        double transient = 0;
-        for (size_t i = 0; i < pl->ntensors; i++) {
-            const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
-            enum tb_residency r = tb_swap_residency(m, i);
-            if ((t->kind == TB_SCHED_ACTIVATION || t->kind == TB_SCHED_GRADIENT) && r != TB_RES_NONE &&
-                r != TB_RES_HOST && r != TB_RES_DROPPED)
-                transient += (double)t->bytes;
-        }
-        const double other = (double)tb_swap_in_use(m) - transient;
-        if (step == 0 || other > pl->measured)
-            pl->measured = other;
-    }
-    for (const uint32_t *i = pl->in_before[step]; i && *i != UINT32_MAX; i++) {
-        struct tb_err e;
-        tb_err_clear(&e);
-        /* No room now: the step that needs it brings it back. */
-        if (tb_swap_in(m, *i, &e) == TB_ERR_NOMEM)
-            continue;
-    }
-    (void)err;
-    return TB_OK;
-}
-
-int planner_after_step(void *ctx, struct tb_swap_mem *m, size_t step, struct tb_err *err)
-{
-    struct planner *p = ctx;
-    struct plan *pl = find_plan(p, m);
-    if (!pl || step >= pl->nsteps)
-        return TB_OK;
-    /* hybrid: the op's own time, which copies can hide behind and a recomputation costs;
-     * prefetch: the step's, waits included. */
-    pl->now[step] = p->adaptive ? tb_swap_op_seconds(m, step) : tb_swap_now(m) - pl->t0;
-    if (!pl->tuned)
-        pl->seconds[step] = pl->now[step];
-    for (const uint32_t *i = pl->drop_after[step]; i && *i != UINT32_MAX; i++) {
-        int rc = tb_swap_drop(m, *i, err);
-        if (rc)
-            return rc;
-    }
-    for (const uint32_t *i = pl->out_after[step]; i && *i != UINT32_MAX; i++) {
-        int rc = tb_swap_out(m, *i, false, err);
-        if (rc)
-            return rc;
-    }
-    if (step + 1 != pl->nsteps)
-        return TB_OK;
-    /* One whole training step timed: plan again from the measurements. */
-    if (!pl->tuned) {
-        pl->tuned = true;
-        if (pl->capacity)
-            pl->persistent = pl->measured;
-    } else {
-        double total = 0;
-        for (size_t k = 0; k < pl->nsteps; k++)
-            total += pl->now[k];
-        pl->pass++;
-        memcpy(pl->recent + (pl->pass - 1) % HISTORY * pl->nsteps, pl->now, pl->nsteps * sizeof *pl->now);
-        if (!p->adaptive || (pl->replans > 1 && !pl->grown && total < 1.25 * pl->planned && total > 0.75 * pl->planned))
-            return TB_OK;
-        /* Each op's least time over the last few steps: a copy planned to hide behind an op
-         * that one step ran slow (another program beside it, a page fault) would be exposed
-         * in the next, which runs at the op's usual speed. */
-        const size_t n = pl->pass < HISTORY ? pl->pass : HISTORY;
-        for (size_t k = 0; k < pl->nsteps; k++) {
-            double least = pl->recent[k];
-            for (size_t h = 1; h < n; h++)
-                least = pl->recent[h * pl->nsteps + k] < least ? pl->recent[h * pl->nsteps + k] : least;
-            pl->seconds[k] = least;
-        }
-    }
-    pl->grown = false;
-    pl->planned = 0;
-    for (size_t k = 0; k < pl->nsteps; k++)
-        pl->planned += pl->seconds[k];
-    pl->replans++;
-    return make_actions(p, pl, err);
-}
-
-/* The next step at or after `step` that uses tensor i, or UINT32_MAX. */
-static uint32_t next_use(const struct plan *pl, size_t i, size_t step)
-{
-    for (uint32_t a = 0; a < pl->nuses[i]; a++)
-        if (pl->uses[i][a] >= step)
-            return pl->uses[i][a];
-    return UINT32_MAX;
-}
-
-static struct plan *sort_plan;
-static size_t sort_step;
-
-static int by_next_use_desc(const void *a, const void *b)
-{
-    uint32_t x = next_use(sort_plan, *(const size_t *)a, sort_step),
-             y = next_use(sort_plan, *(const size_t *)b, sort_step);
-    if (x != y)
-        return x > y ? -1 : 1;
-    return *(const size_t *)a < *(const size_t *)b ? -1 : *(const size_t *)a > *(const size_t *)b;
-}
-
-/* Out first: what is needed last. */
-int planner_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t bytes, struct tb_err *err)
-{
-    struct planner *p = ctx;
-    struct plan *pl = find_plan(p, m);
-    if (!pl)
-        return TB_OK;
-    if (p->adaptive && pl->tuned && step < pl->nsteps && pl->room_pass[step] != pl->pass + 1) {
-        /* The plan left too little room here: keep that much more free next time. */
-        pl->room_pass[step] = pl->pass + 1;
-        if (pl->reserve[step] < 2.0 * (double)bytes) {
-            /* Bounded: twice the ask at most, so that the memory split in a way no plan
-             * foresees does not grow it step after step. */
-            pl->reserve[step] += (double)bytes;
-            if (pl->reserve[step] > 2.0 * (double)bytes)
-                pl->reserve[step] = 2.0 * (double)bytes;
-            pl->grown = true;
-        }
-    }
-    /* Enough bytes free, but split: the tensors of the cheapest address range that joins
-     * free blocks into one large enough, rather than tensors wherever they lie. */
-    const uint64_t cap = tb_swap_capacity(m), use = tb_swap_in_use(m);
-    if (cap && use < cap && cap - use >= bytes) {
-        uint64_t moved = 0;
-        int rc = tb_swap_out_range(m, bytes, NULL, false, &moved, err);
-        if (rc || moved)
-            return rc;
-    }
-    size_t *cand = malloc((pl->ntensors + 1) * sizeof *cand), n = 0;
-    if (!cand)
-        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < pl->ntensors; i++)
-        if (swappable(p, pl, i) && tb_swap_movable(m, i))
-            cand[n++] = i;
-    sort_plan = pl; /* hooks run one at a time, on the training thread */
-    sort_step = step == SIZE_MAX ? 0 : step;
-    qsort(cand, n, sizeof *cand, by_next_use_desc);
-    int rc = tb_swap_out_until(m, cand, n, bytes, NULL, err);
-    free(cand);
-    return rc;
+        planner_free_plan(pl);
 }
