@@ -353,6 +353,75 @@ static struct swap best_swap(const struct planner *p, const struct plan *pl, con
  * the one (not used by that step) whose next use is farthest away goes out after its
  * previous use and comes back ahead of its next, until they fit. Windows too short to
  * hide their copies are not taken. Without a capacity nothing is planned. */
+/* Before the walk: when each step starts (before[k], in step units until timed), the
+ * memory each step holds with nothing planned (its transient tensors and what the plan
+ * reserves), and the walk's records for each tensor with a gap. Nonzero: out of memory. */
+static int start_walk(const struct plan *pl, struct walk *w, double *before, double *mem)
+{
+    const size_t N = pl->nsteps;
+    for (size_t k = 0; k < N; k++) {
+        before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 1.0);
+        mem[k] = pl->reserve[k];
+    }
+    for (size_t i = 0; i < pl->ntensors; i++) {
+        const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
+        if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->first_use < 0)
+            continue;
+        const size_t last = t->last_use < (int32_t)N ? (size_t)t->last_use : N - 1;
+        for (size_t k = (size_t)t->first_use; k <= last; k++)
+            mem[k] += (double)t->bytes;
+        if (!pl->uses[i] || pl->nuses[i] < 2)
+            continue;
+        if (!(w->taken[i] = calloc(pl->nuses[i], 1)) || !(w->off[i] = calloc(pl->nuses[i], sizeof **w->off)))
+            return 1;
+        if (w->rcost && !(w->rcost[i] = calloc(pl->nuses[i], sizeof **w->rcost)))
+            return 1;
+    }
+    return 0;
+}
+
+/* The drop planned: the tensor off the device over its gap, what its rebuild reads
+ * needed on the device then (and, for a read dropped then too, what that one's rebuild
+ * reads), the memory it frees and the rebuild's own before its next use. */
+static int take_drop(struct plan *pl, struct walk *w, const struct pick *drop, double *mem)
+{
+    const uint32_t u = pl->uses[drop->i][drop->gap], v = pl->uses[drop->i][drop->gap + 1];
+    w->taken[drop->i][drop->gap] = 1;
+    w->off[drop->i][drop->gap] = (struct span){ u + 1, v, true };
+    const struct price *c = &w->rcost[drop->i][drop->gap];
+    int rc = 0;
+    for (uint32_t j = 0; j < c->nreads && !rc; j++) {
+        const uint32_t y = c->reads[j];
+        rc = need(w, y, v);
+        const struct span *o = off_at(pl, w, y, v);
+        if (!rc && o && o->dropped) { /* rebuilt with it: what it reads then too */
+            struct price cy = { 0 };
+            rc = price(pl, y, v, &cy);
+            for (uint32_t q = 0; q < cy.nreads && !rc; q++)
+                rc = need(w, cy.reads[q], v);
+            free(cy.reads);
+        }
+    }
+    const double bytes = (double)tb_schedule_tensor(pl->s, drop->i)->bytes;
+    for (uint32_t j = u + 1; j < v; j++)
+        mem[j] -= bytes;
+    mem[v] += drop->bytes; /* the rebuild's own, before step v */
+    return rc || push(&pl->drop_after[u], (uint32_t)drop->i);
+}
+
+/* The swap planned: the tensor off the device from e to s, its copy out after its use
+ * and back before s. */
+static int take_swap(struct plan *pl, struct walk *w, const struct swap *best, double *mem)
+{
+    const uint32_t u = pl->uses[best->i][best->gap];
+    w->taken[best->i][best->gap] = 1;
+    w->off[best->i][best->gap] = (struct span){ best->e, best->s, false };
+    const double bytes = (double)tb_schedule_tensor(pl->s, best->i)->bytes;
+    for (uint32_t j = best->e; j < best->s; j++)
+        mem[j] -= bytes;
+    return push(&pl->out_after[u], (uint32_t)best->i) || push(&pl->in_before[best->s], (uint32_t)best->i);
+}
+
 int planner_make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
 {
     free_actions(pl);
@@ -374,24 +443,7 @@ int planner_make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
     struct queue outq = { 0 }, inq = { 0 };
     int rc = !pl->out_after || !pl->in_before || !pl->drop_after || !before || !mem || !w.taken || !w.off ||
              (p->recompute && !w.rcost) || !w.needed || !w.nneeded;
-    for (size_t k = 0; k < N && !rc; k++) {
-        before[k + 1] = before[k] + (pl->tuned ? pl->seconds[k] : 1.0);
-        mem[k] = pl->reserve[k];
-    }
-    for (size_t i = 0; i < T && !rc; i++) {
-        const struct tb_sched_tensor *t = tb_schedule_tensor(pl->s, i);
-        if ((t->kind != TB_SCHED_ACTIVATION && t->kind != TB_SCHED_GRADIENT) || t->first_use < 0)
-            continue;
-        const size_t last = t->last_use < (int32_t)N ? (size_t)t->last_use : N - 1;
-        for (size_t k = (size_t)t->first_use; k <= last; k++)
-            mem[k] += (double)t->bytes;
-        if (!pl->uses[i] || pl->nuses[i] < 2)
-            continue;
-        if (!(w.taken[i] = calloc(pl->nuses[i], 1)) || !(w.off[i] = calloc(pl->nuses[i], sizeof **w.off)))
-            rc = 1;
-        if (!rc && w.rcost && !(w.rcost[i] = calloc(pl->nuses[i], sizeof **w.rcost)))
-            rc = 1;
-    }
+    rc = rc || start_walk(pl, &w, before, mem);
     const double budget = pl->capacity > 0 ? (double)pl->capacity - pl->persistent - (double)pl->capacity / 20 : 0;
     for (size_t k = 0; k < N && !rc && pl->capacity > 0; k++) {
         while (mem[k] > budget && !rc) {
@@ -419,27 +471,7 @@ int planner_make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
                     exposed / (double)tb_schedule_tensor(pl->s, best.i)->bytes)
                 drop.i = SIZE_MAX; /* dearer than the late swap */
             if (drop.i != SIZE_MAX) {
-                const uint32_t u = pl->uses[drop.i][drop.gap], v = pl->uses[drop.i][drop.gap + 1];
-                w.taken[drop.i][drop.gap] = 1;
-                w.off[drop.i][drop.gap] = (struct span){ u + 1, v, true };
-                const struct price *c = &w.rcost[drop.i][drop.gap];
-                for (uint32_t j = 0; j < c->nreads && !rc; j++) {
-                    const uint32_t y = c->reads[j];
-                    rc = need(&w, y, v);
-                    const struct span *o = off_at(pl, &w, y, v);
-                    if (!rc && o && o->dropped) { /* rebuilt with it: what it reads then too */
-                        struct price cy = { 0 };
-                        rc = price(pl, y, v, &cy);
-                        for (uint32_t q = 0; q < cy.nreads && !rc; q++)
-                            rc = need(&w, cy.reads[q], v);
-                        free(cy.reads);
-                    }
-                }
-                const double bytes = (double)tb_schedule_tensor(pl->s, drop.i)->bytes;
-                for (uint32_t j = u + 1; j < v; j++)
-                    mem[j] -= bytes;
-                mem[v] += drop.bytes; /* the rebuild's own, before step v */
-                rc = rc || push(&pl->drop_after[u], (uint32_t)drop.i);
+                rc = rc || take_drop(pl, &w, &drop, mem);
                 continue;
             }
             if (best.i == SIZE_MAX || rc)
@@ -448,14 +480,8 @@ int planner_make_actions(struct planner *p, struct plan *pl, struct tb_err *err)
             if (loaded) /* a late swap: memory needed from k, not freed before */
                 rc = planner_queue_swap(pl, before, &outq, &inq, best.i, u, best.v, late ? (uint32_t)k : best.e, best.s,
                                         late);
-            if (rc)
-                break;
-            w.taken[best.i][best.gap] = 1;
-            w.off[best.i][best.gap] = (struct span){ best.e, best.s, false };
-            const double bytes = (double)tb_schedule_tensor(pl->s, best.i)->bytes;
-            for (uint32_t j = best.e; j < best.s; j++)
-                mem[j] -= bytes;
-            rc = push(&pl->out_after[u], (uint32_t)best.i) || push(&pl->in_before[best.s], (uint32_t)best.i);
+            if (!rc)
+                rc = take_swap(pl, &w, &best, mem);
         }
     }
     free_walk(&w, pl);
