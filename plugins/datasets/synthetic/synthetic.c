@@ -151,13 +151,25 @@ static void jitter(struct rng *r, const double *base, double spread, double *out
         out[k] = base[k] + uni(r, -spread, spread);
 }
 
-static void draw_scene(struct canvas *cv, struct rng *r)
-{
-    const int W = cv->w, H = cv->h;
-    const double s = W / 128.0; /* sizes scale with the image */
-    const int horizon = (int)(H * uni(r, 0.36, 0.5));
-    double col[3];
+/* A street scene's geometry, drawn layer by layer, far to near, each layer's random draws
+ * in a fixed order (the same seed makes the same scene). */
+struct scene {
+    struct canvas *cv;
+    struct rng *r;
+    double s;                     /* sizes scale with the image: W / 128 */
+    int horizon;                  /* the first row below the sky */
+    double vx, road_half, walk_w; /* the vanishing point; the road's and a sidewalk's width at the bottom */
+};
 
+/* The sky, the ground below the horizon, the road to the vanishing point with its
+ * sidewalks and lane markings; sets where the road runs. */
+static void draw_ground(struct scene *sc)
+{
+    const int W = sc->cv->w, H = sc->cv->h, horizon = sc->horizon;
+    const double s = sc->s;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
+    double col[3];
     /* sky: a vertical gradient */
     static const double sky_top[3] = { 60, 110, 200 }, sky_low[3] = { 170, 200, 230 };
     for (int y = 0; y < horizon; y++) {
@@ -172,8 +184,9 @@ static void draw_scene(struct canvas *cv, struct rng *r)
     static const double terrain[3] = { 120, 150, 70 }, road[3] = { 80, 80, 85 }, walk[3] = { 175, 160, 150 };
     jitter(r, terrain, 15, col);
     rect(cv, 0, horizon, W, H, TERRAIN, col, 40, 6);
-    const double vx = W * uni(r, 0.35, 0.65); /* vanishing point */
-    const double road_half = W * uni(r, 0.3, 0.45), walk_w = W * uni(r, 0.12, 0.25);
+    const double vx = sc->vx = W * uni(r, 0.35, 0.65); /* vanishing point */
+    const double road_half = sc->road_half = W * uni(r, 0.3, 0.45);
+    const double walk_w = sc->walk_w = W * uni(r, 0.12, 0.25);
     double rc[3], wc[3];
     jitter(r, road, 10, rc);
     jitter(r, walk, 15, wc);
@@ -191,7 +204,16 @@ static void draw_scene(struct canvas *cv, struct rng *r)
         if ((y / 6) % 2)
             rect(cv, (int)(vx - 1.2 * s * t), y, (int)(vx + 1.2 * s * t) + 1, y + (int)(3 * t) + 1, ROAD, mark, 10, 4);
     }
+}
 
+/* Buildings along both sides, from the horizon up, with windows. */
+static void draw_buildings(const struct scene *sc)
+{
+    const int W = sc->cv->w, horizon = sc->horizon;
+    const double s = sc->s, vx = sc->vx;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
+    double col[3];
     /* buildings along both sides, from the horizon up */
     static const double bld[4][3] = { { 150, 130, 110 }, { 110, 105, 100 }, { 170, 160, 140 }, { 120, 90, 80 } };
     for (int side = 0; side < 2; side++) {
@@ -212,7 +234,17 @@ static void draw_scene(struct canvas *cv, struct rng *r)
             x += bw + (int)(s * irange(r, 0, 6));
         }
     }
+}
 
+/* A wall or a fence on one side, between the buildings and the sidewalk (two scenes in
+ * three). */
+static void draw_wall(const struct scene *sc)
+{
+    const int W = sc->cv->w, horizon = sc->horizon;
+    const double s = sc->s, vx = sc->vx, road_half = sc->road_half;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
+    double col[3];
     /* a wall or a fence on one side, between the buildings and the sidewalk */
     if (irange(r, 0, 2) > 0) {
         const int kind = irange(r, 0, 1) ? WALL : FENCE;
@@ -228,7 +260,16 @@ static void draw_scene(struct canvas *cv, struct rng *r)
                 if (x % 4 != 3)
                     rect(cv, x, y0, x + 1, y1, FENCE, col, 20, 2);
     }
+}
 
+/* Trees: crowns of vegetation. */
+static void draw_trees(const struct scene *sc)
+{
+    const int W = sc->cv->w, H = sc->cv->h, horizon = sc->horizon;
+    const double s = sc->s;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
+    double col[3];
     /* trees: crowns of vegetation */
     static const double leaf[3] = { 60, 120, 40 };
     const int ntrees = irange(r, 1, 5);
@@ -237,7 +278,15 @@ static void draw_scene(struct canvas *cv, struct rng *r)
         const double cx = uni(r, 0, W), cy = horizon - uni(r, 0.05, 0.4) * H, rad = s * uni(r, 7, 18);
         ellipse(cv, cx, cy, rad, rad * uni(r, 0.8, 1.2), VEGETATION, col, 70, 3);
     }
+}
 
+/* Poles with signs or lights, on the sidewalks. */
+static void draw_poles(const struct scene *sc)
+{
+    const int H = sc->cv->h, horizon = sc->horizon;
+    const double s = sc->s, vx = sc->vx, road_half = sc->road_half, walk_w = sc->walk_w;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
     /* poles with signs or lights, on the sidewalks */
     static const double pole[3] = { 90, 90, 95 }, sign[3] = { 210, 200, 40 }, lamp[3] = { 40, 40, 40 };
     const int npoles = irange(r, 1, 4);
@@ -258,7 +307,16 @@ static void draw_scene(struct canvas *cv, struct rng *r)
             rect(cv, xp, yb - ph - 2 * bs + 1, xp + pw, yb - ph - 2 * bs + 1 + bs / 2, TRAFFIC_LIGHT, red, 10, 2);
         }
     }
+}
 
+/* Vehicles on the road, far ones first. */
+static void draw_vehicles(const struct scene *sc)
+{
+    const int H = sc->cv->h, horizon = sc->horizon;
+    const double s = sc->s, vx = sc->vx, road_half = sc->road_half;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
+    double col[3];
     /* vehicles on the road, far ones first */
     const int ncars = irange(r, 1, 4);
     double ts[4];
@@ -291,7 +349,15 @@ static void draw_scene(struct canvas *cv, struct rng *r)
         ellipse(cv, cx + cw * 0.2, yb - 1, cw * 0.12 + 1, ch * 0.15 + 1, cls, tyre, 5, 2);
         ellipse(cv, cx + cw * 0.8, yb - 1, cw * 0.12 + 1, ch * 0.15 + 1, cls, tyre, 5, 2);
     }
+}
 
+/* Persons on the sidewalks. */
+static void draw_people(const struct scene *sc)
+{
+    const int H = sc->cv->h, horizon = sc->horizon;
+    const double s = sc->s, vx = sc->vx, road_half = sc->road_half, walk_w = sc->walk_w;
+    struct canvas *cv = sc->cv;
+    struct rng *r = sc->r;
     /* persons on the sidewalks */
     const int npeople = irange(r, 0, 4);
     static const double skin[3] = { 220, 180, 150 };
@@ -306,6 +372,19 @@ static void draw_scene(struct canvas *cv, struct rng *r)
         rect(cv, (int)(px - pw / 2), (int)(yb - ph * 0.85), (int)(px + pw / 2) + 1, yb, PERSON, cloth, 25, 3);
         ellipse(cv, px, yb - ph * 0.9, pw * 0.35 + 0.5, ph * 0.1 + 0.5, PERSON, skin, 10, 2);
     }
+}
+
+static void draw_scene(struct canvas *cv, struct rng *r)
+{
+    struct scene sc = { cv, r, cv->w / 128.0, 0, 0, 0, 0 };
+    sc.horizon = (int)(cv->h * uni(r, 0.36, 0.5));
+    draw_ground(&sc);
+    draw_buildings(&sc);
+    draw_wall(&sc);
+    draw_trees(&sc);
+    draw_poles(&sc);
+    draw_vehicles(&sc);
+    draw_people(&sc);
 }
 
 /* ------------------------------------------------------------------ the plugin */
