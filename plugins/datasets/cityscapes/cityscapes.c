@@ -58,7 +58,7 @@ struct sample {
 };
 
 struct cityscapes {
-    char *root;      /* resolved (realpath), for allow_outside_root = no; NULL with yes */
+    char *root; /* resolved (realpath), for allow_outside_root = no; NULL with yes */
     size_t count;
     struct sample *samples;
     uint8_t lut[256]; /* label id -> trainId or IGNORE */
@@ -332,25 +332,15 @@ static void join_names(const struct names *l, char *buf, size_t size)
         memcpy(buf + size - 4, "...", 4);
 }
 
-static int cityscapes_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+/* The folders of each part (the split; and, for coarse training, train_extra): its
+ * images' and labels' trees under root and its cities, which all_cities collects. */
+static int find_parts(const char *root, bool coarse, struct part *parts, int nparts, struct names *all_cities,
+                      struct tb_err *err)
 {
-    if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0)
-        return tb_err_set(err, TB_ERR_CONFIG, "cityscapes: no split '%s' (train, val and test exist)", split);
-    const char *root = tb_section_string(cfg, "root");
-    const bool coarse = tb_section_bool(cfg, "coarse");
-    const char *const *want;
-    const size_t nwant = tb_section_list(cfg, "cities", &want);
-
     static const char *const fine_images[] = { "leftImg8bit", "leftImg8bit_trainvaltest/leftImg8bit" };
     static const char *const extra_images[] = { "leftImg8bit", "leftImg8bit_trainextra/leftImg8bit" };
     static const char *const fine_labels[] = { "gtFine", "gtFine_trainvaltest/gtFine" };
     static const char *const coarse_labels[] = { "gtCoarse" };
-    const char *const label_suffix = coarse ? "_gtCoarse_labelIds.png" : "_gtFine_labelIds.png";
-
-    struct part parts[2] = { { .subset = split }, { .subset = "train_extra" } };
-    const int nparts = coarse && strcmp(split, "train") == 0 ? 2 : 1;
-    struct scan sc = { 0 };
-    struct names all_cities = { 0 };
     int rc = TB_OK;
     for (int k = 0; !rc && k < nparts; k++) {
         struct part *p = &parts[k];
@@ -368,20 +358,65 @@ static int cityscapes_open(const struct tb_section *cfg, const char *split, void
             rc = list_dir(dir, true, NULL, &p->cities, err);
         free(dir);
         for (size_t c = 0; !rc && c < p->cities.n; c++)
-            if (!names_has(&all_cities, p->cities.v[c]) && !names_push(&all_cities, p->cities.v[c]))
+            if (!names_has(all_cities, p->cities.v[c]) && !names_push(all_cities, p->cities.v[c]))
                 rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
     }
-    /* Every city asked for must exist. */
-    for (size_t w = 0; !rc && w < nwant; w++)
-        if (!names_has(&all_cities, want[w])) {
+    return rc;
+}
+
+/* Every city [dataset] cities asks for must exist: an error names it and those found. */
+static int check_cities(struct names *all_cities, const char *const *want, size_t nwant, const char *split,
+                        const char *root, struct tb_err *err)
+{
+    for (size_t w = 0; w < nwant; w++)
+        if (!names_has(all_cities, want[w])) {
             char found[1024];
-            if (all_cities.n > 1)
-                qsort(all_cities.v, all_cities.n, sizeof *all_cities.v, cmp_str);
-            join_names(&all_cities, found, sizeof found);
-            rc = tb_err_set(err, TB_ERR_CONFIG, "cityscapes: cities: no city '%s' in split '%s' under %s (%s: %s)",
-                            want[w], split, root, all_cities.n ? "cities found" : "no cities found",
-                            all_cities.n ? found : "none");
+            if (all_cities->n > 1)
+                qsort(all_cities->v, all_cities->n, sizeof *all_cities->v, cmp_str);
+            join_names(all_cities, found, sizeof found);
+            return tb_err_set(err, TB_ERR_CONFIG, "cityscapes: cities: no city '%s' in split '%s' under %s (%s: %s)",
+                              want[w], split, root, all_cities->n ? "cities found" : "no cities found",
+                              all_cities->n ? found : "none");
         }
+    return TB_OK;
+}
+
+/* A split with no image: say where none was found (in the cities asked for). */
+static int empty_split(const char *split, const char *const *want, size_t nwant, const char *images, struct tb_err *err)
+{
+    if (!nwant)
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "cityscapes: split '%s' is empty: no *_leftImg8bit.png in the city folders of %s/%s", split,
+                          images, split);
+    struct names w = { 0 };
+    char list[1024];
+    for (size_t i = 0; i < nwant; i++)
+        if (!names_push(&w, want[i]))
+            break;
+    join_names(&w, list, sizeof list);
+    names_free(&w);
+    return tb_err_set(err, TB_ERR_RUNTIME,
+                      "cityscapes: split '%s' is empty: no *_leftImg8bit.png in the folders of cities %s under %s/%s",
+                      split, list, images, split);
+}
+
+static int cityscapes_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+{
+    if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0)
+        return tb_err_set(err, TB_ERR_CONFIG, "cityscapes: no split '%s' (train, val and test exist)", split);
+    const char *root = tb_section_string(cfg, "root");
+    const bool coarse = tb_section_bool(cfg, "coarse");
+    const char *const *want;
+    const size_t nwant = tb_section_list(cfg, "cities", &want);
+
+    const char *const label_suffix = coarse ? "_gtCoarse_labelIds.png" : "_gtFine_labelIds.png";
+    struct part parts[2] = { { .subset = split }, { .subset = "train_extra" } };
+    const int nparts = coarse && strcmp(split, "train") == 0 ? 2 : 1;
+    struct scan sc = { 0 };
+    struct names all_cities = { 0 };
+    int rc = find_parts(root, coarse, parts, nparts, &all_cities, err);
+    if (!rc)
+        rc = check_cities(&all_cities, want, nwant, split, root, err);
     for (int k = 0; !rc && k < nparts; k++)
         for (size_t c = 0; !rc && c < parts[k].cities.n; c++) {
             const char *city = parts[k].cities.v[c];
@@ -398,25 +433,8 @@ static int cityscapes_open(const struct tb_section *cfg, const char *split, void
                  : tb_err_set(err, TB_ERR_RUNTIME,
                               "cityscapes: image %s has no label file %s (%zu images of split '%s' have none)",
                               sc.first_image, sc.first_label, sc.missing, split);
-    if (!rc && sc.n == 0) {
-        if (nwant) {
-            struct names w = { 0 };
-            char list[1024];
-            for (size_t i = 0; i < nwant; i++)
-                if (!names_push(&w, want[i]))
-                    break;
-            join_names(&w, list, sizeof list);
-            names_free(&w);
-            rc = tb_err_set(
-                err, TB_ERR_RUNTIME,
-                "cityscapes: split '%s' is empty: no *_leftImg8bit.png in the folders of cities %s under %s/%s", split,
-                list, parts[0].images, split);
-        } else {
-            rc = tb_err_set(err, TB_ERR_RUNTIME,
-                            "cityscapes: split '%s' is empty: no *_leftImg8bit.png in the city folders of %s/%s", split,
-                            parts[0].images, split);
-        }
-    }
+    if (!rc && sc.n == 0)
+        rc = empty_split(split, want, nwant, parts[0].images, err);
     struct cityscapes *d = rc ? NULL : calloc(1, sizeof *d);
     if (!rc && !d)
         rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
@@ -474,8 +492,8 @@ static int check_inside(const struct cityscapes *d, const char *path, const char
         rc = tb_path_inside(d->root, path, what, TB_ERR_RUNTIME, &inside, err);
     if (!rc && !inside)
         rc = tb_err_set(err, TB_ERR_RUNTIME,
-                        "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",
-                        path, d->root);
+                        "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)", path,
+                        d->root);
     return rc;
 }
 
