@@ -318,6 +318,107 @@ static int dt_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     return TB_OK;
 }
 
+/* Backward plane pl (image pl / K, class pl % K): back through the magnitude, the
+ * differences and the smoothing from dm = mg's plane, the sample's gradient into mp's
+ * plane (whose values no plane needs any more), with this thread's planes of p. */
+static void dt_plane_backward(struct tb_cpu *cpu, const struct tb_op *op, const float *sample,
+                              const struct dt_planes *p, const float *mg, float *mp, const float *f, int pl)
+{
+    const struct tb_shape s = op->in[0].shape;
+    const size_t W = (size_t)s.w, hw = (size_t)s.h * W;
+    const int H = s.h, Wi = s.w;
+    const struct dt_planes q = dt_mine(p, hw);
+    const size_t plane = (size_t)pl * hw;
+    const float *dm = mg + plane;
+    dt_sample_plane(cpu, op, sample, pl / s.c, pl % s.c, q.e);
+    dt_smooth(&q, H, Wi, f);
+    /* a, b = d loss / d Ox, d Oy = dm * Ox / m, dm * Oy / m */
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < Wi; x++) {
+            float ox, oy;
+            dt_diffs(q.s, H, Wi, y, x, &ox, &oy);
+            const size_t at = (size_t)y * W + (size_t)x;
+            const float m = sqrtf(ox * ox + oy * oy + DT_FLOOR);
+            q.a[at] = dm[at] * ox / m;
+            q.b[at] = dm[at] * oy / m;
+        }
+    /* e = d loss / d S: Ox[x] = 0.5 S[x+1] - 0.5 S[x-1], so S[x] gets 0.5 dOx[x-1]
+     * - 0.5 dOx[x+1] (and the same along y) */
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < Wi; x++) {
+            const size_t at = (size_t)y * W + (size_t)x;
+            float g = 0.0f;
+            if (x > 0)
+                g += 0.5f * q.a[at - 1];
+            if (x + 1 < Wi)
+                g -= 0.5f * q.a[at + 1];
+            if (y > 0)
+                g += 0.5f * q.b[at - W];
+            if (y + 1 < H)
+                g -= 0.5f * q.b[at + W];
+            q.e[at] = g;
+        }
+    /* t = d loss / d T, the column pass's adjoint: each row of e scattered to the
+     * rows its taps read, in the order of the rows and the taps */
+    for (size_t i = 0; i < hw; i++)
+        q.t[i] = 0.0f;
+    for (int y = 0; y < H; y++) {
+        const float *g = q.e + (size_t)y * W;
+        for (int d = 0; d < DT_TAPS; d++) {
+            float *t = q.t + (size_t)dt_reflect(y + d - DT_RADIUS, H) * W;
+#pragma omp simd
+            for (int x = 0; x < Wi; x++)
+                t[x] += f[d] * g[x];
+        }
+    }
+    /* the sample's gradient, the row pass's adjoint, row by row */
+    float *dq = mp + plane;
+    for (int y = 0; y < H; y++) {
+        float *row = dq + (size_t)y * W;
+        const float *t = q.t + (size_t)y * W;
+        for (int x = 0; x < Wi; x++)
+            row[x] = 0.0f;
+        for (int x = 0; x < Wi; x++)
+            for (int d = 0; d < DT_TAPS; d++) {
+                const int j = x + d - DT_RADIUS;
+                row[j >= 0 && j < Wi ? j : dt_reflect(j, Wi)] += f[d] * t[x];
+            }
+    }
+}
+
+/* Through the softmax: dz_k = q_k (dq_k - sum_j q_j dq_j) / tau, dq the sample's gradient
+ * (mp, plane-major); 0 where the label is ignored. dz in the logits' layout. */
+static void dt_softmax_backward(struct tb_cpu *cpu, const struct tb_op *op, const float *sample, const uint8_t *labels,
+                                const float *mp, float *dz)
+{
+    const struct tb_shape s = op->in[0].shape;
+    const size_t W = (size_t)s.w, hw = (size_t)s.h * W;
+    const int K = s.c, blk = tb_cpu_blk(cpu, &op->in[0]);
+    const size_t kb = (size_t)blk, kstride = hw * kb;
+    const float tau = op->p.dual.tau;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < s.n; n++)
+        for (int y = 0; y < s.h; y++) {
+            const uint8_t *lab = labels + ((size_t)n * (size_t)s.h + (size_t)y) * W;
+            for (int x = 0; x < s.w; x++) {
+                const size_t at = tb_cpu_offset(s, blk, n, 0, y, x);
+                const float *q = sample + at;
+                float *g = dz + at;
+                const size_t pix = (size_t)n * (size_t)K * hw + (size_t)y * W + (size_t)x;
+                if (lab[x] == op->p.dual.ignore_label) {
+                    for (int k = 0; k < K; k++)
+                        g[ZK(k)] = 0.0f;
+                    continue;
+                }
+                float dot = 0.0f;
+                for (int k = 0; k < K; k++)
+                    dot += q[ZK(k)] * mp[pix + (size_t)k * hw];
+                for (int k = 0; k < K; k++)
+                    g[ZK(k)] = q[ZK(k)] * (mp[pix + (size_t)k * hw] - dot) / tau;
+            }
+        }
+}
+
 static int dt_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, const struct tb_tensor *in,
                        const struct tb_tensor *out, const struct tb_tensor *dout, const struct tb_tensor *din,
                        struct tb_err *err)
@@ -337,7 +438,7 @@ static int dt_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     if (rc)
         return rc;
     dt_magnitudes(cpu, op, sample, labels, &p, mp, mg);
-    const size_t all = tb_shape_elems(s), W = (size_t)s.w, hw = (size_t)s.h * W;
+    const size_t all = tb_shape_elems(s), W = (size_t)s.w;
     const size_t nrows = (size_t)s.n * (size_t)s.c * (size_t)s.h;
     const float Mp = dt_max(mp, all), Mg = dt_max(mg, all);
     double c[4];
@@ -372,92 +473,12 @@ static int dt_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
      * values no plane needs any more). */
     float f[DT_TAPS];
     dt_taps(f);
-    const int H = s.h, Wi = s.w, planes = s.n * s.c;
+    const int planes = s.n * s.c;
 #pragma omp parallel for schedule(dynamic) num_threads(cpu->threads)
-    for (int pl = 0; pl < planes; pl++) {
-        const struct dt_planes q = dt_mine(&p, hw);
-        const size_t plane = (size_t)pl * hw;
-        const float *dm = mg + plane;
-        dt_sample_plane(cpu, op, sample, pl / s.c, pl % s.c, q.e);
-        dt_smooth(&q, H, Wi, f);
-        /* a, b = d loss / d Ox, d Oy = dm * Ox / m, dm * Oy / m */
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < Wi; x++) {
-                float ox, oy;
-                dt_diffs(q.s, H, Wi, y, x, &ox, &oy);
-                const size_t at = (size_t)y * W + (size_t)x;
-                const float m = sqrtf(ox * ox + oy * oy + DT_FLOOR);
-                q.a[at] = dm[at] * ox / m;
-                q.b[at] = dm[at] * oy / m;
-            }
-        /* e = d loss / d S: Ox[x] = 0.5 S[x+1] - 0.5 S[x-1], so S[x] gets 0.5 dOx[x-1]
-         * - 0.5 dOx[x+1] (and the same along y) */
-        for (int y = 0; y < H; y++)
-            for (int x = 0; x < Wi; x++) {
-                const size_t at = (size_t)y * W + (size_t)x;
-                float g = 0.0f;
-                if (x > 0)
-                    g += 0.5f * q.a[at - 1];
-                if (x + 1 < Wi)
-                    g -= 0.5f * q.a[at + 1];
-                if (y > 0)
-                    g += 0.5f * q.b[at - W];
-                if (y + 1 < H)
-                    g -= 0.5f * q.b[at + W];
-                q.e[at] = g;
-            }
-        /* t = d loss / d T, the column pass's adjoint: each row of e scattered to the
-         * rows its taps read, in the order of the rows and the taps */
-        for (size_t i = 0; i < hw; i++)
-            q.t[i] = 0.0f;
-        for (int y = 0; y < H; y++) {
-            const float *g = q.e + (size_t)y * W;
-            for (int d = 0; d < DT_TAPS; d++) {
-                float *t = q.t + (size_t)dt_reflect(y + d - DT_RADIUS, H) * W;
-#pragma omp simd
-                for (int x = 0; x < Wi; x++)
-                    t[x] += f[d] * g[x];
-            }
-        }
-        /* the sample's gradient, the row pass's adjoint, row by row */
-        float *dq = mp + plane;
-        for (int y = 0; y < H; y++) {
-            float *row = dq + (size_t)y * W;
-            const float *t = q.t + (size_t)y * W;
-            for (int x = 0; x < Wi; x++)
-                row[x] = 0.0f;
-            for (int x = 0; x < Wi; x++)
-                for (int d = 0; d < DT_TAPS; d++) {
-                    const int j = x + d - DT_RADIUS;
-                    row[j >= 0 && j < Wi ? j : dt_reflect(j, Wi)] += f[d] * t[x];
-                }
-        }
-    }
-    /* Through the softmax: dz_k = q_k (dq_k - sum_j q_j dq_j) / tau; 0 where ignored. */
-    const int K = s.c, blk = tb_cpu_blk(cpu, &op->in[0]);
-    const size_t kb = (size_t)blk, kstride = hw * kb;
-    const float tau = op->p.dual.tau;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int n = 0; n < s.n; n++)
-        for (int y = 0; y < s.h; y++) {
-            const uint8_t *lab = labels + ((size_t)n * (size_t)s.h + (size_t)y) * W;
-            for (int x = 0; x < s.w; x++) {
-                const size_t at = tb_cpu_offset(s, blk, n, 0, y, x);
-                const float *q = sample + at;
-                float *g = dz + at;
-                const size_t pix = (size_t)n * (size_t)K * hw + (size_t)y * W + (size_t)x;
-                if (lab[x] == op->p.dual.ignore_label) {
-                    for (int k = 0; k < K; k++)
-                        g[ZK(k)] = 0.0f;
-                    continue;
-                }
-                float dot = 0.0f;
-                for (int k = 0; k < K; k++)
-                    dot += q[ZK(k)] * mp[pix + (size_t)k * hw];
-                for (int k = 0; k < K; k++)
-                    g[ZK(k)] = q[ZK(k)] * (mp[pix + (size_t)k * hw] - dot) / tau;
-            }
-        }
+    for (int pl = 0; pl < planes; pl++)
+        dt_plane_backward(cpu, op, sample, &p, mg, mp, f, pl);
+
+    dt_softmax_backward(cpu, op, sample, labels, mp, dz);
     return TB_OK;
 }
 
