@@ -60,6 +60,65 @@ static int cuda_score(char *why, size_t why_size)
 
 static void cuda_destroy(void *ctx);
 
+#define CREATE_TRY(call)                                \
+    do {                                                \
+        cudaError_t ce_ = (call);                       \
+        if (ce_ != cudaSuccess)                         \
+            return tb_cuda_fail(err, #call, ce_, NULL); \
+    } while (0)
+
+/* The device made current and what the instance runs on it: its streams, cuDNN and cuBLAS
+ * on the compute stream, the label check's buffers. On error what was made stays in cuda
+ * for cuda_destroy. */
+static int create_handles(struct tb_cuda *cuda, struct cudaDeviceProp *prop, struct tb_err *err)
+{
+    CREATE_TRY(cudaSetDevice(cuda->ordinal));
+    CREATE_TRY(cudaGetDeviceProperties(prop, cuda->ordinal));
+    for (int s = 0; s < TB_STREAMS; s++)
+        CREATE_TRY(cudaStreamCreateWithFlags(&cuda->stream[s], cudaStreamNonBlocking));
+    cudnnStatus_t ds = cudnnCreate(&cuda->dnn);
+    if (ds != CUDNN_STATUS_SUCCESS) {
+        cuda->dnn = NULL;
+        return tb_cudnn_fail(err, "cudnnCreate", ds, NULL);
+    }
+    ds = cudnnSetStream(cuda->dnn, cuda->stream[TB_STREAM_COMPUTE]);
+    if (ds != CUDNN_STATUS_SUCCESS)
+        return tb_cudnn_fail(err, "cudnnSetStream", ds, NULL);
+    cublasStatus_t bs = cublasCreate(&cuda->blas);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetStream(cuda->blas, cuda->stream[TB_STREAM_COMPUTE]);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetMathMode(cuda->blas, cuda->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return tb_cublas_fail(err, "cublasCreate", bs, NULL);
+    CREATE_TRY(cudaMalloc((void **)&cuda->bad_dev, 4 * sizeof(int32_t)));
+    CREATE_TRY(cudaHostAlloc((void **)&cuda->bad_host, 4 * sizeof(int32_t), cudaHostAllocDefault));
+    CREATE_TRY(cudaEventCreateWithFlags(&cuda->bad_event, cudaEventDisableTiming));
+    return TB_OK;
+}
+
+/* The capacity last, once the context, cuDNN and cuBLAS hold what they take for
+ * themselves, so that memory_fraction is of what is left to trainbig's tensors (NCCL's
+ * buffers come later: comm_attach takes them out of a growing arena's capacity). */
+static int take_capacity(struct tb_cuda *cuda, const struct tb_section *cfg, size_t *free_bytes, size_t *total_bytes,
+                         uint64_t *cap, struct tb_err *err)
+{
+    CREATE_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    *cap = tb_section_size(cfg, "device_memory");
+    const bool reserve_all = *cap != 0; /* a set cap is one reservation, as the cpu backend's */
+    if (*cap > *free_bytes)
+        tb_plog(TB_LOG_WARN,
+                "[backend] device_memory = %.2f GiB, but device %d has %.2f GiB free: allocations will "
+                "fail before the cap",
+                (double)*cap / (1u << 30), cuda->ordinal, (double)*free_bytes / (1u << 30));
+    if (!*cap)
+        *cap = (uint64_t)((double)*free_bytes * tb_section_float(cfg, "memory_fraction"));
+    if (tb_cuda_memory_init(&cuda->memory, *cap, reserve_all))
+        return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
+    return TB_OK;
+}
+#undef CREATE_TRY
+
 static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
     struct tb_cuda *cuda = calloc(1, sizeof *cuda);
@@ -95,62 +154,16 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
         free(cuda);
         return TB_ERR_CONFIG;
     }
-    int rc = TB_OK;
-#define CREATE_TRY(call)                              \
-    do {                                              \
-        cudaError_t ce_ = (call);                     \
-        if (ce_ != cudaSuccess) {                     \
-            rc = tb_cuda_fail(err, #call, ce_, NULL); \
-            goto fail;                                \
-        }                                             \
-    } while (0)
-    CREATE_TRY(cudaSetDevice(cuda->ordinal));
     struct cudaDeviceProp prop;
-    CREATE_TRY(cudaGetDeviceProperties(&prop, cuda->ordinal));
-    for (int s = 0; s < TB_STREAMS; s++)
-        CREATE_TRY(cudaStreamCreateWithFlags(&cuda->stream[s], cudaStreamNonBlocking));
-    cudnnStatus_t ds = cudnnCreate(&cuda->dnn);
-    if (ds != CUDNN_STATUS_SUCCESS) {
-        cuda->dnn = NULL;
-        rc = tb_cudnn_fail(err, "cudnnCreate", ds, NULL);
-        goto fail;
-    }
-    ds = cudnnSetStream(cuda->dnn, cuda->stream[TB_STREAM_COMPUTE]);
-    if (ds != CUDNN_STATUS_SUCCESS) {
-        rc = tb_cudnn_fail(err, "cudnnSetStream", ds, NULL);
-        goto fail;
-    }
-    cublasStatus_t bs = cublasCreate(&cuda->blas);
-    if (bs == CUBLAS_STATUS_SUCCESS)
-        bs = cublasSetStream(cuda->blas, cuda->stream[TB_STREAM_COMPUTE]);
-    if (bs == CUBLAS_STATUS_SUCCESS)
-        bs = cublasSetMathMode(cuda->blas, cuda->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-    if (bs != CUBLAS_STATUS_SUCCESS) {
-        rc = tb_cublas_fail(err, "cublasCreate", bs, NULL);
-        goto fail;
-    }
-    CREATE_TRY(cudaMalloc((void **)&cuda->bad_dev, 4 * sizeof(int32_t)));
-    CREATE_TRY(cudaHostAlloc((void **)&cuda->bad_host, 4 * sizeof(int32_t), cudaHostAllocDefault));
-    CREATE_TRY(cudaEventCreateWithFlags(&cuda->bad_event, cudaEventDisableTiming));
-    /* The capacity last, once the context, cuDNN and cuBLAS hold what they take for
-     * themselves, so that memory_fraction is of what is left to trainbig's tensors (NCCL's
-     * buffers come later: comm_attach takes them out of a growing arena's capacity). */
     size_t free_bytes = 0, total_bytes = 0;
-    CREATE_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
-    uint64_t cap = tb_section_size(cfg, "device_memory");
-    const bool reserve_all = cap != 0; /* a set cap is one reservation, as the cpu backend's */
-    if (cap > free_bytes)
-        tb_plog(TB_LOG_WARN,
-                "[backend] device_memory = %.2f GiB, but device %d has %.2f GiB free: allocations will "
-                "fail before the cap",
-                (double)cap / (1u << 30), cuda->ordinal, (double)free_bytes / (1u << 30));
-    if (!cap)
-        cap = (uint64_t)((double)free_bytes * tb_section_float(cfg, "memory_fraction"));
-    if (tb_cuda_memory_init(&cuda->memory, cap, reserve_all)) {
-        rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-        goto fail;
+    uint64_t cap = 0;
+    int rc = create_handles(cuda, &prop, err);
+    if (!rc)
+        rc = take_capacity(cuda, cfg, &free_bytes, &total_bytes, &cap, err);
+    if (rc) {
+        cuda_destroy(cuda);
+        return rc;
     }
-#undef CREATE_TRY
     /* Device names are short ("NVIDIA H100 80GB HBM3"): 96 characters of it are plenty. */
     snprintf(cuda->name, sizeof cuda->name, "%.96s (device %d, cc %d.%d)", prop.name, cuda->ordinal, prop.major,
              prop.minor);
@@ -159,9 +172,6 @@ static int cuda_create(const struct tb_section *cfg, void **ctx, struct tb_err *
             algo, cuda->tf32 ? "on" : "off");
     *ctx = cuda;
     return TB_OK;
-fail:
-    cuda_destroy(cuda);
-    return rc;
 }
 
 struct tb_cuda_host_block {
