@@ -236,6 +236,81 @@ static dnnl_status_t init_pass(struct conv_state *s, const struct variants *vs, 
     return dnnl_memory_create(&ps->w_mem, &ps->w_md, vs->eng, DNNL_MEMORY_NONE);
 }
 
+/* Whether the off-centre taps read only padding: dilation at least the map (stride 1,
+ * "same"): the convolution is its centre tap's 1x1 (see cpu_conv.c's top). */
+static bool centre_only(const struct tb_conv2d_params *p, struct tb_shape x)
+{
+    return p->stride_h == 1 && p->stride_w == 1 && p->kh % 2 == 1 && p->kw % 2 == 1 && p->kh * p->kw > 1 &&
+           p->pad_h == p->dil_h * (p->kh - 1) / 2 && p->pad_w == p->dil_w * (p->kw - 1) / 2 &&
+           (p->kh == 1 || p->dil_h >= x.h) && (p->kw == 1 || p->dil_w >= x.w);
+}
+
+/* Whether phases apply: a dilated stride-1 "same" convolution on x and y blocked alike. */
+static bool phases_apply(const struct tb_cpu *cpu, const struct tb_op *op, bool centre)
+{
+    const struct tb_conv2d_params *p = &op->p.conv;
+    const int xb = tb_cpu_blk(cpu, &op->in[0]), yb = tb_cpu_blk(cpu, &op->out[0]);
+    return p->stride_h == 1 && p->stride_w == 1 && (p->dil_h > 1 || p->dil_w > 1) && p->kh % 2 == 1 && p->kw % 2 == 1 &&
+           p->pad_h == p->dil_h * (p->kh - 1) / 2 && p->pad_w == p->dil_w * (p->kw - 1) / 2 && xb && xb == yb &&
+           !centre;
+}
+
+/* The phase images' geometry and layouts in s: N*dh*dw images of ceil(H/dh) x ceil(W/dw),
+ * blocked as x is. */
+static dnnl_status_t phase_layouts(const struct tb_cpu *cpu, const struct tb_op *op, struct conv_state *s)
+{
+    const struct tb_conv2d_params *p = &op->p.conv;
+    const struct tb_shape x = op->in[0].shape, y = op->out[0].shape;
+    const int xb = tb_cpu_blk(cpu, &op->in[0]);
+    s->blk = xb;
+    s->ph_dh = p->dil_h;
+    s->ph_dw = p->dil_w;
+    s->ph_h = (x.h + p->dil_h - 1) / p->dil_h;
+    s->ph_w = (x.w + p->dil_w - 1) / p->dil_w;
+    const dnnl_dim_t pn = (dnnl_dim_t)x.n * p->dil_h * p->dil_w;
+    const dnnl_dims_t pxd = { pn, x.c, s->ph_h, s->ph_w }, pyd = { pn, y.c, s->ph_h, s->ph_w };
+    const dnnl_format_tag_t tag = xb == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&s->ph_x_md, 4, pxd, dnnl_f32, tag);
+    return st != dnnl_success ? st : dnnl_memory_desc_init_by_tag(&s->ph_y_md, 4, pyd, dnnl_f32, tag);
+}
+
+/* The layouts: x, y and the weights as stored (the weights' centre slice where only the
+ * centre tap reads the image), and each with format_tag any for oneDNN's own choice, the
+ * bias. *what: the step that failed. */
+static dnnl_status_t layouts(const struct tb_cpu *cpu, const struct tb_op *op, struct conv_state *s,
+                             dnnl_memory_desc_t *x_any, dnnl_memory_desc_t *y_any, dnnl_memory_desc_t *w_any,
+                             dnnl_memory_desc_t *b_md, const char **what)
+{
+    const struct tb_conv2d_params *p = &op->p.conv;
+    const struct tb_shape x = op->in[0].shape, w = op->in[1].shape, y = op->out[0].shape;
+    const dnnl_dims_t src_dims = { x.n, x.c, x.h, x.w }, dst_dims = { y.n, y.c, y.h, y.w };
+    const dnnl_dims_t b_dims = { w.n };
+    dnnl_status_t st;
+#define LTRY(call, step)                   \
+    do {                                   \
+        *what = (step);                    \
+        if ((st = (call)) != dnnl_success) \
+            return st;                     \
+    } while (0)
+    LTRY(stored_md(cpu, &op->in[0], &s->x_md), "src descriptor");
+    LTRY(stored_md(cpu, &op->out[0], &s->y_md), "dst descriptor");
+    LTRY(stored_md(cpu, &op->in[1], &s->w_user_md), "weights descriptor");
+    s->w_bytes = tb_shape_elems(w) * sizeof(float);
+    s->centre = centre_only(p, x);
+    if (s->centre) {
+        const dnnl_dims_t one = { w.n, w.c, 1, 1 }, at = { 0, 0, (p->kh - 1) / 2, (p->kw - 1) / 2 };
+        dnnl_memory_desc_t whole = s->w_user_md;
+        LTRY(dnnl_memory_desc_init_submemory(&s->w_user_md, &whole, one, at), "weights centre descriptor");
+    }
+    const dnnl_dims_t w_pass_dims = { w.n, w.c, s->centre ? 1 : w.h, s->centre ? 1 : w.w };
+    LTRY(dnnl_memory_desc_init_by_tag(x_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any), "src descriptor");
+    LTRY(dnnl_memory_desc_init_by_tag(y_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any), "dst descriptor");
+    LTRY(dnnl_memory_desc_init_by_tag(w_any, 4, w_pass_dims, dnnl_f32, dnnl_format_tag_any), "weights descriptor");
+    LTRY(dnnl_memory_desc_init_by_tag(b_md, 1, b_dims, dnnl_f32, dnnl_x), "bias descriptor");
+#undef LTRY
+    return dnnl_success;
+}
+
 int tb_cpu_conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
     const struct tb_conv2d_params *p = &op->p.conv;
@@ -265,55 +340,23 @@ int tb_cpu_conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
             goto dnnl_fail;                \
     } while (0)
 
-    const dnnl_dims_t src_dims = { x.n, x.c, x.h, x.w }, dst_dims = { y.n, y.c, y.h, y.w };
-    const dnnl_dims_t b_dims = { w.n };
     /* PyTorch pads symmetrically and drops what the stride does not reach; oneDNN takes
      * the same left/right padding and floors the same way. Its dilation counts the gaps. */
     const struct geom g = { { p->stride_h, p->stride_w }, { p->dil_h - 1, p->dil_w - 1 }, { p->pad_h, p->pad_w } };
     dnnl_memory_desc_t x_any, y_any, w_any, b_md, zero_md;
     memset(&zero_md, 0, sizeof zero_md);
-    TRY(stored_md(cpu, &op->in[0], &s->x_md), "src descriptor");
-    TRY(stored_md(cpu, &op->out[0], &s->y_md), "dst descriptor");
-    TRY(stored_md(cpu, &op->in[1], &s->w_user_md), "weights descriptor");
-    s->w_bytes = tb_shape_elems(w) * sizeof(float);
-    /* Off-centre taps that read only padding: dilation at least the map (stride 1, same). */
-    s->centre = p->stride_h == 1 && p->stride_w == 1 && p->kh % 2 == 1 && p->kw % 2 == 1 && p->kh * p->kw > 1 &&
-                p->pad_h == p->dil_h * (p->kh - 1) / 2 && p->pad_w == p->dil_w * (p->kw - 1) / 2 &&
-                (p->kh == 1 || p->dil_h >= x.h) && (p->kw == 1 || p->dil_w >= x.w);
-    struct geom g1 = { { 1, 1 }, { 0, 0 }, { 0, 0 } };
-    if (s->centre) {
-        const dnnl_dims_t one = { w.n, w.c, 1, 1 }, at = { 0, 0, (p->kh - 1) / 2, (p->kw - 1) / 2 };
-        dnnl_memory_desc_t whole = s->w_user_md;
-        TRY(dnnl_memory_desc_init_submemory(&s->w_user_md, &whole, one, at), "weights centre descriptor");
-    }
-    const dnnl_dims_t w_pass_dims = { w.n, w.c, s->centre ? 1 : w.h, s->centre ? 1 : w.w };
-    TRY(dnnl_memory_desc_init_by_tag(&x_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any), "src descriptor");
-    TRY(dnnl_memory_desc_init_by_tag(&y_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any), "dst descriptor");
-    TRY(dnnl_memory_desc_init_by_tag(&w_any, 4, w_pass_dims, dnnl_f32, dnnl_format_tag_any), "weights descriptor");
-    TRY(dnnl_memory_desc_init_by_tag(&b_md, 1, b_dims, dnnl_f32, dnnl_x), "bias descriptor");
+    if ((st = layouts(cpu, op, s, &x_any, &y_any, &w_any, &b_md, &what)) != dnnl_success)
+        goto dnnl_fail;
+    const struct geom g1 = { { 1, 1 }, { 0, 0 }, { 0, 0 } }; /* the centre tap's 1x1 */
     const dnnl_memory_desc_t *bias_md = s->has_bias ? &b_md : &zero_md;
 
     TRY(dnnl_primitive_attr_create(&attr), "attributes");
     TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "user scratchpad mode");
 
-    /* Phases apply to dilated stride-1 "same" convolutions on blocked x and y. */
-    const int xb = tb_cpu_blk(cpu, &op->in[0]), yb = tb_cpu_blk(cpu, &op->out[0]);
-    const bool ph_shape = p->stride_h == 1 && p->stride_w == 1 && (p->dil_h > 1 || p->dil_w > 1) && p->kh % 2 == 1 &&
-                          p->kw % 2 == 1 && p->pad_h == p->dil_h * (p->kh - 1) / 2 &&
-                          p->pad_w == p->dil_w * (p->kw - 1) / 2 && xb && xb == yb && !s->centre;
+    const bool ph_shape = phases_apply(cpu, op, s->centre);
     struct geom pg = { { 1, 1 }, { 0, 0 }, { (p->kh - 1) / 2, (p->kw - 1) / 2 } };
-    if (ph_shape) {
-        s->blk = xb;
-        s->ph_dh = p->dil_h;
-        s->ph_dw = p->dil_w;
-        s->ph_h = (x.h + p->dil_h - 1) / p->dil_h;
-        s->ph_w = (x.w + p->dil_w - 1) / p->dil_w;
-        const dnnl_dim_t pn = (dnnl_dim_t)x.n * p->dil_h * p->dil_w;
-        const dnnl_dims_t pxd = { pn, x.c, s->ph_h, s->ph_w }, pyd = { pn, y.c, s->ph_h, s->ph_w };
-        const dnnl_format_tag_t tag = xb == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
-        TRY(dnnl_memory_desc_init_by_tag(&s->ph_x_md, 4, pxd, dnnl_f32, tag), "phase src descriptor");
-        TRY(dnnl_memory_desc_init_by_tag(&s->ph_y_md, 4, pyd, dnnl_f32, tag), "phase dst descriptor");
-    }
+    if (ph_shape)
+        TRY(phase_layouts(cpu, op, s), "phase descriptors");
     const dnnl_memory_desc_t *src_of[3] = { &s->x_md, &s->ph_x_md, &x_any };
     const dnnl_memory_desc_t *dst_of[3] = { &s->y_md, &s->ph_y_md, &y_any };
     const struct geom *geom_of[3] = { s->centre ? &g1 : &g, &pg, s->centre ? &g1 : &g };
