@@ -15,8 +15,9 @@
 #include "core/util/log_control.h"
 
 static const char *const rank_stat_names[TB_RS_COUNT] = {
-    "peak_device_bytes", "data_wait_seconds", "swap_out_bytes",         "swap_in_bytes",
-    "stall_seconds",     "allreduce_seconds", "allreduce_wait_seconds", "seconds",
+#define TB_RS_NAME(id, name, value) [TB_RS_##id] = name,
+    TB_RANK_STATS(TB_RS_NAME)
+#undef TB_RS_NAME
 };
 
 /* ------------------------------------------------------------------ numbers */
@@ -318,11 +319,10 @@ void tb_report_op_times(const struct tb_exec *tx, const double *op_seconds, doub
 int tb_report_gather_ranks(struct tb_epoch_row *r, int ranks, struct tb_err *err)
 {
     double lo[TB_RS_COUNT + 1] = {
-        [TB_RS_PEAK] = (double)r->peak_bytes,         [TB_RS_DATA_WAIT] = r->data_wait,
-        [TB_RS_SWAP_OUT] = (double)r->swap.bytes_out, [TB_RS_SWAP_IN] = (double)r->swap.bytes_in,
-        [TB_RS_STALL] = r->swap.stall_seconds,        [TB_RS_ALLREDUCE] = r->allreduce,
-        [TB_RS_ALLREDUCE_WAIT] = r->allreduce_wait,   [TB_RS_SECONDS] = r->seconds,
-        [TB_RS_COUNT] = (double)r->skipped,
+#define TB_RS_VALUE(id, name, value) [TB_RS_##id] = (value),
+        TB_RANK_STATS(TB_RS_VALUE)
+#undef TB_RS_VALUE
+            [TB_RS_COUNT] = (double)r->skipped,
     };
     double hi[TB_RS_COUNT + 1], sum[TB_RS_COUNT + 1];
     memcpy(hi, lo, sizeof hi);

@@ -38,18 +38,24 @@ struct tb_spread {
     double min, mean, max;
 };
 
-/* The statistics each rank contributes to a row, in the order epochs.jsonl's per_rank
+/* The statistics each rank contributes to a row, one row each: its name in epochs.jsonl's
+ * per_rank (the column it spreads), and its value in an epoch row r, in the order per_rank
  * lists them. */
+#define TB_RANK_STATS(X)                                           \
+    X(PEAK, "peak_device_bytes", (double)r->peak_bytes)            \
+    X(DATA_WAIT, "data_wait_seconds", r->data_wait)                \
+    X(SWAP_OUT, "swap_out_bytes", (double)r->swap.bytes_out)       \
+    X(SWAP_IN, "swap_in_bytes", (double)r->swap.bytes_in)          \
+    X(STALL, "stall_seconds", r->swap.stall_seconds)               \
+    X(ALLREDUCE, "allreduce_seconds", r->allreduce)                \
+    X(ALLREDUCE_WAIT, "allreduce_wait_seconds", r->allreduce_wait) \
+    X(SECONDS, "seconds", r->seconds)
+
 enum {
-    TB_RS_PEAK,
-    TB_RS_DATA_WAIT,
-    TB_RS_SWAP_OUT,
-    TB_RS_SWAP_IN,
-    TB_RS_STALL,
-    TB_RS_ALLREDUCE,
-    TB_RS_ALLREDUCE_WAIT,
-    TB_RS_SECONDS,
-    TB_RS_COUNT
+#define TB_RS_ENUM(id, name, value) TB_RS_##id,
+    TB_RANK_STATS(TB_RS_ENUM)
+#undef TB_RS_ENUM
+        TB_RS_COUNT
 };
 
 /* One epoch's row; epoch 0 with no steps is the validation before training. */
