@@ -119,15 +119,21 @@ static struct tb_node *finish(struct tb_graph *g, struct tb_gop *o)
     return NULL;
 }
 
-static struct tb_node *unary(struct tb_graph *g, enum tb_op_kind kind, struct tb_node *x)
+/* An op of kind on x alone, its parameters still to set; NULL with the error recorded. */
+static struct tb_gop *one_input(struct tb_graph *g, enum tb_op_kind kind, struct tb_node *x)
 {
     if (!usable(g, tb_op_kind_name(kind), x))
         return NULL;
     struct tb_gop *o = new_op(g, kind, NULL);
-    if (!o)
-        return NULL;
-    add_input(o, x);
-    return finish(g, o);
+    if (o)
+        add_input(o, x);
+    return o;
+}
+
+static struct tb_node *unary(struct tb_graph *g, enum tb_op_kind kind, struct tb_node *x)
+{
+    struct tb_gop *o = one_input(g, kind, x);
+    return o ? finish(g, o) : NULL;
 }
 
 struct tb_node *tb_relu(struct tb_graph *g, struct tb_node *x)
@@ -223,12 +229,9 @@ struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_nod
 
 struct tb_node *tb_maxpool(struct tb_graph *g, struct tb_node *x, int kernel, int stride, int padding)
 {
-    if (!usable(g, "maxpool", x))
-        return NULL;
-    struct tb_gop *o = new_op(g, TB_OP_MAXPOOL, NULL);
+    struct tb_gop *o = one_input(g, TB_OP_MAXPOOL, x);
     if (!o)
         return NULL;
-    add_input(o, x);
     o->op.p.pool.k = kernel;
     o->op.p.pool.stride = stride;
     o->op.p.pool.pad = padding;
@@ -242,12 +245,9 @@ struct tb_node *tb_global_avgpool(struct tb_graph *g, struct tb_node *x)
 
 struct tb_node *tb_resize(struct tb_graph *g, struct tb_node *x, int out_h, int out_w, bool align_corners)
 {
-    if (!usable(g, "resize", x))
-        return NULL;
-    struct tb_gop *o = new_op(g, TB_OP_RESIZE, NULL);
+    struct tb_gop *o = one_input(g, TB_OP_RESIZE, x);
     if (!o)
         return NULL;
-    add_input(o, x);
     o->op.p.resize.out_h = out_h;
     o->op.p.resize.out_w = out_w;
     o->op.p.resize.align_corners = align_corners;
@@ -298,12 +298,9 @@ struct tb_node *tb_mul(struct tb_graph *g, struct tb_node *x, struct tb_node *ga
 
 struct tb_node *tb_dropout(struct tb_graph *g, struct tb_node *x, float p, bool channelwise)
 {
-    if (!usable(g, "dropout", x))
-        return NULL;
-    struct tb_gop *o = new_op(g, TB_OP_DROPOUT, NULL);
+    struct tb_gop *o = one_input(g, TB_OP_DROPOUT, x);
     if (!o)
         return NULL;
-    add_input(o, x);
     o->op.p.dropout.p = p;
     o->op.p.dropout.channelwise = channelwise;
     o->op.p.dropout.training = g->training;
@@ -332,12 +329,9 @@ struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct
 
 struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label)
 {
-    if (!usable(g, "class_weights", labels))
-        return NULL;
-    struct tb_gop *o = new_op(g, TB_OP_CLASS_WEIGHTS, NULL);
+    struct tb_gop *o = one_input(g, TB_OP_CLASS_WEIGHTS, labels);
     if (!o)
         return NULL;
-    add_input(o, labels);
     o->op.p.label.ignore_label = ignore_label;
     o->op.p.label.classes = classes;
     return finish(g, o);
