@@ -196,18 +196,18 @@ extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;
 #define TB_CPU_KERNEL(name) TB_CPU_KERNEL_OF(name, TB_CPU_KERNEL_ISA)
 #endif
 /* X(name, isa) for every kernel of one ISA's build. */
-#define TB_CPU_KERNELS(X, isa)                                                                             \
-    X(batchnorm, isa)                                                                                      \
-    X(relu, isa)                                                                                           \
-    X(sigmoid, isa) X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa) X(avgpool, isa) X(resize, isa) \
-        X(concat, isa) X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa)     \
-            X(dual_task, isa)
+#define TB_CPU_KERNELS(X, isa)                                                                            \
+    X(batchnorm, isa)                                                                                     \
+    X(relu, isa)                                                                                          \
+    X(sigmoid, isa)                                                                                       \
+    X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa) X(avgpool, isa) X(resize, isa) X(concat, isa) \
+        X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa) X(dual_task, isa)
 #define TB_CPU_DECLARE_KERNEL(name, isa) extern const struct tb_cpu_kernel TB_CPU_KERNEL_OF(name, isa);
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, scalar)
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx2)
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx512)
 
-/* A line describing how an op runs (cpu_conv.c: each pass's oneDNN implementation and
+/* A line describing how an op runs (cpu_conv_prepare.c: each pass's oneDNN implementation and
  * the reorders around it; other kernels: ""). */
 void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size);
 
@@ -215,6 +215,12 @@ void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf
 void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size);
 /* The most scratch one pass of the op asked for (ABI 1.16 op_scratch_bytes). */
 uint64_t tb_cpu_op_scratch_bytes(const void *state, bool backward);
+
+/* cpu_peak.c: this CPU's fp32 peak on `threads` threads, FLOP/s (the best of 3 runs of a
+ * multiply-add loop at the widest width the CPU has); and the rate the backend's own
+ * convolution reaches (a 3x3 64->64, forward and both backwards), into *rate. */
+double tb_cpu_measure_flops(int threads);
+int tb_cpu_measure_conv_flops(struct tb_cpu *cpu, double *rate, struct tb_err *err);
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err);
 void tb_cpu_op_release(void *state);
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
