@@ -1,7 +1,7 @@
 /* tests/op_cases.h: the op cases every backend runs (include after opcheck.h).
  *
  * tests/op_cases.c holds one list of named cases covering every op kind of the contract
- * (trainbig/ops.h, core/engine/op_rules.c): each an op with its shapes and parameters, its
+ * (trainbig/ops.h, core/engine/op_kinds.c): each an op with its shapes and parameters, its
  * NCHW host inputs, the gradients of its outputs, the tolerances of its cuda/cpu parity
  * and of its finite differences. check_ops runs every case on the cpu backend (backward
  * against central finite differences; two runs, and runs on 1, 2 and 3 threads, give the

@@ -3,7 +3,7 @@
  * that on a GPU both follow the device's clock, not the host's, which runs ahead of it.
  * Forward ops run again to rebuild dropped tensors (recompute.c) are on the compute track
  * too, in the category "recompute"; the memory manager's moves inside the device (compaction,
- * swapmem_room.c), copies on the compute stream, in the category "relocate". A step whose
+ * swapmem_blocks.c), copies on the compute stream, in the category "relocate". A step whose
  * op events cannot be recorded falls back to the host's times. */
 #include "config.h"
 

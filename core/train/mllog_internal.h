@@ -5,7 +5,7 @@
  * "trainbig", "lineno": 0} and the event's own fields), spaced as the MLPerf logging
  * library writes them, so that the tools that read its logs read this one. Every line is
  * flushed as it is written: a run that dies keeps the events before its end. Which events
- * a run writes, and when, is the trainer's (trainer.c).
+ * a run writes, and when, is the trainer's (trainer_mllog.c).
  *
  * Memory: struct tb_mllog owns its file and its copy of the path; tb_mllog_close() frees
  * both. Only rank 0 opens one; on a struct never opened (the key empty, another rank)
