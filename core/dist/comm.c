@@ -231,6 +231,40 @@ static void list_ranks(char *out, size_t cap, const unsigned char *pick, int n)
         snprintf(out + used, cap - used, " and %d more", more);
 }
 
+/* After a roll call of n ranks (this one is me): answered[r], what each rank that answered
+ * waits in (elsewhere[r]), against the collective asked about (question). Words who
+ * did not arrive and who waits elsewhere into who; missing and astray are scratch. */
+static void who_is_missing(int n, int me, unsigned long long question, const unsigned char *answered,
+                           const unsigned long long *elsewhere, unsigned char *missing, unsigned char *astray,
+                           char *who, size_t size)
+{
+    int nmissing = 0, nastray = 0;
+    for (int r = 0; r < n; r++) {
+        missing[r] = r != me && !answered[r];
+        astray[r] = answered[r] && elsewhere[r] != question;
+        nmissing += missing[r];
+        nastray += astray[r];
+    }
+    who[0] = '\0';
+    if (nmissing) {
+        snprintf(who, size, "%s ", nmissing == 1 ? "rank" : "ranks");
+        list_ranks(who, size, missing, n);
+        size_t used = strlen(who);
+        snprintf(who + used, size - used, " did not arrive (stopped, hung, or that much slower than this rank)");
+    }
+    if (nastray) {
+        size_t used = strlen(who);
+        snprintf(who + used, size - used, "%s%s ", nmissing ? "; " : "", nastray == 1 ? "rank" : "ranks");
+        list_ranks(who, size, astray, n);
+        used = strlen(who);
+        snprintf(who + used, size - used,
+                 " waits in another collective on this channel (the ranks disagree on "
+                 "what to do: a bug)");
+    }
+    if (!nmissing && !nastray)
+        snprintf(who, size, "every rank is waiting in it: MPI is not moving the data (check the network)");
+}
+
 /* Past the deadline: asks every other rank which collective on `ch` it waits in, and
  * names those that do not answer within a short grace (they have not arrived) and those
  * waiting in another one. Returns TB_OK when the collective completes meanwhile. */
@@ -301,31 +335,8 @@ static int report_missing(MPI_Request *req, enum tb_comm_channel ch, const char 
                me, n, what, issued[ch], channel_name[ch], now_s() - asked + waited, timeout_s);
         return TB_OK;
     }
-    int nmissing = 0, nastray = 0;
-    for (int r = 0; r < n; r++) {
-        missing[r] = r != me && !answered[r];
-        astray[r] = answered[r] && elsewhere[r] != *question;
-        nmissing += missing[r];
-        nastray += astray[r];
-    }
-    char who[512] = "";
-    if (nmissing) {
-        snprintf(who, sizeof who, "%s ", nmissing == 1 ? "rank" : "ranks");
-        list_ranks(who, sizeof who, missing, n);
-        size_t used = strlen(who);
-        snprintf(who + used, sizeof who - used, " did not arrive (stopped, hung, or that much slower than this rank)");
-    }
-    if (nastray) {
-        size_t used = strlen(who);
-        snprintf(who + used, sizeof who - used, "%s%s ", nmissing ? "; " : "", nastray == 1 ? "rank" : "ranks");
-        list_ranks(who, sizeof who, astray, n);
-        used = strlen(who);
-        snprintf(who + used, sizeof who - used,
-                 " waits in another collective on this channel (the ranks disagree on "
-                 "what to do: a bug)");
-    }
-    if (!nmissing && !nastray)
-        snprintf(who, sizeof who, "every rank is waiting in it: MPI is not moving the data (check the network)");
+    char who[512];
+    who_is_missing(n, me, *question, answered, elsewhere, missing, astray, who, sizeof who);
     return tb_err_set(err, TB_ERR_RUNTIME,
                       "rank %d of %d: %s #%llu on the %s channel did not complete within %g s: %s; raise [run] "
                       "collective_timeout if a rank can legitimately take that long",
@@ -429,9 +440,15 @@ static int modelled_allreduce(const struct tb_comm *c, enum tb_comm_channel ch, 
     const int n = c->size;
     for (size_t i = 0; i < count; i++)
         switch (dtype) {
-        case TB_COMM_F32: ((float *)data)[i] *= (float)n; break;
-        case TB_COMM_F64: ((double *)data)[i] *= n; break;
-        case TB_COMM_U64: ((uint64_t *)data)[i] *= (uint64_t)n; break;
+        case TB_COMM_F32:
+            ((float *)data)[i] *= (float)n;
+            break;
+        case TB_COMM_F64:
+            ((double *)data)[i] *= n;
+            break;
+        case TB_COMM_U64:
+            ((uint64_t *)data)[i] *= (uint64_t)n;
+            break;
         case TB_COMM_I32: {
             const int64_t v = (int64_t)((int32_t *)data)[i] * n;
             if (v > INT32_MAX || v < INT32_MIN)

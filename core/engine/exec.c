@@ -207,6 +207,35 @@ static int alloc_param_grads(struct tb_exec *x, struct tb_err *err)
     return TB_OK;
 }
 
+/* Every tensor's description and device; the leaves: parameters and buffers from the
+ * engine (a parameter's gradient slot pointing to it too), inputs of the executor's own. */
+static int bind_leaves(struct tb_exec *x, struct tb_err *err)
+{
+    struct tb_engine *e = x->e;
+    const struct tb_graph *g = x->g;
+    for (size_t i = 0; i < x->s->ntensors; i++) {
+        x->t[i].desc = x->s->tensors[i].desc;
+        x->t[i].device = e->device;
+    }
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const struct tb_node *n = g->nodes[i];
+        if (n->kind == TB_NODE_PARAM || n->kind == TB_NODE_BUFFER) {
+            int rc = tb_engine_param(e, n->name, n->kind == TB_NODE_PARAM, n->desc, n->init, &x->param[i], err);
+            if (rc)
+                return rc;
+            x->t[i] = x->param[i]->value;
+            uint32_t gi = x->s->grad_of[i];
+            if (gi != UINT32_MAX)
+                x->param[gi] = x->param[i];
+        } else if (n->kind == TB_NODE_INPUT) {
+            int rc = tb_exec_alloc_tensor(x, SIZE_MAX, i, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return TB_OK;
+}
+
 int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err)
 {
     *out = NULL;
@@ -236,28 +265,9 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
         rc = tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < x->s->ntensors; i++) {
-        x->t[i].desc = x->s->tensors[i].desc;
-        x->t[i].device = e->device;
-    }
-    /* Leaves: parameters and buffers from the engine, inputs of our own. */
-    for (size_t i = 0; i < g->nnodes; i++) {
-        struct tb_node *n = g->nodes[i];
-        if (n->kind == TB_NODE_PARAM || n->kind == TB_NODE_BUFFER) {
-            rc = tb_engine_param(e, n->name, n->kind == TB_NODE_PARAM, n->desc, n->init, &x->param[i], err);
-            if (rc)
-                goto fail;
-            x->t[i] = x->param[i]->value;
-            uint32_t gi = x->s->grad_of[i];
-            if (gi != UINT32_MAX)
-                x->param[gi] = x->param[i];
-        } else if (n->kind == TB_NODE_INPUT) {
-            rc = tb_exec_alloc_tensor(x, SIZE_MAX, i, err);
-            if (rc)
-                goto fail;
-        }
-    }
-    rc = alloc_param_grads(x, err);
+    rc = bind_leaves(x, err);
+    if (!rc)
+        rc = alloc_param_grads(x, err);
     if (rc)
         goto fail;
     for (size_t k = 0; k < g->nops; k++) {
@@ -331,8 +341,10 @@ int tb_exec_forward(struct tb_exec *x, uint64_t step, struct tb_err *err)
     tb_exec_release_transients(x);
     for (size_t i = 0; i < x->s->ntensors; i++)
         if (x->s->tensors[i].kind == TB_SCHED_INPUT && !x->t[i].data)
-            return tb_err_set(err, TB_ERR_RUNTIME, "input '%s' has not been set since the executor's memory was "
-                              "given back (tb_exec_release)", x->s->tensors[i].name);
+            return tb_err_set(err, TB_ERR_RUNTIME,
+                              "input '%s' has not been set since the executor's memory was "
+                              "given back (tb_exec_release)",
+                              x->s->tensors[i].name);
     /* The backend draws dropout masks from (step, op, element): mixing the run seed in
      * makes two seeds drop differently at the same step. */
     step ^= x->e->seed * TB_GOLDEN64;
