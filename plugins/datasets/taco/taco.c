@@ -41,7 +41,7 @@ struct taco {
     char *root;
     char *real_root; /* root resolved (realpath), without allow_outside_root */
     bool outside_ok; /* allow_outside_root */
-    char *file; /* the annotation file read, for messages */
+    char *file;      /* the annotation file read, for messages */
     struct taco_set set;
     size_t count;
     size_t *samples; /* indices into set.images, by image id */
@@ -182,6 +182,46 @@ static int check_names(const struct taco *d, const struct tb_section *cfg, struc
     return TB_OK;
 }
 
+/* The annotations file of split `which` into d->file: the user's annotations_SPLIT.json
+ * when all three are in the root (*given), else [dataset] annotations, to be split. Two of
+ * the three is an error naming the missing one. */
+static int annotations_file(struct taco *d, const struct tb_section *cfg, int which, bool *given, struct tb_err *err)
+{
+    int rc = TB_OK;
+    char *split_files[3] = { NULL, NULL, NULL };
+    int present = 0;
+    for (int k = 0; k < 3; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "annotations_%s.json", split_names[k]);
+        split_files[k] = join(d->root, name);
+        if (!split_files[k]) {
+            for (int m = 0; m < k; m++)
+                free(split_files[m]);
+            return tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
+        }
+        present += is_file(split_files[k]);
+    }
+    if (present > 0 && present < 3) {
+        int missing = 0;
+        while (is_file(split_files[missing]))
+            missing++;
+        rc = tb_err_set(err, TB_ERR_CONFIG,
+                        "taco: %s is missing: give annotations_train.json, annotations_val.json and "
+                        "annotations_test.json together, or none of them to split %s",
+                        split_files[missing], tb_section_string(cfg, "annotations"));
+    } else if (present == 3) {
+        d->file = split_files[which];
+        split_files[which] = NULL;
+    } else
+        d->file = join(d->root, tb_section_string(cfg, "annotations"));
+    for (int k = 0; k < 3; k++)
+        free(split_files[k]);
+    *given = present == 3;
+    if (!rc && !d->file)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
+    return rc;
+}
+
 static int taco_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
 {
     int which = -1;
@@ -207,42 +247,10 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
         goto fail;
     }
 
-    /* User-provided split files win: all three, or none. */
-    char *split_files[3] = { NULL, NULL, NULL };
-    int present = 0;
-    for (int k = 0; k < 3; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "annotations_%s.json", split_names[k]);
-        split_files[k] = join(d->root, name);
-        if (!split_files[k]) {
-            for (int m = 0; m < k; m++)
-                free(split_files[m]);
-            rc = tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
-            goto fail;
-        }
-        present += is_file(split_files[k]);
-    }
-    if (present > 0 && present < 3) {
-        int missing = 0;
-        while (is_file(split_files[missing]))
-            missing++;
-        rc = tb_err_set(err, TB_ERR_CONFIG,
-                        "taco: %s is missing: give annotations_train.json, annotations_val.json and "
-                        "annotations_test.json together, or none of them to split %s",
-                        split_files[missing], tb_section_string(cfg, "annotations"));
-    } else if (present == 3) {
-        d->file = split_files[which];
-        split_files[which] = NULL;
-    } else
-        d->file = join(d->root, tb_section_string(cfg, "annotations"));
-    for (int k = 0; k < 3; k++)
-        free(split_files[k]);
+    bool given = false;
+    rc = annotations_file(d, cfg, which, &given, err);
     if (rc)
         goto fail;
-    if (!d->file) {
-        rc = tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
-        goto fail;
-    }
 
     const enum taco_classes mode = tb_section_enum(cfg, "classes") == 0 ? TACO_CATEGORY : TACO_SUPERCATEGORY;
     rc = taco_read(d->file, mode, &d->set, err);
@@ -256,7 +264,7 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
     }
     if (!d->outside_ok && (rc = check_names(d, cfg, err)))
         goto fail;
-    if (present == 3) {
+    if (given) {
         d->samples = malloc((d->set.nimages ? d->set.nimages : 1) * sizeof *d->samples);
         if (!d->samples) {
             rc = tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
@@ -311,8 +319,8 @@ static int taco_load(void *ctx, size_t i, struct tb_sample *out, struct tb_err *
         rc = tb_path_inside(d->real_root, path, "the image", TB_ERR_RUNTIME, &inside, err);
     if (!rc && !inside)
         rc = tb_err_set(err, TB_ERR_RUNTIME,
-                        "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)",
-                        path, d->root);
+                        "%s: a symbolic link leads outside root %s: refused (allow_outside_root = yes reads it)", path,
+                        d->root);
     if (!rc)
         rc = tb_image_read_rgb(path, out, err);
     if (rc) {
