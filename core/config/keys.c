@@ -345,6 +345,38 @@ static int parse_typed_list(const struct tb_key *k, const char *text, struct tb_
     return 0;
 }
 
+/* An INT key's value t, within the key's range. */
+static int parse_int_value(const struct tb_key *k, const char *t, struct tb_value *out, char *why, size_t why_size)
+{
+    int prc = tb_parse_int(t, &out->v.i);
+    if (prc) {
+        char problem[200];
+        tb_parse_problem(prc, "an integer", problem, sizeof problem);
+        return fail(why, why_size, k, *t ? problem : "empty value");
+    }
+    char lo[64], hi[64];
+    int64_t a, b;
+    if (k->allowed && tb_split_range(k->allowed, lo, hi, sizeof lo) == 0 &&
+        ((*lo && tb_parse_int(lo, &a) == 0 && out->v.i < a) || (*hi && tb_parse_int(hi, &b) == 0 && out->v.i > b)))
+        return fail(why, why_size, k, "out of range");
+    return 0;
+}
+
+/* An ENUM key's value *t, one of its names in any case: its index, and *t replaced by the
+ * name as the key writes it (NULL and TB_ERR_NOMEM when out of memory). */
+static int parse_enum_value(const struct tb_key *k, char **t, struct tb_value *out, char *why, size_t why_size)
+{
+    int idx = tb_name_index(k->allowed, *t);
+    if (idx < 0)
+        return fail(why, why_size, k, **t ? "not an allowed value" : "empty value");
+    char canon[256];
+    tb_name_at(k->allowed, idx, canon, sizeof canon);
+    free(*t);
+    *t = strdup(canon);
+    out->v.e = idx;
+    return *t ? 0 : TB_ERR_NOMEM;
+}
+
 int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir, struct tb_value *out, char *why,
                  size_t why_size)
 {
@@ -359,17 +391,7 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
     char problem[200];
     switch (k->type) {
     case TB_KEY_INT:
-        if ((prc = tb_parse_int(t, &out->v.i))) {
-            tb_parse_problem(prc, "an integer", problem, sizeof problem);
-            rc = fail(why, why_size, k, *t ? problem : "empty value");
-        } else {
-            char lo[64], hi[64];
-            int64_t a, b;
-            if (k->allowed && tb_split_range(k->allowed, lo, hi, sizeof lo) == 0 &&
-                ((*lo && tb_parse_int(lo, &a) == 0 && out->v.i < a) ||
-                 (*hi && tb_parse_int(hi, &b) == 0 && out->v.i > b)))
-                rc = fail(why, why_size, k, "out of range");
-        }
+        rc = parse_int_value(k, t, out, why, why_size);
         break;
     case TB_KEY_FLOAT:
         if ((prc = tb_parse_float(t, &out->v.f))) {
@@ -389,21 +411,9 @@ int tb_key_parse(const struct tb_key *k, const char *text, const char *base_dir,
         if (tb_parse_bool(t, &out->v.b))
             rc = fail(why, why_size, k, *t ? "not a yes/no value" : "empty value");
         break;
-    case TB_KEY_ENUM: {
-        int idx = tb_name_index(k->allowed, t);
-        if (idx < 0) {
-            rc = fail(why, why_size, k, *t ? "not an allowed value" : "empty value");
-        } else {
-            char canon[256];
-            tb_name_at(k->allowed, idx, canon, sizeof canon);
-            free(t);
-            t = strdup(canon);
-            out->v.e = idx;
-            if (!t)
-                rc = TB_ERR_NOMEM;
-        }
+    case TB_KEY_ENUM:
+        rc = parse_enum_value(k, &t, out, why, why_size);
         break;
-    }
     case TB_KEY_STRING:
         break;
     case TB_KEY_PATH:
