@@ -136,6 +136,24 @@ static int check_quotes(const struct tb_config *c, const char *value, int lineno
                       c->path, lineno, value, q);
 }
 
+/* A section header s at lineno: *section becomes its name, lower case (the caller's to
+ * free), and the section is added. A header without ']' is an error naming the line that
+ * keeps *section; an empty name '[]' is one that leaves it empty; NULL: out of memory. */
+static int scan_section(struct tb_config *c, const char *s, int lineno, char **section, struct tb_err *err)
+{
+    const char *close = strchr(s, ']');
+    if (!close)
+        return tb_err_add(err, TB_ERR_CONFIG, "%s:%d: section header '%s' has no closing ']'", c->path, lineno, s);
+    free(*section);
+    *section = tb_trim_ndup(s + 1, (size_t)(close - s - 1));
+    if (!*section)
+        return TB_ERR_NOMEM;
+    lower(*section);
+    if (!**section)
+        return tb_err_add(err, TB_ERR_CONFIG, "%s:%d: empty section name '[]'", c->path, lineno);
+    return add_section(c, *section, lineno, NULL) ? TB_ERR_NOMEM : TB_OK;
+}
+
 static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
 {
     char *line = NULL;
@@ -177,23 +195,11 @@ static int scan_lines(struct tb_config *c, FILE *f, struct tb_err *err)
         if (!*s || *s == ';' || *s == '#')
             continue;
         if (*s == '[') {
-            const char *close = strchr(s, ']');
-            if (!close) {
-                rc =
-                    tb_err_add(err, TB_ERR_CONFIG, "%s:%d: section header '%s' has no closing ']'", c->path, lineno, s);
-                continue;
-            }
-            free(section);
-            section = tb_trim_ndup(s + 1, (size_t)(close - s - 1));
-            if (!section) {
-                rc = TB_ERR_NOMEM;
+            const int r = scan_section(c, s, lineno, &section, err);
+            if (r)
+                rc = r;
+            if (r == TB_ERR_NOMEM)
                 break;
-            }
-            lower(section);
-            if (!*section)
-                rc = tb_err_add(err, TB_ERR_CONFIG, "%s:%d: empty section name '[]'", c->path, lineno);
-            else if (add_section(c, section, lineno, NULL))
-                rc = TB_ERR_NOMEM;
             continue;
         }
         const char *eq = strchr(s, '=');
