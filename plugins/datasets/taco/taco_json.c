@@ -99,6 +99,59 @@ static int cmp_category(const void *a, const void *b)
 
 /* Reads the categories and makes the class table; label_of[id] is the label of category
  * id (0 = no such category). */
+/* The classes from the n categories cats (sorted by id): background, then categories by
+ * id (label = id + 1, names of ids that are not categories are "unused <id>") or
+ * supercategories by first appearance; label_of maps each category id to its label. */
+static int make_classes(struct reader *r, const struct category *cats, size_t n, enum taco_classes mode,
+                        uint8_t label_of[256])
+{
+    struct taco_set *set = r->set;
+    int rc;
+    const size_t nclasses = mode == TACO_CATEGORY ? (size_t)cats[n - 1].id + 2 : n + 1; /* at most */
+    set->classes = calloc(nclasses, sizeof *set->classes);
+    if (!set->classes)
+        return nomem(r);
+    set->nclasses = 1;
+    set->classes[0].name = dup("background");
+    rc = set->classes[0].name ? TB_OK : nomem(r);
+    if (mode == TACO_CATEGORY) {
+        for (size_t k = 1; k < nclasses && !rc; k++) {
+            char unused[32];
+            snprintf(unused, sizeof unused, "unused %zu", k - 1);
+            set->classes[k].name = dup(unused);
+            set->nclasses = k + 1;
+            if (!set->classes[k].name)
+                rc = nomem(r);
+        }
+        for (size_t i = 0; i < n && !rc; i++) {
+            struct tb_class *c = &set->classes[cats[i].id + 1];
+            free((char *)c->name);
+            c->name = dup(cats[i].name);
+            label_of[cats[i].id] = (uint8_t)(cats[i].id + 1);
+            if (!c->name)
+                rc = nomem(r);
+        }
+    } else {
+        for (size_t i = 0; i < n && !rc; i++) {
+            size_t k = 1;
+            while (k < set->nclasses && strcmp(set->classes[k].name, cats[i].super) != 0)
+                k++;
+            if (k == set->nclasses) {
+                set->classes[k].name = dup(cats[i].super);
+                if (!set->classes[k].name) {
+                    rc = nomem(r);
+                    break;
+                }
+                set->nclasses++;
+            }
+            label_of[cats[i].id] = (uint8_t)k;
+        }
+    }
+    for (size_t k = 0; k < set->nclasses; k++)
+        taco_palette(k, set->classes[k].color);
+    return rc;
+}
+
 static int read_categories(struct reader *r, json_t *root, enum taco_classes mode, uint8_t label_of[256])
 {
     json_t *list;
@@ -140,53 +193,7 @@ static int read_categories(struct reader *r, json_t *root, enum taco_classes mod
         return rc;
     }
 
-    /* The classes: background, then categories by id (label = id + 1, names of ids that
-     * are not categories are "unused <id>") or supercategories by first appearance. */
-    struct taco_set *set = r->set;
-    const size_t nclasses = mode == TACO_CATEGORY ? (size_t)cats[n - 1].id + 2 : n + 1; /* at most */
-    set->classes = calloc(nclasses, sizeof *set->classes);
-    if (!set->classes) {
-        free(cats);
-        return nomem(r);
-    }
-    set->nclasses = 1;
-    set->classes[0].name = dup("background");
-    rc = set->classes[0].name ? TB_OK : nomem(r);
-    if (mode == TACO_CATEGORY) {
-        for (size_t k = 1; k < nclasses && !rc; k++) {
-            char unused[32];
-            snprintf(unused, sizeof unused, "unused %zu", k - 1);
-            set->classes[k].name = dup(unused);
-            set->nclasses = k + 1;
-            if (!set->classes[k].name)
-                rc = nomem(r);
-        }
-        for (size_t i = 0; i < n && !rc; i++) {
-            struct tb_class *c = &set->classes[cats[i].id + 1];
-            free((char *)c->name);
-            c->name = dup(cats[i].name);
-            label_of[cats[i].id] = (uint8_t)(cats[i].id + 1);
-            if (!c->name)
-                rc = nomem(r);
-        }
-    } else {
-        for (size_t i = 0; i < n && !rc; i++) {
-            size_t k = 1;
-            while (k < set->nclasses && strcmp(set->classes[k].name, cats[i].super) != 0)
-                k++;
-            if (k == set->nclasses) {
-                set->classes[k].name = dup(cats[i].super);
-                if (!set->classes[k].name) {
-                    rc = nomem(r);
-                    break;
-                }
-                set->nclasses++;
-            }
-            label_of[cats[i].id] = (uint8_t)k;
-        }
-    }
-    for (size_t k = 0; k < set->nclasses; k++)
-        taco_palette(k, set->classes[k].color);
+    rc = make_classes(r, cats, n, mode, label_of);
     free(cats);
     return rc;
 }
