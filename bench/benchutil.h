@@ -50,7 +50,7 @@ static inline struct tb_plugin_handle *bench_backend_require(const char *name)
         fprintf(stderr, "bench: cannot open backend %s: %s\n", name, err.msg);
         exit(1);
     }
-    tb_score_fn score = h->p->ops.backend->score;
+    tb_score_fn score = h->p->ops.head->score;
     char why[256] = "";
     if (score && score(why, sizeof why) <= 0) {
         fprintf(stderr, "bench: backend %s cannot run on this machine (score 0): %s\n", name, why);

@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         printf("%-26s %-12s %10.2f %10.1f %7.0f%%\n", "", "fwd+bwd", sum * 1e3, 3 * flops / sum / 1e9,
                100.0 * 3 * flops / sum / peak);
         char how[320] = "";
-        if (b.h->p->abi_minor >= 7 && b.ops.backend->op_describe)
+        if (b.ops.backend->op_describe)
             b.ops.backend->op_describe(b.ctx, state, how, sizeof how);
         if (how[0])
             printf("%-26s %s\n", "", how);

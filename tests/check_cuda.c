@@ -1252,7 +1252,7 @@ static int probe_in_child(struct probe *out)
             snprintf(p.msg, sizeof p.msg, "%.399s", err.msg);
         } else {
             p.found = 1;
-            tb_score_fn score = h->p->ops.backend->score;
+            tb_score_fn score = h->p->ops.head->score;
             char reason[256] = "";
             p.score = score ? score(reason, sizeof reason) : 1;
             snprintf(p.msg, sizeof p.msg, "%s", reason);

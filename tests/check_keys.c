@@ -499,7 +499,7 @@ START_TEST(list_allowed_items)
 }
 END_TEST
 
-/* Typed lists (ABI 1.8): the count and each item's type and range checked, the values
+/* Typed lists: the count and each item's type and range checked, the values
  * parsed once. */
 START_TEST(typed_list_values)
 {

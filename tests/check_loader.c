@@ -118,7 +118,7 @@ START_TEST(open_good_plugin)
     ck_assert_uint_eq(h->p->abi_major, TB_ABI_MAJOR);
     ck_assert_str_eq(h->path, path);
     char why[128] = "";
-    ck_assert_int_eq(h->p->ops.backend->score(why, sizeof why), 5);
+    ck_assert_int_eq(h->p->ops.head->score(why, sizeof why), 5);
     ck_assert_str_eq(why, "test backend, always usable");
     tb_plugin_close(h);
     /* Any kind accepted when none is asked for. */
@@ -556,9 +556,7 @@ START_TEST(kind_names_round_trip)
 }
 END_TEST
 
-/* The core reads a plugin's vtable only as far as its ABI minor had members: what lies
- * beyond (another struct, or members of a later minor the plugin could not have meant) is
- * NULL in the handle, and the core tests for NULL. */
+/* Descriptors made in the test, checked as tb_plugin_open checks a file's. */
 static int fake_create(const struct tb_section *sec, void **ctx, struct tb_err *err)
 {
     (void)sec;
@@ -579,88 +577,126 @@ static uint64_t fake_failed_bytes(void *ctx, int device)
     return 1;
 }
 
-static int fake_build(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err)
+static uint64_t fake_scratch_bytes(void *ctx, const void *state, bool backward)
 {
     (void)ctx;
-    (void)g;
-    (void)in;
+    (void)state;
+    (void)backward;
+    return 2;
+}
+
+static int fake_open_split(void *ctx, const char *split, struct tb_err *err)
+{
+    (void)ctx;
+    (void)split;
     (void)err;
     return TB_OK;
 }
 
-static int fake_prepare(void *ctx, const struct tb_model_sample *s, const struct tb_model_feed *feeds, int nfeeds,
-                        void **work, struct tb_err *err)
+static int adopt(const struct tb_plugin *p, struct tb_plugin_handle **h, struct tb_err *err)
 {
-    (void)ctx;
-    (void)s;
-    (void)feeds;
-    (void)nfeeds;
-    (void)work;
-    (void)err;
-    return TB_OK;
+    tb_err_clear(err);
+    return tb_plugin_adopt(p, "made.so", 0, h, err);
 }
 
-START_TEST(vtable_cut_at_the_plugins_minor)
+#define DESCRIPTOR(major, minor, kind_, member, vtable)                                              \
+    (struct tb_plugin)                                                                               \
+    {                                                                                                \
+        .abi_major = (major), .abi_minor = (minor), .kind = (kind_), .name = "made", .version = "0", \
+        .description = "a test descriptor", .ops.member = (vtable)                                   \
+    }
+
+/* A plugin of this major is read whole: its vtable is copied to the core's, every member
+ * up to the last, and what it left NULL stays NULL. */
+START_TEST(vtable_copied_whole)
 {
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 0), offsetof(struct tb_backend_ops, device_count));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 3), offsetof(struct tb_backend_ops, alloc_failed_bytes));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, 6), offsetof(struct tb_backend_ops, op_describe));
+    for (int k = TB_KIND_FIRST; k <= TB_KIND_LAST; k++)
+        ck_assert_uint_ne(tb_vtable_size(k, TB_ABI_MINOR), 0);
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_BACKEND, TB_ABI_MINOR), sizeof(struct tb_backend_ops));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_PLATFORM, 4), offsetof(struct tb_platform_ops, swap_defaults));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, 1), offsetof(struct tb_model_ops, build));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, 7), offsetof(struct tb_model_ops, prepare));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_MODEL, TB_ABI_MINOR), sizeof(struct tb_model_ops));
-    ck_assert_uint_eq(tb_vtable_size(TB_KIND_SWAP, 3), offsetof(struct tb_swap_ops, plan));
     ck_assert_uint_eq(tb_vtable_size(TB_KIND_DATASET, 0), sizeof(struct tb_dataset_ops));
+    ck_assert_uint_eq(tb_vtable_size(TB_KIND_LAST + 1, 0), 0);
 
     static const struct tb_backend_ops ops = {
-        .create = fake_create, .destroy = fake_destroy, .device_count = NULL, .alloc_failed_bytes = fake_failed_bytes
+        .head = { .create = fake_create, .destroy = fake_destroy },
+        .alloc_failed_bytes = fake_failed_bytes,
+        .op_scratch_bytes = fake_scratch_bytes, /* the last member */
     };
-    const uint32_t minors[] = { 3, 4 };
-    for (size_t i = 0; i < 2; i++) {
-        const struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
-                                     .abi_minor = minors[i],
-                                     .kind = TB_KIND_BACKEND,
-                                     .name = "old",
-                                     .version = "0",
-                                     .description = "a test descriptor",
-                                     .ops.backend = &ops };
-        struct tb_plugin_handle *h;
-        struct tb_err err;
-        ck_assert_msg(tb_plugin_adopt(&p, "old.so", TB_KIND_BACKEND, &h, &err) == TB_OK, "%s", err.msg);
-        ck_assert_ptr_ne(h->p->ops.backend, &ops); /* the core's copy */
-        ck_assert_ptr_eq(h->p->ops.backend->create, fake_create);
-        ck_assert_uint_eq(h->p->abi_minor, minors[i]);
-        if (minors[i] < 4)
-            ck_assert_ptr_null(h->p->ops.backend->alloc_failed_bytes);
-        else
-            ck_assert_ptr_eq(h->p->ops.backend->alloc_failed_bytes, fake_failed_bytes);
-        ck_assert_ptr_null(h->p->ops.backend->op_describe);
-        tb_plugin_close(h);
-    }
+    const struct tb_plugin p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_BACKEND, backend, &ops);
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    ck_assert_msg(adopt(&p, &h, &err) == TB_OK, "%s", err.msg);
+    ck_assert_ptr_ne(h->p->ops.backend, &ops); /* the core's copy */
+    ck_assert_ptr_eq(h->p->ops.head, &h->p->ops.backend->head);
+    ck_assert_ptr_eq(h->p->ops.head->create, fake_create);
+    ck_assert_ptr_null(h->p->ops.head->score);
+    ck_assert_ptr_eq(h->p->ops.backend->alloc_failed_bytes, fake_failed_bytes);
+    ck_assert_ptr_eq(h->p->ops.backend->op_scratch_bytes, fake_scratch_bytes);
+    ck_assert_ptr_null(h->p->ops.backend->op_describe);
+    void *ctx = (void *)&ops;
+    ck_assert_int_eq(tb_plugin_create(h->p, NULL, &ctx, &err), TB_OK);
+    ck_assert_ptr_null(ctx); /* fake_create's */
+    tb_plugin_destroy(h->p, ctx);
+    tb_plugin_close(h);
+}
+END_TEST
 
-    /* A model of ABI 1.7 ends before prepare (1.8): whatever lies there is not its. */
-    static const struct tb_model_ops model = {
-        .create = fake_create, .destroy = fake_destroy, .build = fake_build, .prepare = fake_prepare
-    };
-    for (uint32_t minor = 7; minor <= 8; minor++) {
-        const struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
-                                     .abi_minor = minor,
-                                     .kind = TB_KIND_MODEL,
-                                     .name = "oldmodel",
-                                     .version = "0",
-                                     .description = "a test descriptor",
-                                     .ops.model = &model };
-        struct tb_plugin_handle *h;
-        struct tb_err err;
-        ck_assert_msg(tb_plugin_adopt(&p, "oldmodel.so", TB_KIND_MODEL, &h, &err) == TB_OK, "%s", err.msg);
-        ck_assert_ptr_eq(h->p->ops.model->build, fake_build);
-        if (minor < 8)
-            ck_assert_ptr_null(h->p->ops.model->prepare);
-        else
-            ck_assert_ptr_eq(h->p->ops.model->prepare, fake_prepare);
-        tb_plugin_close(h);
-    }
+/* A plugin of ABI 1 has a vtable of another layout: it is refused, naming the file, its
+ * ABI and what to do, never read. */
+START_TEST(refuses_abi_1_plugin)
+{
+    static const struct tb_backend_ops ops = { .head = { .create = fake_create, .destroy = fake_destroy } };
+    const struct tb_plugin p = DESCRIPTOR(1, 16, TB_KIND_BACKEND, backend, &ops);
+    struct tb_plugin_handle *h = (void *)&ops;
+    struct tb_err err;
+    ck_assert_int_eq(adopt(&p, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_ptr_null(h);
+    ck_assert_contains(err.msg, "made.so: built for plugin ABI 1.16");
+    char own[64];
+    snprintf(own, sizeof own, "this trainbig has ABI %d.%d", TB_ABI_MAJOR, TB_ABI_MINOR);
+    ck_assert_contains(err.msg, own);
+    ck_assert_contains(err.msg, "rebuild the plugin against this trainbig's SDK");
+}
+END_TEST
+
+/* The head's create and destroy are every kind's; a kind's own required members are named
+ * when they are missing. */
+START_TEST(refuses_missing_required_members)
+{
+    struct tb_plugin_handle *h;
+    struct tb_err err;
+    static const struct tb_swap_ops no_destroy = { .head = { .create = fake_create } };
+    struct tb_plugin p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_SWAP, swap, &no_destroy);
+    ck_assert_int_eq(adopt(&p, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "made.so: swap plugin 'made' lacks a required member of its vtable "
+                                "(head.create/head.destroy)");
+
+    static const struct tb_model_ops no_build = { .head = { .create = fake_create, .destroy = fake_destroy } };
+    p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_MODEL, model, &no_build);
+    ck_assert_int_eq(adopt(&p, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "model plugin 'made' lacks a required member of its vtable (build)");
+
+    static const struct tb_platform_ops no_link = { .head = { .create = fake_create, .destroy = fake_destroy } };
+    p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_PLATFORM, platform, &no_link);
+    ck_assert_int_eq(adopt(&p, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "(link)");
+
+    /* A dataset of ABI 1 shape: no open_split, so its splits could never be opened. */
+    static const struct tb_dataset_ops no_split = { .head = { .create = fake_create, .destroy = fake_destroy } };
+    p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_DATASET, dataset, &no_split);
+    ck_assert_int_eq(adopt(&p, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "dataset plugin 'made' lacks a required member of its vtable (open_split)");
+    static const struct tb_dataset_ops no_count = { .head = { .create = fake_create, .destroy = fake_destroy },
+                                                    .open_split = fake_open_split };
+    p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_DATASET, dataset, &no_count);
+    ck_assert_int_eq(adopt(&p, &h, &err), TB_ERR_PLUGIN);
+    ck_assert_contains(err.msg, "(count)");
+
+    /* A backend needs only its head to load (its compute members are checked where a graph
+     * is to run on it). */
+    static const struct tb_backend_ops head_only = { .head = { .create = fake_create, .destroy = fake_destroy } };
+    p = DESCRIPTOR(TB_ABI_MAJOR, TB_ABI_MINOR, TB_KIND_BACKEND, backend, &head_only);
+    ck_assert_msg(adopt(&p, &h, &err) == TB_OK, "%s", err.msg);
+    tb_plugin_close(h);
 }
 END_TEST
 
@@ -680,7 +716,9 @@ int main(void)
     tcase_add_test(tc, refuses_newer_abi_major);
     tcase_add_test(tc, refuses_newer_abi_minor);
     tcase_add_test(tc, refuses_wrong_kind);
-    tcase_add_test(tc, vtable_cut_at_the_plugins_minor);
+    tcase_add_test(tc, vtable_copied_whole);
+    tcase_add_test(tc, refuses_abi_1_plugin);
+    tcase_add_test(tc, refuses_missing_required_members);
     tcase_add_test(tc, refuses_missing_entry_symbol);
     tcase_add_test(tc, refuses_unloadable_with_dlerror);
     tcase_add_test(tc, refuses_bad_key_table);

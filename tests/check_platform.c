@@ -1,8 +1,8 @@
 /* check_platform: the platform plugins (the link classes x86-pcie and power9-nvlink, the
  * presets) opened through the core: their defaults in bytes/s and seconds, their
- * accelerators (ABI 1.13), overrides, the errors of values the key table
+ * accelerators, overrides, the errors of values the key table
  * cannot catch, environment defaults applied only where unset; the core's reading of a
- * link from plugins built for ABI 1.3 and 1.4 (core/config/platform.c); and the machine probe
+ * link left unset or impossible (core/config/platform.c); and the machine probe
  * behind score() and numa_node = -1, on this machine and on fake /proc and /sys trees of
  * an AC922, a DGX Station and others. */
 #include "config.h"
@@ -130,7 +130,7 @@ START_TEST(presets_are_their_class)
         ck_assert_str_eq(pi.ops.platform->env_defaults(pi.ctx)[0], ci.ops.platform->env_defaults(ci.ctx)[0]);
         ck_assert_str_eq(pi.ops.platform->swap_defaults(pi.ctx)[0], ci.ops.platform->swap_defaults(ci.ctx)[0]);
         char why[256];
-        ck_assert_int_eq(pi.ops.platform->score(why, sizeof why), 0); /* no V100 machine runs the tests */
+        ck_assert_int_eq(pi.ops.platform->head.score(why, sizeof why), 0); /* no V100 machine runs the tests */
         ck_assert_contains(why, "name it to emulate it");
         tb_instance_close(&pi);
         tb_instance_close(&ci);
@@ -150,7 +150,7 @@ static struct tb_accel accel_of(const struct tb_instance *pi)
     return a;
 }
 
-/* Every platform describes its accelerator (ABI 1.13): the study's classes and presets a
+/* Every platform describes its accelerator: the study's classes and presets a
  * V100 SXM2 16 GB, the newer presets theirs, each with its link; every value is a key. */
 START_TEST(accelerators_described)
 {
@@ -207,7 +207,7 @@ START_TEST(accelerators_described)
 }
 END_TEST
 
-/* How each platform's GPUs talk to each other (ABI 1.15), for data parallelism: the ring's
+/* How each platform's GPUs talk to each other, for data parallelism: the ring's
  * slowest hop within a node and the network between nodes; every value is a key. */
 START_TEST(gpus_together_described)
 {
@@ -430,7 +430,7 @@ START_TEST(env_defaults_only_where_unset)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ older and odd plugins */
+/* ------------------------------------------------------------------ odd plugins */
 
 static int fake_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
@@ -445,8 +445,8 @@ static void fake_destroy(void *ctx)
     (void)ctx;
 }
 
-/* An ABI 1.3 plugin's link(): its struct tb_link had three members. */
-static void old_link(void *ctx, struct tb_link *out)
+/* A link() that knows only the three rates and leaves every other member as it is. */
+static void rates_link(void *ctx, struct tb_link *out)
 {
     (void)ctx;
     out->h2d_bytes_per_s = 1e9;
@@ -454,36 +454,13 @@ static void old_link(void *ctx, struct tb_link *out)
     out->accel_flops = 3e12;
 }
 
-/* One that scribbles past its struct (it could not have known these members): the core
- * must not take the scribbles for values. */
-static void old_link_scribbles(void *ctx, struct tb_link *out)
-{
-    old_link(ctx, out);
-    out->duplex_bytes_per_s = 123.0;
-    out->latency_s = 5.0;
-    out->numa_node = 7;
-}
+#define FAKE_HEAD { .create = fake_create, .destroy = fake_destroy }
 
-static const char *const *never_called(void *ctx)
-{
-    (void)ctx;
-    ck_abort_msg("env_defaults of an ABI 1.3 plugin was called: its vtable has no such member");
-    return NULL;
-}
-
-/* A platform plugin built for ABI 1.minor with vtable ops, as the loader takes it in: the
- * members of later minors are not read from ops. Close with tb_plugin_close. */
-static const char *const *swap_never_called(void *ctx)
-{
-    (void)ctx;
-    ck_abort_msg("swap_defaults of an ABI 1.4 plugin was called: its vtable has no such member");
-    return NULL;
-}
-
-static struct tb_plugin_handle *fake_plugin(uint32_t minor, const struct tb_platform_ops *ops)
+/* A platform plugin with vtable ops, as the loader takes it in. Close with tb_plugin_close. */
+static struct tb_plugin_handle *fake_plugin(const struct tb_platform_ops *ops)
 {
     struct tb_plugin p = { .abi_major = TB_ABI_MAJOR,
-                           .abi_minor = minor,
+                           .abi_minor = TB_ABI_MINOR,
                            .kind = TB_KIND_PLATFORM,
                            .name = "fake",
                            .version = "0",
@@ -495,107 +472,81 @@ static struct tb_plugin_handle *fake_plugin(uint32_t minor, const struct tb_plat
     return h;
 }
 
-START_TEST(abi_1_3_plugin_link_unknown)
+/* A plugin that leaves a member alone gets the core's "unknown" for it, whatever the
+ * struct held before; without env_defaults it has none to apply. */
+START_TEST(link_left_alone_reads_unknown)
 {
-    static const struct tb_platform_ops ops = {
-        .create = fake_create, .destroy = fake_destroy, .link = old_link, .env_defaults = never_called
-    };
-    static const struct tb_platform_ops scribbler = {
-        .create = fake_create, .destroy = fake_destroy, .link = old_link_scribbles, .env_defaults = never_called
-    };
-    const struct tb_platform_ops *both[] = { &ops, &scribbler };
-    for (size_t i = 0; i < 2; i++) {
-        struct tb_plugin_handle *p = fake_plugin(3, both[i]);
-        struct tb_link l;
-        memset(&l, 0x5a, sizeof l);
-        tb_platform_link(p->p, NULL, &l);
-        ck_assert(l.h2d_bytes_per_s == 1e9 && l.d2h_bytes_per_s == 2e9 && l.accel_flops == 3e12);
-        ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
-        ck_assert(l.duplex_bytes_per_s == 0.0);
-        ck_assert(l.latency_s == 0.0);
-        ck_assert_int_eq(l.numa_node, -1);
-        char report[64];
-        size_t n = 5;
-        struct tb_err err;
-        ck_assert_int_eq(tb_platform_apply_env(p->p, NULL, report, sizeof report, &n, &err), TB_OK);
-        ck_assert_str_eq(report, "none");
-        ck_assert_uint_eq(n, 0);
-        tb_plugin_close(p);
-    }
+    static const struct tb_platform_ops ops = { .head = FAKE_HEAD, .link = rates_link };
+    struct tb_plugin_handle *p = fake_plugin(&ops);
+    struct tb_link l;
+    memset(&l, 0x5a, sizeof l);
+    tb_platform_link(p->p, NULL, &l);
+    ck_assert(l.h2d_bytes_per_s == 1e9 && l.d2h_bytes_per_s == 2e9 && l.accel_flops == 3e12);
+    ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
+    ck_assert(l.duplex_bytes_per_s == 0.0);
+    ck_assert(l.latency_s == 0.0);
+    ck_assert_int_eq(l.numa_node, -1);
+    char report[64];
+    size_t n = 5;
+    struct tb_err err;
+    ck_assert_int_eq(tb_platform_apply_env(p->p, NULL, report, sizeof report, &n, &err), TB_OK);
+    ck_assert_str_eq(report, "none");
+    ck_assert_uint_eq(n, 0);
+    tb_plugin_close(p);
 }
 END_TEST
 
-/* An ABI 1.4 plugin that leaves the new members alone gets the unknowns; one that writes
- * them is believed, save for impossible values. */
-static void new_link_bad(void *ctx, struct tb_link *out)
+/* What a plugin writes is believed, save for impossible values. */
+static void link_bad(void *ctx, struct tb_link *out)
 {
-    old_link(ctx, out);
+    rates_link(ctx, out);
     out->duplex_bytes_per_s = -1.0;
     out->latency_s = INFINITY;
     out->numa_node = -5;
 }
 
-static void new_link_good(void *ctx, struct tb_link *out)
+static void link_good(void *ctx, struct tb_link *out)
 {
-    old_link(ctx, out);
+    rates_link(ctx, out);
     out->duplex_bytes_per_s = 0.5e9;
     out->latency_s = 4e-6;
     out->numa_node = 1;
 }
 
-START_TEST(abi_1_4_plugin_link)
+START_TEST(link_impossible_values_read_unknown)
 {
-    static const struct tb_platform_ops quiet = { .create = fake_create, .destroy = fake_destroy, .link = old_link };
-    static const struct tb_platform_ops bad = { .create = fake_create, .destroy = fake_destroy, .link = new_link_bad };
-    static const struct tb_platform_ops good = { .create = fake_create,
-                                                 .destroy = fake_destroy,
-                                                 .link = new_link_good };
+    static const struct tb_platform_ops bad = { .head = FAKE_HEAD, .link = link_bad };
+    static const struct tb_platform_ops good = { .head = FAKE_HEAD, .link = link_good };
     struct tb_link l;
-    struct tb_plugin_handle *p = fake_plugin(4, &quiet);
+    struct tb_plugin_handle *p = fake_plugin(&bad);
     tb_platform_link(p->p, NULL, &l);
     ck_assert(l.duplex_bytes_per_s == 0.0 && l.latency_s == 0.0 && l.numa_node == -1);
     tb_plugin_close(p);
-    p = fake_plugin(4, &bad);
-    tb_platform_link(p->p, NULL, &l);
-    ck_assert(l.duplex_bytes_per_s == 0.0 && l.latency_s == 0.0 && l.numa_node == -1);
-    tb_plugin_close(p);
-    p = fake_plugin(4, &good);
+    p = fake_plugin(&good);
     tb_platform_link(p->p, NULL, &l);
     ck_assert(l.duplex_bytes_per_s == 0.5e9 && l.latency_s == 4e-6 && l.numa_node == 1);
     ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT);
-    /* No env_defaults member set: nothing to apply. */
-    char report[64];
-    struct tb_err err;
-    ck_assert_int_eq(tb_platform_apply_env(p->p, NULL, report, sizeof report, NULL, &err), TB_OK);
-    ck_assert_str_eq(report, "none");
     tb_plugin_close(p);
 }
 END_TEST
 
-/* accel_efficiency (ABI 1.7): an ABI 1.6 plugin never wrote it, whatever is there; an
- * ABI 1.7 plugin is believed, but 0, below or not a number reads as the default. */
+/* accel_efficiency is believed, but 0, below or not a number reads as the default. */
 static double eff_written;
 
 static void link_with_efficiency(void *ctx, struct tb_link *out)
 {
-    new_link_good(ctx, out);
+    link_good(ctx, out);
     out->accel_efficiency = eff_written;
 }
 
-START_TEST(abi_1_7_accel_efficiency)
+START_TEST(accel_efficiency_checked)
 {
-    static const struct tb_platform_ops ops = { .create = fake_create,
-                                                .destroy = fake_destroy,
-                                                .link = link_with_efficiency };
+    static const struct tb_platform_ops ops = { .head = FAKE_HEAD, .link = link_with_efficiency };
     struct tb_link l;
     eff_written = 0.45;
-    struct tb_plugin_handle *p = fake_plugin(6, &ops);
+    struct tb_plugin_handle *p = fake_plugin(&ops);
     tb_platform_link(p->p, NULL, &l);
-    ck_assert(l.accel_efficiency == TB_ACCEL_EFFICIENCY_DEFAULT && l.numa_node == 1);
-    tb_plugin_close(p);
-    p = fake_plugin(7, &ops);
-    tb_platform_link(p->p, NULL, &l);
-    ck_assert(l.accel_efficiency == 0.45);
+    ck_assert(l.accel_efficiency == 0.45 && l.numa_node == 1);
     const double bad[] = { 0.0, -0.5, NAN, INFINITY };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         eff_written = bad[i];
@@ -616,41 +567,38 @@ static void accel_scribbles(void *ctx, struct tb_accel *out)
     out->mem_bytes_per_s = accel_bw_written;
     out->fp16_flops = NAN;
     out->bf16_flops = -1;
+    out->per_node = -3;
+    out->peer_bytes_per_s = -1;
+    out->net_latency_s = NAN;
 }
 
-/* accel (ABI 1.13) is read only from a plugin of that minor or newer: an older one's
- * vtable ends before it, so whatever lies there is not its and the accelerator reads as
- * undescribed. What it writes is made safe: the name cut to its array, rates that are
- * negative or not numbers read as 0 (unknown). */
-START_TEST(abi_1_13_accel)
+/* What accel() writes is made safe: the name cut to its array, rates that are negative or
+ * not numbers read as 0 (unknown). A plugin without accel describes no accelerator. */
+START_TEST(accel_made_safe)
 {
-    static const struct tb_platform_ops ops = {
-        .create = fake_create, .destroy = fake_destroy, .link = link_with_efficiency, .accel = accel_scribbles
-    };
+    static const struct tb_platform_ops ops = { .head = FAKE_HEAD, .link = link_with_efficiency,
+                                                .accel = accel_scribbles };
     struct tb_accel a;
     accel_bw_written = 900e9;
-    struct tb_plugin_handle *p = fake_plugin(12, &ops);
+    struct tb_plugin_handle *p = fake_plugin(&ops);
+    memset(&a, 0x5a, sizeof a);
+    tb_platform_accel(p->p, NULL, &a);
+    ck_assert_uint_eq(strlen(a.name), sizeof a.name - 1);
+    ck_assert_uint_eq(a.memory_bytes, 16ull << 30);
+    ck_assert(a.mem_bytes_per_s == 900e9 && a.fp16_flops == 0 && a.bf16_flops == 0);
+    ck_assert(a.per_node == 0 && a.peer_bytes_per_s == 0 && a.net_latency_s == 0);
+    accel_bw_written = INFINITY;
+    tb_platform_accel(p->p, NULL, &a);
+    ck_assert(a.mem_bytes_per_s == 0);
+    tb_plugin_close(p);
+    static const struct tb_platform_ops bare = { .head = FAKE_HEAD, .link = rates_link };
+    p = fake_plugin(&bare);
     memset(&a, 0x5a, sizeof a);
     tb_platform_accel(p->p, NULL, &a);
     ck_assert(a.name[0] == '\0' && a.memory_bytes == 0 && a.mem_bytes_per_s == 0 && a.fp16_flops == 0);
     char text[256];
     tb_accel_text(&a, 15.7e12, text, sizeof text);
-    ck_assert_contains(text, "not described");
-    tb_plugin_close(p);
-    p = fake_plugin(13, &ops);
-    tb_platform_accel(p->p, NULL, &a);
-    ck_assert_uint_eq(strlen(a.name), sizeof a.name - 1);
-    ck_assert_uint_eq(a.memory_bytes, 16ull << 30);
-    ck_assert(a.mem_bytes_per_s == 900e9 && a.fp16_flops == 0 && a.bf16_flops == 0);
-    accel_bw_written = INFINITY;
-    tb_platform_accel(p->p, NULL, &a);
-    ck_assert(a.mem_bytes_per_s == 0);
-    tb_plugin_close(p);
-    /* without the member, none either */
-    static const struct tb_platform_ops bare = { .create = fake_create, .destroy = fake_destroy, .link = old_link };
-    p = fake_plugin(13, &bare);
-    tb_platform_accel(p->p, NULL, &a);
-    ck_assert(a.name[0] == '\0' && a.memory_bytes == 0);
+    ck_assert_str_eq(text, "not described (the platform plugin has no accel)");
     tb_plugin_close(p);
 }
 END_TEST
@@ -665,10 +613,8 @@ static const char *const *bad_env(void *ctx)
 START_TEST(malformed_env_default_sets_nothing)
 {
     unsetenv("NCCL_TB_TEST_B");
-    static const struct tb_platform_ops ops = {
-        .create = fake_create, .destroy = fake_destroy, .link = old_link, .env_defaults = bad_env
-    };
-    struct tb_plugin_handle *p = fake_plugin(4, &ops);
+    static const struct tb_platform_ops ops = { .head = FAKE_HEAD, .link = rates_link, .env_defaults = bad_env };
+    struct tb_plugin_handle *p = fake_plugin(&ops);
     char report[64];
     struct tb_err err;
     tb_err_clear(&err);
@@ -746,12 +692,9 @@ START_TEST(swap_defaults_where_the_user_set_none)
     open_fails("x86-pcie", "swap_defaults = MinSize\n", &err);
     ck_assert_contains(err.msg, "[platform] swap_defaults item 'MinSize': expected key=value");
 
-    /* A plugin built for ABI 1.4 has no swap_defaults member: whatever lies where 1.5 put
-     * it is not read, nothing is applied. */
-    static const struct tb_platform_ops old = {
-        .create = fake_create, .destroy = fake_destroy, .link = old_link, .swap_defaults = swap_never_called
-    };
-    struct tb_plugin_handle *p = fake_plugin(4, &old);
+    /* A plugin without swap_defaults applies nothing. */
+    static const struct tb_platform_ops bare = { .head = FAKE_HEAD, .link = rates_link };
+    struct tb_plugin_handle *p = fake_plugin(&bare);
     sec = swap_section(NULL);
     ck_assert_int_eq(tb_platform_apply_swap(p->p, NULL, sec, report, sizeof report, &err), TB_OK);
     ck_assert_str_eq(report, "");
@@ -774,7 +717,7 @@ START_TEST(score_names_this_cpu)
         struct tb_instance pi;
         open_ok(&pi, names[i], "");
         char why[256] = "";
-        int score = pi.ops.platform->score(why, sizeof why);
+        int score = pi.ops.platform->head.score(why, sizeof why);
         ck_assert_contains(why, cpu);
         if (i == 0 && m.cpu == PLAT_CPU_X86) {
             ck_assert_int_ge(score, 10);
@@ -1061,10 +1004,10 @@ static Suite *platform_suite(void)
     tcase_add_test(tc, score_names_this_cpu);
     suite_add_tcase(s, tc);
     TCase *core = tcase_create("core");
-    tcase_add_test(core, abi_1_3_plugin_link_unknown);
-    tcase_add_test(core, abi_1_4_plugin_link);
-    tcase_add_test(core, abi_1_7_accel_efficiency);
-    tcase_add_test(core, abi_1_13_accel);
+    tcase_add_test(core, link_left_alone_reads_unknown);
+    tcase_add_test(core, link_impossible_values_read_unknown);
+    tcase_add_test(core, accel_efficiency_checked);
+    tcase_add_test(core, accel_made_safe);
     tcase_add_test(core, malformed_env_default_sets_nothing);
     tcase_add_test(core, swap_defaults_where_the_user_set_none);
     suite_add_tcase(s, core);

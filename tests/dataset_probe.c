@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     }
     const struct tb_dataset_ops *ops = h ? h->p->ops.dataset : NULL;
     if (rc == TB_OK)
-        rc = ops->open(sec, argv[3], &ctx, &err);
+        rc = tb_dataset_open(h->p, sec, argv[3], &ctx, &err);
     if (rc == TB_OK) {
         const struct tb_class *classes;
         size_t nclasses = ops->classes(ctx, &classes);
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
         }
     }
     if (ctx)
-        ops->close(ctx);
+        tb_plugin_destroy(h->p, ctx);
     tb_sample_release(&sample);
     tb_section_free(sec);
     tb_config_free(cfg);

@@ -6,6 +6,8 @@
 
 #include "tools/data_report_internal.h"
 
+#include "core/config/loader.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +89,7 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char 
         void *ctx;
         struct tb_err oerr;
         tb_err_clear(&oerr);
-        if (ops->open(s->slot[TB_SEC_DATASET].section, splits[k], &ctx, &oerr) != TB_OK) {
+        if (tb_dataset_open(p, s->slot[TB_SEC_DATASET].section, splits[k], &ctx, &oerr) != TB_OK) {
             fprintf(out, "split %s: not available: %s\n", splits[k], oerr.msg);
             /* train always; val when training validates; test is never read by training */
             const struct tb_train_settings *tr = &s->settings.train;
@@ -107,7 +109,7 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char 
                 size_t used = strlen(missing);
                 snprintf(missing + used, missing_size - used, "%s%s", used ? ", " : "", splits[k]);
             }
-            ops->close(ctx);
+            tb_plugin_destroy(p, ctx);
             continue;
         }
         opened++;
@@ -115,7 +117,7 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char 
         const int nc = (int)ops->classes(ctx, &classes);
         uint64_t *hist = calloc((size_t)nc + 1, sizeof *hist);
         if (!hist) {
-            ops->close(ctx);
+            tb_plugin_destroy(p, ctx);
             return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
         }
         size_t bad;
@@ -131,7 +133,7 @@ int tb_data_report(const struct tb_setup *s, FILE *out, size_t *bad_total, char 
         fprintf(out, "    %3d %-20s %7.3f%%\n", IGNORE_LABEL, "(ignore)",
                 total ? 100.0 * (double)hist[nc] / (double)total : 0.0);
         free(hist);
-        ops->close(ctx);
+        tb_plugin_destroy(p, ctx);
     }
     if (!opened)
         rc = tb_err_set(err, TB_ERR_RUNTIME, "dataset '%s': no split could be opened or has samples (see above)",

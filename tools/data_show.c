@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/config/loader.h"
 #include "core/data/dataloader.h"
 #include "core/data/png_write.h"
 
@@ -56,7 +57,7 @@ int tb_data_show(const struct tb_setup *s, int n, const char *dir, FILE *out, st
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tb_err_set(err, TB_ERR_RUNTIME, "--show: cannot create %s: %s", dir, strerror(errno));
     void *ctx = NULL;
-    int rc = ops->open(s->slot[TB_SEC_DATASET].section, "train", &ctx, err);
+    int rc = tb_dataset_open(p, s->slot[TB_SEC_DATASET].section, "train", &ctx, err);
     if (rc)
         return tb_err_prefix(err, "dataset '%s', train split", p->name);
     const struct tb_class *classes;
@@ -109,6 +110,6 @@ int tb_data_show(const struct tb_setup *s, int n, const char *dir, FILE *out, st
     }
     free(rgb);
     tb_data_loader_close(l);
-    ops->close(ctx);
+    tb_plugin_destroy(p, ctx);
     return rc;
 }

@@ -103,7 +103,7 @@ int tb_predict(const struct tb_setup *s, const struct tb_predict_request *req, s
         return rc;
     memset(in.label, IGNORE_LABEL, (size_t)in.width * in.height);
     /* The classes and their colours are the dataset's. */
-    rc = tb_plugin_create(dp, s->slot[TB_SEC_DATASET].section, "val", &ds, err);
+    rc = tb_dataset_open(dp, s->slot[TB_SEC_DATASET].section, "val", &ds, err);
     if (rc) {
         tb_err_prefix(err, "dataset '%s' (for its classes)", dp->name);
         goto out;

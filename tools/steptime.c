@@ -131,7 +131,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
         rc = tb_run_open(&r, s, err);
     if (!rc) {
         dops = s->slot[TB_SEC_DATASET].plugin->p->ops.dataset;
-        rc = tb_plugin_create(s->slot[TB_SEC_DATASET].plugin->p, s->slot[TB_SEC_DATASET].section, "train", &ds, err);
+        rc = tb_dataset_open(s->slot[TB_SEC_DATASET].plugin->p, s->slot[TB_SEC_DATASET].section, "train", &ds, err);
     }
     /* [train] batch is all ranks' together: on modelled ranks (sim_ranks) a step is one's. */
     const int ranks = tb_comm_modelled() ? tb_comm_world()->size : 1;
@@ -274,7 +274,7 @@ static int time_steps(const char *path, bool drop_swap, const char *trace, struc
     tb_exec_free(x);
     tb_graph_free(g);
     if (ds)
-        dops->close(ds);
+        dops->head.destroy(ds);
     tb_run_close(&r);
     tb_setup_free(s);
     tb_config_free(cfg);

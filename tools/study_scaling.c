@@ -210,8 +210,8 @@ static int platform_ring(struct tb_study *s, const char *name, struct tb_accel *
         return tb_err_prefix(err, "the GPUs of %s", name);
     if (a->per_node < 1 || a->peer_bytes_per_s <= 0 || a->net_bytes_per_s <= 0)
         return tb_err_set(err, TB_ERR_CONFIG,
-                          "platform '%s' does not say how its GPUs talk (gpus_per_node, peer_gbps, net_gbps; a "
-                          "plugin older than ABI 1.15?): the scaling model needs them",
+                          "platform '%s' does not say how its GPUs talk (gpus_per_node, peer_gbps, net_gbps): "
+                          "the scaling model needs them",
                           name);
     return TB_OK;
 }

@@ -231,11 +231,7 @@ int tb_plugin_find(int kind, const char *name, struct tb_plugin_handle **out, st
 
 static tb_score_fn score_of(const struct tb_plugin *p)
 {
-    if (p->kind == TB_KIND_BACKEND)
-        return p->ops.backend->score;
-    if (p->kind == TB_KIND_PLATFORM)
-        return p->ops.platform->score;
-    return NULL;
+    return p->ops.head->score;
 }
 
 struct auto_state {

@@ -32,7 +32,8 @@ struct tb_plugin_handle {
     union tb_vtable vtable;
 };
 
-/* The size of a kind's vtable as a plugin built for ABI 1.minor has it. */
+/* The size of a kind's vtable as a plugin built for ABI <this major>.minor has it; 0 for
+ * an unknown kind. */
 size_t tb_vtable_size(int kind, uint32_t minor);
 
 /* Checks descriptor p (from a file, or a test's) as tb_plugin_open does and makes a handle
@@ -87,11 +88,14 @@ void tb_plugin_list_free(struct tb_plugin_list *l);
 
 void tb_plugin_close(struct tb_plugin_handle *h);
 
-/* An instance of any kind from its validated section: create(), or for a dataset open()
- * of split (ignored for the other kinds). On failure *ctx is NULL and err says why. */
-int tb_plugin_create(const struct tb_plugin *p, const struct tb_section *sec, const char *split, void **ctx,
-                     struct tb_err *err);
-/* destroy(), or a dataset's close(); nothing for ctx NULL. */
+/* An instance of any kind from its validated section: head.create(). On failure *ctx is
+ * NULL and err says why. */
+int tb_plugin_create(const struct tb_plugin *p, const struct tb_section *sec, void **ctx, struct tb_err *err);
+/* A dataset instance with `split` opened: head.create(), then open_split(), the instance
+ * destroyed again when that fails. On failure *ctx is NULL and err says why. */
+int tb_dataset_open(const struct tb_plugin *p, const struct tb_section *sec, const char *split, void **ctx,
+                    struct tb_err *err);
+/* head.destroy(); nothing for ctx NULL. */
 void tb_plugin_destroy(const struct tb_plugin *p, void *ctx);
 
 #endif

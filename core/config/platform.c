@@ -1,5 +1,5 @@
-/* platform.c: reading a platform plugin's link across ABI minors, and applying its
- * environment defaults. */
+/* platform.c: reading a platform plugin's link and accelerator, and applying its
+ * environment and swap defaults. */
 #include "config.h"
 
 #include "core/config/platform_internal.h"
@@ -14,35 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first minor whose tb_link and tb_platform_ops have the 1.4 members, the first whose
- * tb_link has accel_efficiency, and the first with accel(). */
-enum { LINK_V14 = 4, LINK_V17 = 7, ACCEL_V113 = 13, ACCEL_V115 = 15 };
-
-static bool has_v14(const struct tb_plugin *p)
-{
-    return p->abi_minor >= LINK_V14; /* the loader accepts only this core's major */
-}
-
-static void set_unknown(struct tb_link *l)
-{
-    l->duplex_bytes_per_s = 0.0;
-    l->latency_s = 0.0;
-    l->numa_node = -1;
-}
-
 void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out)
 {
     memset(out, 0, sizeof *out);
-    set_unknown(out);
+    out->numa_node = -1;
     out->accel_efficiency = TB_ACCEL_EFFICIENCY_DEFAULT;
     p->ops.platform->link(ctx, out);
-    /* A plugin's struct ends before the members of later minors: whatever is there is not its. */
-    if (p->abi_minor < LINK_V17 || !isfinite(out->accel_efficiency) || out->accel_efficiency <= 0)
+    if (!isfinite(out->accel_efficiency) || out->accel_efficiency <= 0)
         out->accel_efficiency = TB_ACCEL_EFFICIENCY_DEFAULT;
-    if (!has_v14(p)) {
-        set_unknown(out);
-        return;
-    }
     if (!isfinite(out->duplex_bytes_per_s) || out->duplex_bytes_per_s < 0)
         out->duplex_bytes_per_s = 0.0;
     if (!isfinite(out->latency_s) || out->latency_s < 0)
@@ -59,17 +38,13 @@ static double known_rate(double v)
 void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *out)
 {
     memset(out, 0, sizeof *out);
-    if (p->abi_minor < ACCEL_V113 || !p->ops.platform->accel)
+    if (!p->ops.platform->accel)
         return;
     p->ops.platform->accel(ctx, out);
     out->name[sizeof out->name - 1] = '\0';
     out->mem_bytes_per_s = known_rate(out->mem_bytes_per_s);
     out->fp16_flops = known_rate(out->fp16_flops);
     out->bf16_flops = known_rate(out->bf16_flops);
-    if (p->abi_minor < ACCEL_V115) {
-        out->per_node = 0;
-        out->peer_bytes_per_s = out->peer_latency_s = out->net_bytes_per_s = out->net_latency_s = 0;
-    }
     out->per_node = out->per_node > 0 ? out->per_node : 0;
     out->peer_bytes_per_s = known_rate(out->peer_bytes_per_s);
     out->peer_latency_s = known_rate(out->peer_latency_s);
@@ -80,7 +55,7 @@ void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *ou
 void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_t size)
 {
     if (!a->name[0] && !a->memory_bytes && !a->mem_bytes_per_s) {
-        snprintf(buf, size, "not described (a platform plugin older than ABI 1.13, or one without accel)");
+        snprintf(buf, size, "not described (the platform plugin has no accel)");
         return;
     }
     char mem[48] = "memory unknown", bw[48] = "bandwidth unknown", h[40] = "no fp16", b[40] = "no bf16";

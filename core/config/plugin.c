@@ -30,36 +30,50 @@ static bool valid_plugin_name(const char *s)
     return true;
 }
 
-/* The vtable members a kind cannot do without. */
+/* What the core knows of each kind's vtable: its size at this core's ABI minor and the
+ * members after the head it cannot do without (by offset; the head's create and destroy
+ * are required of every kind). Required members are all of 2.0, so they lie within the
+ * vtable of every plugin of this major; a member added by a later minor is optional. */
+struct required_member {
+    size_t offset;
+    const char *name;
+};
+#define REQUIRED(type, member)          \
+    {                                   \
+        offsetof(type, member), #member \
+    }
+static const struct kind_vtable {
+    size_t size;
+    struct required_member required[6]; /* ended by a NULL name */
+} kind_vtables[TB_KIND_LAST + 1] = {
+    [TB_KIND_BACKEND] = { sizeof(struct tb_backend_ops), { { 0, NULL } } },
+    [TB_KIND_PLATFORM] = { sizeof(struct tb_platform_ops), { REQUIRED(struct tb_platform_ops, link) } },
+    [TB_KIND_MODEL] = { sizeof(struct tb_model_ops), { REQUIRED(struct tb_model_ops, build) } },
+    [TB_KIND_DATASET] = { sizeof(struct tb_dataset_ops),
+                          { REQUIRED(struct tb_dataset_ops, open_split), REQUIRED(struct tb_dataset_ops, count),
+                            REQUIRED(struct tb_dataset_ops, sample_name), REQUIRED(struct tb_dataset_ops, load),
+                            REQUIRED(struct tb_dataset_ops, classes) } },
+    [TB_KIND_SWAP] = { sizeof(struct tb_swap_ops), { { 0, NULL } } },
+};
+
+/* A function pointer member of a vtable, read as bytes: the vtable's type is the kind's. */
+static bool member_set(const void *vtable, size_t offset)
+{
+    void (*fn)(void);
+    memcpy(&fn, (const char *)vtable + offset, sizeof fn);
+    return fn != NULL;
+}
+
 static int check_ops(const struct tb_plugin *p, const char *path, struct tb_err *err)
 {
     const char *missing = NULL;
-    switch (p->kind) {
-    case TB_KIND_BACKEND:
-        if (!p->ops.backend->create || !p->ops.backend->destroy)
-            missing = "create/destroy";
-        break;
-    case TB_KIND_PLATFORM:
-        if (!p->ops.platform->create || !p->ops.platform->destroy || !p->ops.platform->link)
-            missing = "create/destroy/link";
-        break;
-    case TB_KIND_MODEL:
-        if (!p->ops.model->create || !p->ops.model->destroy)
-            missing = "create/destroy";
-        break;
-    case TB_KIND_DATASET: {
-        const struct tb_dataset_ops *o = p->ops.dataset;
-        if (!o->open || !o->close || !o->count || !o->sample_name || !o->load || !o->classes)
-            missing = "open/close/count/sample_name/load/classes";
-        break;
-    }
-    case TB_KIND_SWAP:
-        if (!p->ops.swap->create || !p->ops.swap->destroy)
-            missing = "create/destroy";
-        break;
-    }
+    if (!p->ops.head->create || !p->ops.head->destroy)
+        missing = "head.create/head.destroy";
+    for (const struct required_member *m = kind_vtables[p->kind].required; !missing && m->name; m++)
+        if (!member_set(p->ops.any, m->offset))
+            missing = m->name;
     if (missing)
-        return tb_err_set(err, TB_ERR_PLUGIN, "%s: %s plugin '%s' lacks required members of its vtable (%s)", path,
+        return tb_err_set(err, TB_ERR_PLUGIN, "%s: %s plugin '%s' lacks a required member of its vtable (%s)", path,
                           tb_kind_name(p->kind), p->name, missing);
     return TB_OK;
 }
@@ -99,52 +113,25 @@ static int check_descriptor(const struct tb_plugin *p, const char *path, int wan
     return check_ops(p, path, err);
 }
 
-/* Where each kind's vtable grew: a plugin built for an ABI minor below `minor` has a
- * vtable that ends at `end`. In order of minor within a kind. */
+/* Where a kind's vtable grew within this major: a plugin built for an ABI minor below
+ * `minor` has a vtable that ends at `end`. In order of minor within a kind; ended by kind 0.
+ * Nothing has grown since 2.0. */
 static const struct {
     int kind;
     uint32_t minor;
     size_t end;
 } vtable_growth[] = {
-    { TB_KIND_BACKEND, 1, offsetof(struct tb_backend_ops, device_count) },
-    { TB_KIND_BACKEND, 4, offsetof(struct tb_backend_ops, alloc_failed_bytes) },
-    { TB_KIND_BACKEND, 6, offsetof(struct tb_backend_ops, comm_attach) },
-    { TB_KIND_BACKEND, 7, offsetof(struct tb_backend_ops, op_describe) },
-    { TB_KIND_BACKEND, 11, offsetof(struct tb_backend_ops, op_recompute) },
-    { TB_KIND_BACKEND, 12, offsetof(struct tb_backend_ops, mem_blocks) },
-    { TB_KIND_BACKEND, 14, offsetof(struct tb_backend_ops, now) },
-    { TB_KIND_BACKEND, 16, offsetof(struct tb_backend_ops, op_scratch_bytes) },
-    { TB_KIND_PLATFORM, 4, offsetof(struct tb_platform_ops, env_defaults) },
-    { TB_KIND_PLATFORM, 5, offsetof(struct tb_platform_ops, swap_defaults) },
-    { TB_KIND_PLATFORM, 13, offsetof(struct tb_platform_ops, accel) },
-    { TB_KIND_MODEL, 2, offsetof(struct tb_model_ops, build) },
-    { TB_KIND_MODEL, 8, offsetof(struct tb_model_ops, prepare) },
-    { TB_KIND_SWAP, 4, offsetof(struct tb_swap_ops, plan) },
+    { 0, 0, 0 },
 };
-
-static size_t vtable_full_size(int kind)
-{
-    switch (kind) {
-    case TB_KIND_BACKEND:
-        return sizeof(struct tb_backend_ops);
-    case TB_KIND_PLATFORM:
-        return sizeof(struct tb_platform_ops);
-    case TB_KIND_MODEL:
-        return sizeof(struct tb_model_ops);
-    case TB_KIND_DATASET:
-        return sizeof(struct tb_dataset_ops);
-    case TB_KIND_SWAP:
-        return sizeof(struct tb_swap_ops);
-    }
-    return 0;
-}
 
 size_t tb_vtable_size(int kind, uint32_t minor)
 {
-    for (size_t i = 0; i < sizeof vtable_growth / sizeof vtable_growth[0]; i++)
+    if (kind < TB_KIND_FIRST || kind > TB_KIND_LAST)
+        return 0;
+    for (size_t i = 0; vtable_growth[i].kind; i++)
         if (vtable_growth[i].kind == kind && minor < vtable_growth[i].minor)
             return vtable_growth[i].end;
-    return vtable_full_size(kind);
+    return kind_vtables[kind].size;
 }
 
 int tb_plugin_adopt(const struct tb_plugin *p, const char *path, int want_kind, struct tb_plugin_handle **out,
@@ -208,54 +195,33 @@ int tb_plugin_open(const char *path, int want_kind, struct tb_plugin_handle **ou
     return TB_OK;
 }
 
-int tb_plugin_create(const struct tb_plugin *p, const struct tb_section *sec, const char *split, void **ctx,
-                     struct tb_err *err)
+int tb_plugin_create(const struct tb_plugin *p, const struct tb_section *sec, void **ctx, struct tb_err *err)
 {
     *ctx = NULL;
-    int rc = TB_ERR_PLUGIN;
-    switch (p->kind) {
-    case TB_KIND_BACKEND:
-        rc = p->ops.backend->create(sec, ctx, err);
-        break;
-    case TB_KIND_PLATFORM:
-        rc = p->ops.platform->create(sec, ctx, err);
-        break;
-    case TB_KIND_MODEL:
-        rc = p->ops.model->create(sec, ctx, err);
-        break;
-    case TB_KIND_DATASET:
-        rc = p->ops.dataset->open(sec, split, ctx, err);
-        break;
-    case TB_KIND_SWAP:
-        rc = p->ops.swap->create(sec, ctx, err);
-        break;
-    }
+    int rc = p->ops.head->create(sec, ctx, err);
     if (rc)
         *ctx = NULL; /* a failed create frees what it made */
     return rc;
 }
 
+int tb_dataset_open(const struct tb_plugin *p, const struct tb_section *sec, const char *split, void **ctx,
+                    struct tb_err *err)
+{
+    int rc = tb_plugin_create(p, sec, ctx, err);
+    if (rc)
+        return rc;
+    rc = p->ops.dataset->open_split(*ctx, split, err);
+    if (rc) {
+        tb_plugin_destroy(p, *ctx);
+        *ctx = NULL;
+    }
+    return rc;
+}
+
 void tb_plugin_destroy(const struct tb_plugin *p, void *ctx)
 {
-    if (!ctx)
-        return;
-    switch (p->kind) {
-    case TB_KIND_BACKEND:
-        p->ops.backend->destroy(ctx);
-        break;
-    case TB_KIND_PLATFORM:
-        p->ops.platform->destroy(ctx);
-        break;
-    case TB_KIND_MODEL:
-        p->ops.model->destroy(ctx);
-        break;
-    case TB_KIND_DATASET:
-        p->ops.dataset->close(ctx);
-        break;
-    case TB_KIND_SWAP:
-        p->ops.swap->destroy(ctx);
-        break;
-    }
+    if (ctx)
+        p->ops.head->destroy(ctx);
 }
 
 void tb_plugin_close(struct tb_plugin_handle *h)

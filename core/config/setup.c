@@ -221,7 +221,7 @@ static int resolve_plugin(const struct tb_config *c, int id, struct tb_setup_slo
          * those mistakes are reported with the rest of the file, and keep it for its swap
          * defaults (apply_implied_defaults). */
         tb_err_clear(&perr);
-        rc = tb_plugin_create(slot->plugin->p, slot->section, NULL, &slot->platform_ctx, &perr);
+        rc = tb_plugin_create(slot->plugin->p, slot->section, &slot->platform_ctx, &perr);
         if (rc != TB_OK && !perr.msg[0])
             tb_err_set(&perr, rc, "[platform] plugin '%s': create() failed and said nothing about why",
                        slot->plugin->p->name);
@@ -424,7 +424,8 @@ int tb_instance_open(int kind, const char *name, const char *split, const char *
     if (rc)
         return rc;
     in->ops.any = in->h->p->ops.any;
-    rc = tb_plugin_create(in->h->p, in->sec, split, &in->ctx, err);
+    rc = kind == TB_KIND_DATASET ? tb_dataset_open(in->h->p, in->sec, split, &in->ctx, err)
+                                 : tb_plugin_create(in->h->p, in->sec, &in->ctx, err);
     if (rc)
         tb_instance_close(in);
     return rc;

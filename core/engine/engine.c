@@ -16,14 +16,14 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
 {
     memset(e, 0, sizeof *e);
     const struct tb_backend_ops *o = backend->ops.backend;
-    /* The compute members arrived with ABI 1.1: the loader left them NULL for an older plugin. */
-    if (!o->device_count || !o->mem_alloc || !o->mem_free || !o->tensor_bytes || !o->tensor_write || !o->tensor_read ||
-        !o->tensor_fill || !o->tensor_accumulate || !o->op_prepare || !o->op_release || !o->op_forward ||
-        !o->op_backward || !o->sgd_update || !o->event_create || !o->copy_async || !o->stream_sync)
+    /* The members every backend needs to run a graph; the loader requires only the head. */
+    if (!o->device_count || !o->mem_alloc || !o->mem_free || !o->mem_stats || !o->tensor_bytes || !o->tensor_write ||
+        !o->tensor_read || !o->tensor_fill || !o->tensor_accumulate || !o->op_prepare || !o->op_release ||
+        !o->op_forward || !o->op_backward || !o->sgd_update || !o->event_create || !o->copy_async || !o->stream_sync)
         return tb_err_set(err, TB_ERR_PLUGIN,
-                          "backend plugin '%s' (ABI %u.%u) cannot compute: it lacks the device, memory, tensor and "
-                          "op members of the backend contract (trainbig/backend.h, ABI 1.1)",
-                          backend->name, backend->abi_major, backend->abi_minor);
+                          "backend plugin '%s' cannot compute: it lacks some of the device, memory, tensor and op "
+                          "members of the backend contract (trainbig/backend.h)",
+                          backend->name);
     if (device < 0 || device >= o->device_count(ctx))
         return tb_err_set(err, TB_ERR_CONFIG, "backend '%s' has %d devices; device %d does not exist", backend->name,
                           o->device_count(ctx), device);
@@ -34,11 +34,9 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     e->event_time = o->event_time;
     e->op_describe = o->op_describe;
     e->reorder_stats = o->reorder_stats;
-    /* A struct the plugin fills, not a vtable member: only a 1.7 plugin knows the field. */
-    e->largest_free_known = backend->abi_minor >= 7;
     e->now = o->now;
     e->op_scratch_bytes = o->op_scratch_bytes;
-    if (backend->abi_minor >= 14 && o->device_info) {
+    if (o->device_info) {
         struct tb_device_info info;
         memset(&info, 0, sizeof info);
         if (o->device_info(ctx, device, &info) == TB_OK)
@@ -221,7 +219,7 @@ int tb_engine_attach_comm(struct tb_engine *e, const char *backend_name, const s
     if (!o->comm_attach || !o->allreduce_start || !o->allreduce_wait)
         return tb_err_set(err, TB_ERR_PLUGIN,
                           "backend '%s' cannot all-reduce gradients across ranks (it lacks comm_attach, "
-                          "allreduce_start and allreduce_wait of trainbig/backend.h, ABI 1.6): run it as one process, "
+                          "allreduce_start and allreduce_wait of trainbig/backend.h): run it as one process, "
                           "not under mpirun -np %d",
                           backend_name, comm->size);
     int rc = o->comm_attach(e->ctx, e->device, comm, err);

@@ -29,19 +29,17 @@ struct tb_engine {
     const struct tb_backend_ops *ops;
     void *ctx;                  /* the backend instance; not owned */
     struct tb_swap_policy swap; /* the [swap] policy every executor uses; zero = none */
-    /* ABI 1.4 backend members (NULL for older backends). */
+    /* Optional backend members (NULL where the backend has none). */
     uint64_t (*alloc_failed_bytes)(void *ctx, int device);
     void (*release_scratch)(void *ctx, int device);
     double (*event_time)(void *ctx, struct tb_event *ev);
-    /* ABI 1.7 backend members (NULL for older backends). */
     void (*op_describe)(void *ctx, const void *state, char *buf, size_t size);
     void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
-    bool largest_free_known; /* mem_stats fills largest_free (ABI 1.7) */
-    /* ABI 1.14: the backend's clock (NULL: tb_now), and whether it models its device
+    /* The backend's clock (NULL: tb_now), and whether it models its device
      * (TB_DEVICE_MODELLED: no values, no bytes behind its memory). */
     double (*now)(void *ctx);
     bool modelled;
-    /* ABI 1.16: an op pass's own device memory, for traces (NULL: not known). */
+    /* An op pass's own device memory, for traces (NULL: not known). */
     uint64_t (*op_scratch_bytes)(void *ctx, const void *state, bool backward);
     int device;
     uint64_t seed;            /* initialises parameters */
@@ -64,7 +62,7 @@ struct tb_engine {
 };
 
 /* An engine over a created backend instance (which it does not own). The backend must
- * have the compute members of ABI 1.1; an older one is refused with the plugin named. */
+ * have the compute members (trainbig/backend.h); one without them is refused, named. */
 int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *ctx, int device, uint64_t seed,
                    struct tb_err *err);
 /* Frees every parameter's memory (the backend instance stays). */
@@ -138,7 +136,7 @@ void tb_exec_trace_begin(struct tb_exec *x);
 /* Writes what was traced since tb_exec_trace_begin as Chrome-trace JSON (opens in Perfetto
  * and chrome://tracing): one track for compute, one per copy direction. Waits for the
  * copies first. The file is written whole or not at all. A backend without event_time
- * (ABI 1.4) cannot time its copies: TB_ERR_RUNTIME saying so. */
+ * cannot time its copies: TB_ERR_RUNTIME saying so. */
 int tb_exec_trace_write(struct tb_exec *x, const char *path, struct tb_err *err);
 /* What was traced since tb_exec_trace_begin, as spans (waits for the copies first): the
  * ops on track 0 in schedule order, then the copies, host to device on track 1, device to

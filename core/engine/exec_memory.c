@@ -72,7 +72,7 @@ static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t
     char frag[160] = "";
     const uint64_t total = st.capacity && st.capacity != UINT64_MAX ? st.capacity : st.reserved;
     const uint64_t free_b = total > st.in_use ? total - st.in_use : 0;
-    if (x->e->largest_free_known && free_b)
+    if (free_b)
         snprintf(frag, sizeof frag, ", %.1f MiB free but in blocks of at most %.1f MiB (fragmentation %.0f%%)",
                  (double)free_b / 1048576.0, (double)st.largest_free / 1048576.0,
                  100.0 * (1.0 - (double)st.largest_free / (double)free_b));

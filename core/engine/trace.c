@@ -128,7 +128,7 @@ int tb_exec_trace_spans(struct tb_exec *x, struct tb_trace_span **spans, size_t 
     if (!x->e->event_time) {
         tb_swapmem_trace_clear(m);
         clear_reruns(x);
-        return tb_err_set(err, TB_ERR_RUNTIME, "this backend cannot time its copies (event_time, ABI 1.4)");
+        return tb_err_set(err, TB_ERR_RUNTIME, "this backend cannot time its copies (it has no event_time)");
     }
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_COMPUTE);
     x->e->ops->stream_sync(x->e->ctx, x->e->device, TB_STREAM_H2D);

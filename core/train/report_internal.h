@@ -67,7 +67,8 @@ struct tb_epoch_row {
     double data_wait; /* seconds the steps waited for batches */
     uint64_t peak_bytes, skipped;
     /* At the epoch's end: device bytes free (under the cap, or of what the backend holds
-     * without one) and the largest of them in one block; known from backends of ABI 1.7. */
+     * without one) and the largest of them in one block; frag_known is false in a row
+     * that holds none (a zeroed one). */
     bool frag_known;
     uint64_t free_bytes, largest_free;
     struct tb_swap_stats swap; /* this epoch's, training and validation */
@@ -96,7 +97,7 @@ enum tb_column_when {
     TB_COL_ALWAYS,
     TB_COL_TRAINED,   /* the epoch ran steps (not val_at_start's row) */
     TB_COL_VALIDATED, /* the epoch validated */
-    TB_COL_FRAG,      /* the backend says its largest free block (ABI 1.7) */
+    TB_COL_FRAG,      /* the backend says its largest free block */
 };
 
 enum tb_column_kind {

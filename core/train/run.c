@@ -21,34 +21,29 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     r->s = s;
     r->backend = s->slot[TB_SEC_BACKEND].plugin->p;
     r->model = s->slot[TB_SEC_MODEL].plugin->p;
-    if (!r->model->ops.model->build)
-        return tb_err_set(err, TB_ERR_PLUGIN,
-                          "model plugin '%s' has no build() (trainbig/model.h, ABI 1.2; the plugin has ABI %u.%u): it "
-                          "cannot describe a network, so nothing can be trained with it",
-                          r->model->name, r->model->abi_major, r->model->abi_minor);
     const struct tb_comm *world = tb_comm_world();
     /* [backend] device under mpirun and the platform's [swap] defaults were applied by
      * tb_setup_resolve, so `trainbig config` shows them. */
-    int rc = tb_plugin_create(r->backend, s->slot[TB_SEC_BACKEND].section, NULL, &r->backend_ctx, err);
+    int rc = tb_plugin_create(r->backend, s->slot[TB_SEC_BACKEND].section, &r->backend_ctx, err);
     if (rc) {
         return tb_err_prefix(err, "backend '%s'", r->backend->name);
     }
     /* A modelled device that stands for several GPUs: the world becomes its ranks. */
     struct tb_device_info info;
     memset(&info, 0, sizeof info);
-    if (r->backend->abi_minor >= 15 && r->backend->ops.backend->device_info &&
+    if (r->backend->ops.backend->device_info &&
         r->backend->ops.backend->device_info(r->backend_ctx, 0, &info) == TB_OK &&
         (info.flags & TB_DEVICE_MODELLED) && info.ranks > 1) {
         if ((rc = tb_comm_model_ranks(info.ranks, err)))
             return tb_err_prefix(err, "backend '%s'", r->backend->name);
         r->modelled_ranks = true;
     }
-    rc = tb_plugin_create(r->model, s->slot[TB_SEC_MODEL].section, NULL, &r->model_ctx, err);
+    rc = tb_plugin_create(r->model, s->slot[TB_SEC_MODEL].section, &r->model_ctx, err);
     if (rc) {
         return tb_err_prefix(err, "model '%s'", r->model->name);
     }
     r->platform = s->slot[TB_SEC_PLATFORM].plugin->p;
-    rc = tb_plugin_create(r->platform, s->slot[TB_SEC_PLATFORM].section, NULL, &r->platform_ctx, err);
+    rc = tb_plugin_create(r->platform, s->slot[TB_SEC_PLATFORM].section, &r->platform_ctx, err);
     if (rc) {
         return tb_err_prefix(err, "platform '%s'", r->platform->name);
     }
@@ -80,7 +75,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     if (s->swap_note[0])
         tb_log(TB_LOG_INFO, "[swap] %s from platform '%s' (its swap_defaults)", s->swap_note, r->platform->name);
     r->swap = s->slot[TB_SEC_SWAP].plugin->p;
-    rc = tb_plugin_create(r->swap, s->slot[TB_SEC_SWAP].section, NULL, &r->swap_ctx, err);
+    rc = tb_plugin_create(r->swap, s->slot[TB_SEC_SWAP].section, &r->swap_ctx, err);
     if (rc) {
         r->swap = NULL;
         return tb_err_prefix(err, "swap policy '%s'", s->slot[TB_SEC_SWAP].plugin->p->name);
@@ -91,7 +86,7 @@ int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err)
     if (rc == TB_OK && world->size > 1)
         rc =
             tb_engine_attach_comm(&r->engine, r->backend->name, world, (size_t)s->settings.train.allreduce_bucket, err);
-    /* A policy built before the hooks (ABI < 1.4) has them NULL: it never swaps. */
+    /* A policy without hooks (none) never swaps. */
     if (r->engine_ready)
         r->engine.swap = (struct tb_swap_policy){ r->swap->name, r->swap->ops.swap, r->swap_ctx, &r->link };
     return rc;

@@ -28,8 +28,7 @@ struct tb_run {
 };
 
 /* Creates the backend, model and swap-policy instances s configures and an engine on
- * device 0 seeded with [run] seed, whose executors use the policy. A model plugin older than ABI 1.2 cannot build
- * graphs and is refused by name. Close with tb_run_close() whatever this returns. */
+ * device 0 seeded with [run] seed, whose executors use the policy. Close with tb_run_close() whatever this returns. */
 int tb_run_open(struct tb_run *r, const struct tb_setup *s, struct tb_err *err);
 void tb_run_close(struct tb_run *r);
 

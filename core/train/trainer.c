@@ -378,7 +378,7 @@ static struct tb_epoch_row epoch_row(struct tb_trainer *t, const struct epoch_ru
         .loss = e->loss_sum / (double)e->steps,
         .lr = t->last_lr,
         .peak_bytes = ms.peak,
-        .frag_known = t->run.engine.largest_free_known,
+        .frag_known = true,
         .free_bytes = tb_report_free_bytes(&ms),
         .largest_free = ms.largest_free,
         .data_wait = t->wait_seconds,

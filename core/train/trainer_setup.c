@@ -29,7 +29,7 @@ static int open_split(struct tb_trainer *t, const char *name, struct tb_split *s
     const struct tb_plugin *p = t->s->slot[TB_SEC_DATASET].plugin->p;
     sp->name = name;
     sp->ops = p->ops.dataset;
-    int rc = tb_plugin_create(p, t->s->slot[TB_SEC_DATASET].section, name, &sp->ctx, err);
+    int rc = tb_dataset_open(p, t->s->slot[TB_SEC_DATASET].section, name, &sp->ctx, err);
     if (rc)
         return tb_err_prefix(err, "dataset '%s', split %s", p->name, name);
     sp->count = sp->ops->count(sp->ctx);
@@ -76,7 +76,7 @@ static void close_split(struct tb_split *sp)
     sp->loader = NULL;
     tb_inputs_spec_free(&sp->inputs);
     if (sp->ctx)
-        sp->ops->close(sp->ctx);
+        sp->ops->head.destroy(sp->ctx);
     sp->ctx = NULL;
 }
 

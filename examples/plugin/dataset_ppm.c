@@ -20,6 +20,7 @@ struct ppm_sample {
 };
 
 struct ppm_dataset {
+    const char *root; /* the section's, which outlives us */
     struct ppm_sample *samples;
     size_t n;
     struct tb_class classes[MAX_CLASSES];
@@ -112,9 +113,8 @@ static char *join(const char *root, const char *name)
     return p;
 }
 
-static int ppm_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+static int ppm_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
-    const char *root = tb_section_string(cfg, "root");
     const char *const *names;
     size_t nclasses = tb_section_list(cfg, "classes", &names);
     if (nclasses == 0 || nclasses > MAX_CLASSES)
@@ -132,7 +132,16 @@ static int ppm_open(const struct tb_section *cfg, const char *split, void **ctx,
         d->classes[c].color[1] = (uint8_t)(c * 59 % 256);
         d->classes[c].color[2] = (uint8_t)(c * 151 % 256);
     }
+    d->root = tb_section_string(cfg, "root");
+    *ctx = d;
+    return TB_OK;
+}
 
+/* Reads {root}/{split}.txt. On failure the samples read so far stay in d, for destroy. */
+static int ppm_open_split(void *ctx, const char *split, struct tb_err *err)
+{
+    struct ppm_dataset *d = ctx;
+    const char *root = d->root;
     char listname[256];
     snprintf(listname, sizeof listname, "%s.txt", split);
     char *list = join(root, listname);
@@ -141,7 +150,6 @@ static int ppm_open(const struct tb_section *cfg, const char *split, void **ctx,
         int rc = tb_err_set(err, TB_ERR_CONFIG, "%s: cannot open the list of %s samples: %s (set [dataset] root)",
                             list ? list : listname, split, strerror(errno));
         free(list);
-        ppm_close(d);
         return rc;
     }
     char line[2048];
@@ -181,12 +189,9 @@ static int ppm_open(const struct tb_section *cfg, const char *split, void **ctx,
     if (rc == TB_OK && d->n == 0)
         rc = tb_err_set(err, TB_ERR_CONFIG, "%s: lists no samples", list);
     free(list);
-    if (rc) {
-        ppm_close(d);
+    if (rc)
         return rc;
-    }
     tb_plog(TB_LOG_INFO, "%s: %zu samples, %zu classes", split, d->n, d->nclasses);
-    *ctx = d;
     return TB_OK;
 }
 
@@ -241,8 +246,8 @@ static size_t ppm_classes(void *ctx, const struct tb_class **classes)
 }
 
 static const struct tb_dataset_ops ppm_ops = {
-    .open = ppm_open,
-    .close = ppm_close,
+    .head = { .create = ppm_create, .destroy = ppm_close },
+    .open_split = ppm_open_split,
     .count = ppm_count,
     .sample_name = ppm_sample_name,
     .load = ppm_load,

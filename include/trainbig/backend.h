@@ -54,9 +54,7 @@ enum tb_stream {
 struct tb_device_info {
     char name[128];    /* "cpu: AMD EPYC 9R14 (2 threads)", "NVIDIA H100 80GB HBM3" */
     uint64_t capacity; /* bytes of device memory trainbig may use (after any cap) */
-    /* ---- ABI 1.14 ---- */
-    uint32_t flags; /* TB_DEVICE_*; the core zeroes the struct before device_info */
-    /* ---- ABI 1.15 ---- */
+    uint32_t flags;    /* TB_DEVICE_*; the core zeroes the struct before device_info */
     /* A modelled device that stands for this many data-parallel GPUs, each running what
      * this process runs (the sim backend's sim_ranks): the core then joins them as a
      * world of that many ranks, whose collectives are the device's to model. 0 or 1: one. */
@@ -74,18 +72,17 @@ struct tb_mem_stats {
     uint64_t capacity; /* as in tb_device_info */
     uint64_t allocs;   /* mem_alloc calls that succeeded */
     uint64_t fails;    /* mem_alloc calls that returned NULL */
-    /* ---- ABI 1.7 ---- */
     /* The largest block one mem_alloc could get right now without the backend reserving
      * more from the system: for a fixed arena, its largest free block. A backend whose
      * arena grows up to a finite capacity (cuda without device_memory) counts the room
      * left under it as one block, since it reports that capacity. With free =
      * (capacity, or reserved when there is no cap) - in_use, fragmentation is
      * 1 - largest_free / free (0 when free is 0). The core zeroes the struct before it
-     * calls mem_stats and ignores this field from a backend of ABI < 1.7. */
+     * calls mem_stats. */
     uint64_t largest_free;
 };
 
-/* One block of device memory as the backend's allocator tiles it (mem_blocks, ABI 1.12). */
+/* One block of device memory as the backend's allocator tiles it (mem_blocks). */
 struct tb_mem_block {
     uintptr_t addr; /* its first byte: for a handed-out block, the pointer mem_alloc returned */
     uint64_t bytes; /* its size, rounded as the allocator rounds */
@@ -106,7 +103,7 @@ struct tb_link_throttle {
     double latency_s;
 };
 
-/* Layout conversions a backend's ops made (ABI 1.7, reorder_stats): tensors converted
+/* Layout conversions a backend's ops made (reorder_stats): tensors converted
  * from the layout they are stored in to the one a kernel takes, or back, and their bytes.
  * A backend whose kernels all take their tensors as stored reports zero activations. */
 struct tb_reorder_stats {
@@ -115,15 +112,10 @@ struct tb_reorder_stats {
 };
 
 struct tb_backend_ops {
-    /* ---- ABI 1.0 ---- */
-    tb_score_fn score; /* optional, see trainbig/plugin.h */
-    /* Creates an instance from the validated [backend] section. On success *ctx is owned
-     * by the caller, who releases it with destroy(). On failure returns a tb_status, fills
-     * err, and leaves nothing to free. destroy() waits for all queued work. */
-    int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
-    void (*destroy)(void *ctx);
+    /* ---- ABI 2.0 ---- */
+    struct tb_plugin_head head; /* trainbig/plugin.h; destroy waits for all queued work */
 
-    /* ---- ABI 1.1: devices, memory, streams, events, copies, tensors, ops ---- */
+    /* ---- devices, memory, streams, events, copies, tensors, ops ---- */
     int (*device_count)(void *ctx);
     int (*device_info)(void *ctx, int device, struct tb_device_info *out);
 
@@ -197,7 +189,7 @@ struct tb_backend_ops {
                       const struct tb_tensor *momentum_buf, float lr, float momentum, float weight_decay,
                       struct tb_err *err);
 
-    /* ---- ABI 1.4 ---- */
+    /* ---- memory pressure, the platform, copies' times ---- */
     /* Optional. The size of the latest device allocation an op made for itself (scratch,
      * workspace) that failed, then 0 until the next such failure. An op that fails that way
      * returns TB_ERR_NOMEM before it has changed anything; the core then asks the swap
@@ -218,7 +210,7 @@ struct tb_backend_ops {
      * an event recorded before and one after a copy, where the copy ran, for traces. */
     double (*event_time)(void *ctx, struct tb_event *ev);
 
-    /* ---- ABI 1.6: data parallelism (trainbig/comm.h) ---- */
+    /* ---- data parallelism (trainbig/comm.h) ---- */
     /* Optional; a backend without them trains single-process only. Joins the ranks of comm
      * (comm->size > 1), once, after set_platform; comm outlives the instance. A backend
      * whose device memory is not host memory bootstraps its own engine here (NCCL's unique
@@ -236,7 +228,7 @@ struct tb_backend_ops {
      * all-reduces ran since the last call, and *waited_s the seconds this call blocked. */
     int (*allreduce_wait)(void *ctx, double *busy_s, double *waited_s, struct tb_err *err);
 
-    /* ---- ABI 1.7: how ops run ---- */
+    /* ---- how ops run ---- */
     /* Optional. One line saying how the backend runs a prepared op (its kernels' names,
      * layouts, instruction set), for benchmarks and debug logs; "" when there is nothing to
      * say. state is op_prepare's. */
@@ -244,7 +236,7 @@ struct tb_backend_ops {
     /* Optional. The layout conversions ops made since create (struct tb_reorder_stats). */
     void (*reorder_stats)(void *ctx, int device, struct tb_reorder_stats *out);
 
-    /* ---- ABI 1.11: recomputation (trainbig/swap.h, tb_swap_drop) ---- */
+    /* ---- recomputation (trainbig/swap.h, tb_swap_drop) ---- */
     /* Optional. Runs op's forward again, on the compute stream, to rebuild outputs the core
      * dropped: the same op, state, step and input values as a forward that already ran, and
      * the outputs must come out bit for bit as that forward wrote them, with nothing else
@@ -256,7 +248,7 @@ struct tb_backend_ops {
     int (*op_recompute)(void *ctx, const struct tb_op *op, void *state, uint64_t step, const struct tb_tensor *in,
                         const struct tb_tensor *out, struct tb_err *err);
 
-    /* ---- ABI 1.12: fragmentation (trainbig/swap.h, tb_swap_out_range) ---- */
+    /* ---- fragmentation (trainbig/swap.h, tb_swap_out_range) ---- */
     /* Optional. The device memory's blocks, free and handed out, in address order, region
      * by region (a region: memory reserved in one piece, which no block spans), into
      * out[0..max-1]; returns how many there are, which may be more than max (call again
@@ -265,7 +257,7 @@ struct tb_backend_ops {
      * them into one large enough. NULL: the core cannot tell where free memory lies. */
     size_t (*mem_blocks)(void *ctx, int device, struct tb_mem_block *out, size_t max);
 
-    /* ---- ABI 1.14: modelled devices ---- */
+    /* ---- modelled devices ---- */
     /* Optional. The backend's clock, seconds: what the core times steps, ops, waits and
      * stalls with, and the clock of event_time. NULL: CLOCK_MONOTONIC (trainbig/clock.h).
      * A backend that models its device (TB_DEVICE_MODELLED) gives the driving thread's
@@ -277,7 +269,7 @@ struct tb_backend_ops {
      * takes its memory, bandwidth and rates from it. */
     int (*set_accel)(void *ctx, int device, const struct tb_accel *accel, struct tb_err *err);
 
-    /* ---- ABI 1.16: what ops take for themselves ---- */
+    /* ---- what ops take for themselves ---- */
     /* Optional. The most device memory one pass of the op (its forward, a rerun of it, or
      * with `backward` its backward) asked of the backend for itself (scratch space,
      * workspace, reordered tensors) since op_prepare, in bytes; 0 when it asked none. state

@@ -1,4 +1,4 @@
-/* trainbig/comm.h: the ranks of a data-parallel run, as a backend sees them (ABI 1.6).
+/* trainbig/comm.h: the ranks of a data-parallel run, as a backend sees them.
  *
  * One process per device. `mpirun -np N trainbig train ...` starts N ranks; the core
  * joins them over MPI and hands each backend a struct tb_comm (backend.h: comm_attach).

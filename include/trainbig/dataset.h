@@ -40,12 +40,17 @@ struct tb_class {
     uint8_t color[3]; /* RGB, for rendered predictions */
 };
 
+/* The core creates an instance (head.create, from the validated [dataset] section), opens
+ * one split of it (open_split), reads that split through the members after it, and
+ * destroys it (head.destroy, which must also release an instance whose split was never
+ * opened or failed to open). Every member is required. */
 struct tb_dataset_ops {
-    /* Opens `split` ("train", "val", "test") of the dataset the validated [dataset]
-     * section describes. On success *ctx belongs to the caller until close(). On failure
-     * returns a tb_status with err naming the file or directory at fault. */
-    int (*open)(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err);
-    void (*close)(void *ctx);
+    /* ---- ABI 2.0 ---- */
+    struct tb_plugin_head head; /* trainbig/plugin.h */
+    /* Opens `split` ("train", "val", "test"), once per instance, before any member below
+     * is called. On failure returns a tb_status with err naming the file or directory at
+     * fault; the core then destroys the instance. */
+    int (*open_split)(void *ctx, const char *split, struct tb_err *err);
     /* Number of samples in the split. */
     size_t (*count)(void *ctx);
     /* A stable name for sample i (usually its file), owned by ctx; used in messages. */

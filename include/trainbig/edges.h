@@ -1,6 +1,6 @@
 /* trainbig/edges.h: edge maps a model may compute from a sample in its prepare()
  * (trainbig/model.h), as G-SCNN does: Canny edges of the image, and the boundary targets
- * of the label map (ABI 1.8). */
+ * of the label map. */
 #ifndef TRAINBIG_EDGES_H
 #define TRAINBIG_EDGES_H
 

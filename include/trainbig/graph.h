@@ -86,12 +86,12 @@ struct tb_node *tb_softmax_ce(struct tb_graph *g, struct tb_node *logits, struct
                               struct tb_node *weights, int ignore_label, bool per_image);
 struct tb_node *tb_bce_logits(struct tb_graph *g, struct tb_node *logits, struct tb_node *targets);
 /* Per-image class weights (N,classes,1,1) from u8 labels, and labels masked to
- * ignore_label where x <= threshold (ABI 1.2). Neither carries a gradient. */
+ * ignore_label where x <= threshold. Neither carries a gradient. */
 struct tb_node *tb_class_weights(struct tb_graph *g, struct tb_node *labels, int classes, int ignore_label);
 struct tb_node *tb_mask_labels(struct tb_graph *g, struct tb_node *labels, struct tb_node *x, float threshold,
                                int ignore_label);
 /* G-SCNN's dual-task regulariser on the logits (N,K,H,W) and their u8 labels, with a
- * Gumbel-softmax of temperature tau (the reference: 0.5); a (1,1,1,1) loss (ABI 1.10). Its
+ * Gumbel-softmax of temperature tau (the reference: 0.5); a (1,1,1,1) loss. Its
  * noise is drawn from the run's seed and the step, as dropout's. */
 struct tb_node *tb_dual_task(struct tb_graph *g, struct tb_node *logits, struct tb_node *labels, float tau,
                              int ignore_label);

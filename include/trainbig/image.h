@@ -1,4 +1,4 @@
-/* trainbig/image.h: decoding image files, for dataset plugins (ABI 1.3).
+/* trainbig/image.h: decoding image files, for dataset plugins.
  *
  * PNG through libspng and JPEG through TurboJPEG, recognised by their first bytes, not by
  * the file name (".jpg" and ".JPG" alike). A JPEG's EXIF orientation (tag 274) is applied

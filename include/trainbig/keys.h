@@ -17,7 +17,7 @@
  *                  relative to that file's directory, one given with --set to the
  *                  working directory; empty means "not set"
  *   TB_KEY_LIST    comma-separated items, spaces around items trimmed; empty = no items
- *   TB_KEY_INT_LIST, TB_KEY_FLOAT_LIST (ABI 1.8)
+ *   TB_KEY_INT_LIST, TB_KEY_FLOAT_LIST
  *                  comma-separated integers or numbers                  3,3,6,3,1,1
  *
  * `allowed` is, by type:
@@ -53,8 +53,8 @@ enum tb_key_type {
     TB_KEY_STRING,
     TB_KEY_PATH,
     TB_KEY_LIST,
-    TB_KEY_INT_LIST,   /* ABI 1.8 */
-    TB_KEY_FLOAT_LIST, /* ABI 1.8 */
+    TB_KEY_INT_LIST,
+    TB_KEY_FLOAT_LIST,
 };
 
 struct tb_key {
@@ -72,7 +72,7 @@ struct tb_key {
     }
 
 /* The validated values of one INI section. Owned by the core; valid from the plugin's
- * create/open call until the run ends. */
+ * create call until the run ends. */
 struct tb_section;
 
 /* Typed getters. `key` must be declared in the section's table with the matching type:
@@ -88,7 +88,7 @@ int tb_section_enum(const struct tb_section *s, const char *key);
 const char *tb_section_string(const struct tb_section *s, const char *key);
 /* LIST: the number of items; *items (may be NULL) receives the array, owned by s. */
 size_t tb_section_list(const struct tb_section *s, const char *key, const char *const **items);
-/* INT_LIST and FLOAT_LIST (ABI 1.8): the number of items, each validated against the
+/* INT_LIST and FLOAT_LIST: the number of items, each validated against the
  * key's COUNT and RANGE; *items (may be NULL) receives the values, owned by s. */
 size_t tb_section_ints(const struct tb_section *s, const char *key, const int64_t **items);
 size_t tb_section_floats(const struct tb_section *s, const char *key, const double **items);

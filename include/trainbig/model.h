@@ -3,10 +3,7 @@
  * A model describes its network once, on a graph the core gives it, through the graph
  * builder (trainbig/graph.h); the core then schedules, runs and trains that graph. The
  * same build call makes the training graph (with its losses) and the inference graph
- * (predictions only): tb_graph_training() tells which.
- *
- * ABI 1.2 added build; a model plugin built for ABI 1.1 loads but cannot be trained.
- * ABI 1.8 added prepare and free_work: the inputs a model computes from each sample. */
+ * (predictions only): tb_graph_training() tells which. */
 #ifndef TRAINBIG_MODEL_H
 #define TRAINBIG_MODEL_H
 
@@ -60,17 +57,16 @@ struct tb_model_feed {
 };
 
 struct tb_model_ops {
-    /* As tb_backend_ops.create, from the validated [model] section. */
-    int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
-    void (*destroy)(void *ctx);
-    /* ABI 1.2. Builds the network on g for inputs `in`: its inputs, its parameters (named
+    /* ---- ABI 2.0 ---- */
+    struct tb_plugin_head head; /* create from the [model] section: trainbig/plugin.h */
+    /* Builds the network on g for inputs `in`: its inputs, its parameters (named
      * by scope, see trainbig/graph.h), the outputs "seg_logits" (N,classes,H,W) and, where
      * the model has one, "edge_prob" (N,1,H,W); in a training graph also its loss terms
      * (tb_graph_loss, or tb_graph_output for a term that is only reported). Returns TB_OK,
      * or an error naming the key or the shape at fault; a graph error (tb_graph_error) is
-     * reported by the core. */
+     * reported by the core. Required. */
     int (*build)(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err);
-    /* ABI 1.8, optional: a model whose graphs read only "image" and "labels" has none.
+    /* Optional: a model whose graphs read only "image" and "labels" has none.
      * Fills feeds[0..nfeeds-1], the graph's inputs besides those two (in the order the
      * graph declared them), for sample s. Called from the data loader's threads, several
      * at once: it must only read ctx. *work is the calling thread's scratch memory, NULL

@@ -85,7 +85,7 @@ enum tb_op_kind {
      * pixels of weight * BCE-with-logits (PyTorch's binary_cross_entropy_with_logits with
      * a weight tensor). backward reads: logits, targets */
     TB_OP_BCE_LOGITS,
-    /* in: labels (N,1,H,W) u8, no grad; out: weights (N,K,1,1) f32, no grad (ABI 1.2).
+    /* in: labels (N,1,H,W) u8, no grad; out: weights (N,K,1,1) f32, no grad.
      * Per-image class weights (G-SCNN's segmentation loss): with freq_c the share of image
      * n's counted pixels (label != ignore_label) that are labelled c, weight = 1 +
      * (1 - freq_c) for the classes present in the image and 1 for the others (all 1 for an
@@ -93,11 +93,11 @@ enum tb_op_kind {
      * No backward. */
     TB_OP_CLASS_WEIGHTS,
     /* in: labels (N,1,H,W) u8, x (N,1,H,W) f32, both no grad; out: (N,1,H,W) u8, the label
-     * where x > threshold and ignore_label elsewhere (ABI 1.2; the targets of G-SCNN's
+     * where x > threshold and ignore_label elsewhere (the targets of G-SCNN's
      * edge-attention loss). No backward. */
     TB_OP_MASK_LABELS,
     /* in: logits (N,K,H,W), labels (N,1,H,W) u8 no grad; H, W >= 3
-     * out: loss (1,1,1,1), sample (N,K,H,W) no grad (ABI 1.10).
+     * out: loss (1,1,1,1), sample (N,K,H,W) no grad.
      * G-SCNN's dual-task regulariser (Takikawa et al., ICCV 2019; the reference's
      * DualTaskLoss). Where the label is ignore_label the logits count as 0 and the label as
      * class 0. sample = softmax over K of (logits + g) / tau, with Gumbel noise
@@ -132,7 +132,7 @@ struct tb_batchnorm_params {
     float eps;      /* PyTorch default 1e-5 */
     float momentum; /* PyTorch default 0.1 */
     int32_t training;
-    /* ABI 1.6. Training only: the batch statistics (and backward's sums) are over every
+    /* Training only: the batch statistics (and backward's sums) are over every
      * rank's batch together (synchronised batch norm, through the backend's attached
      * comm); gamma's and beta's gradients stay this rank's share. Without an attached comm
      * of more than one rank it is plain batch norm. */
@@ -164,7 +164,7 @@ struct tb_ce_params {
 struct tb_label_params {
     int32_t ignore_label; /* usually 255 */
     float threshold;      /* mask_labels */
-    int32_t classes;      /* class_weights: K, the weights' channels (ABI 1.8) */
+    int32_t classes;      /* class_weights: K, the weights' channels */
 };
 
 struct tb_dual_params {
@@ -187,7 +187,7 @@ struct tb_op {
         struct tb_dropout_params dropout;
         struct tb_ce_params ce;
         struct tb_label_params label;
-        struct tb_dual_params dual; /* ABI 1.10 */
+        struct tb_dual_params dual;
     } p;
 };
 
@@ -198,7 +198,7 @@ const char *tb_op_kind_name(enum tb_op_kind kind);
  * (bit i = index i): the "backward reads" line of each kind above. */
 void tb_op_backward_reads(const struct tb_op *op, uint32_t *inputs, uint32_t *outputs);
 
-/* The op contract (ABI 1.8): each kind's arity, dtypes and shape rule above, in one table
+/* The op contract: each kind's arity, dtypes and shape rule above, in one table
  * that the graph builder and the backends share.
  * tb_op_outputs: the outputs an op of op->kind makes from op->in[0..nin-1] and op->p,
  * into out[0..*nout-1]; op->out and op->nout are not read. Returns 0, or -1 with why
@@ -209,7 +209,7 @@ int tb_op_outputs(const struct tb_op *op, struct tb_tensor_desc out[TB_OP_MAX_OU
                   size_t why_size);
 int tb_op_check(const struct tb_op *op, char *why, size_t why_size);
 
-/* What an op costs, from its shapes (ABI 1.13): the arithmetic and the memory traffic of
+/* What an op costs, from its shapes: the arithmetic and the memory traffic of
  * its forward and of its backward, for a model of a device to price it (a multiply-add
  * counts 2 FLOPs; bytes: each tensor a kernel must read or write, once per pass over it).
  * grads: bit i set when input i's gradient is wanted (the backward computes only those).
@@ -220,7 +220,7 @@ struct tb_op_cost {
 };
 void tb_op_cost(const struct tb_op *op, uint32_t grads, struct tb_op_cost *c);
 
-/* An op's signature (ABI 1.14): one line naming what decides its running time, its kind,
+/* An op's signature: one line naming what decides its running time, its kind,
  * the parameters that change its work and its tensors' shapes, and the pass, as in
  *   conv2d k=3x3 s=1x1 p=1x1 d=1x1 bias=0 in=2x64x56x56;64x64x3x3 out=2x64x56x56 forward
  * (u8 after a shape that is not f32). Two ops with one signature take the same time on a

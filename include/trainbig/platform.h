@@ -4,17 +4,7 @@
  * fast the accelerator it was measured with computes (so the CPU backend can emulate the
  * link at the right compute-to-transfer ratio), which NUMA node holds the host memory
  * nearest the accelerator, and the environment defaults (NCCL's) that suit the machine.
- *
- * ABI 1.4 added, at the ends of the structs: tb_link's duplex_bytes_per_s, latency_s and
- * numa_node, and tb_platform_ops's env_defaults. The core clears struct tb_link and sets
- * the 1.4 fields to "unknown" (0, 0, -1) before it calls link(), and keeps them so for a
- * plugin built for ABI 1.3 or older, which never sees them; it does not read
- * env_defaults from such a plugin either (its vtable ends before that member), nor
- * swap_defaults (ABI 1.5) from one built for 1.4 or older. ABI 1.7 added tb_link's
- * accel_efficiency: the core sets it to TB_ACCEL_EFFICIENCY_DEFAULT before it calls
- * link(), and keeps it so for a plugin built for ABI 1.6 or older. ABI 1.13 added
- * struct tb_accel and tb_platform_ops's accel: the core clears the struct before it
- * calls accel(), and a plugin built for ABI 1.12 or older describes no accelerator. */
+ */
 #ifndef TRAINBIG_PLATFORM_H
 #define TRAINBIG_PLATFORM_H
 
@@ -29,11 +19,9 @@ extern "C" {
 
 /* The host-device link of one accelerator. */
 struct tb_link {
-    /* ---- ABI 1.0 ---- */
     double h2d_bytes_per_s; /* host to device, one direction alone */
     double d2h_bytes_per_s; /* device to host, one direction alone */
     double accel_flops;     /* fp32 FLOP/s of the platform's reference accelerator */
-    /* ---- ABI 1.4 ---- */
     /* Each direction's bandwidth while both directions copy at once; never more than
      * either one-direction figure. 0 = unknown: assume the one-direction figures. */
     double duplex_bytes_per_s;
@@ -43,7 +31,6 @@ struct tb_link {
     /* NUMA node of the host memory nearest the accelerator (where pinned swap buffers
      * belong); -1 = unknown, or any node is as near. */
     int numa_node;
-    /* ---- ABI 1.7 ---- */
     /* The fraction of accel_flops the accelerator achieves on large fp32 3x3
      * convolutions (cuDNN's, in training): its achieved rate is accel_flops times this.
      * The CPU backend's emulate_link compares this CPU's achieved convolution rate with
@@ -56,7 +43,7 @@ struct tb_link {
  * the shipped platforms' accel_efficiency key for what it rests on). */
 #define TB_ACCEL_EFFICIENCY_DEFAULT 0.7
 
-/* One device of the platform's accelerator (ABI 1.13, accel()): what it holds and how
+/* One device of the platform's accelerator (accel()): what it holds and how
  * fast it computes and reads its memory, beside the link above. Its fp32 rate is
  * tb_link's accel_flops (and accel_efficiency), declared there once. A backend that models
  * the device rather than running on it plans against these; a figure a platform does not
@@ -67,7 +54,7 @@ struct tb_accel {
     double mem_bytes_per_s; /* device memory bandwidth, peak */
     double fp16_flops;      /* dense fp16 rate of its matrix units (tensor cores), fp32 accumulation; 0 = none */
     double bf16_flops;      /* the same for bf16; 0 = none */
-    /* ---- ABI 1.15: the GPUs together, for data parallelism ---- */
+    /* The GPUs together, for data parallelism. */
     /* A ring all-reduce over the GPUs of one node runs at its slowest hop, and one over
      * nodes at the network's; each figure is per direction, 0 = unknown. */
     int per_node;            /* GPUs in one node (server) */
@@ -78,30 +65,25 @@ struct tb_accel {
 };
 
 struct tb_platform_ops {
-    /* ---- ABI 1.0 ---- */
-    tb_score_fn score; /* optional, see trainbig/plugin.h */
-    /* As tb_backend_ops.create, from the validated [platform] section. */
-    int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
-    void (*destroy)(void *ctx);
-    /* Fills *out for this instance (after its key overrides). The core has cleared *out
-     * and set the ABI 1.4 fields to unknown before the call: a plugin may leave a field
-     * it does not know as it is. */
+    /* ---- ABI 2.0 ---- */
+    struct tb_plugin_head head; /* score, create from the [platform] section: trainbig/plugin.h */
+    /* Fills *out for this instance (after its key overrides). Required. The core has
+     * cleared *out and set numa_node to -1 (unknown) and accel_efficiency to
+     * TB_ACCEL_EFFICIENCY_DEFAULT before the call: a plugin may leave a field it does not
+     * know as it is. */
     void (*link)(void *ctx, struct tb_link *out);
-    /* ---- ABI 1.4 ---- */
     /* Optional (NULL = none): environment defaults for this machine, as "NAME=VALUE"
      * strings ended by NULL, owned by ctx and valid until destroy(); NULL or an empty
      * list = none. The core sets each one that is not already set in the process
      * environment (what the user set wins) before any library that reads it starts, and
      * logs which it set. For NCCL's settings, e.g. "NCCL_P2P_LEVEL=NVL". */
     const char *const *(*env_defaults)(void *ctx);
-    /* ---- ABI 1.5 ---- */
     /* Optional (NULL = none): defaults for the [swap] policy's keys on this machine, as
      * "key=value" strings ended by NULL, owned by ctx and valid until destroy(). The core
      * applies each whose key the policy declares and the user did not set, before the
      * policy is created, and logs which; a value the key refuses is a configuration error
      * naming the platform. For example "min_size=256K" where the link has time to spare. */
     const char *const *(*swap_defaults)(void *ctx);
-    /* ---- ABI 1.13 ---- */
     /* Optional (NULL = none described): fills *out, which the core has cleared, with this
      * instance's accelerator (after its key overrides). */
     void (*accel)(void *ctx, struct tb_accel *out);

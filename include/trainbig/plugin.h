@@ -24,7 +24,9 @@
 #ifndef TRAINBIG_PLUGIN_H
 #define TRAINBIG_PLUGIN_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <trainbig/error.h>
 #include <trainbig/keys.h>
 #include <trainbig/log.h>
 
@@ -32,40 +34,17 @@
 extern "C" {
 #endif
 
-/* What each minor added (each one keeps every plugin of an older minor loading):
- *   1.1  backend: devices, memory, streams, events, copies, tensors, ops (backend.h)
- *   1.2  model: build (model.h); the class-weight and label-mask ops (ops.h, graph.h)
- *   1.3  SDK functions: image decoding for dataset plugins (image.h)
- *   1.4  platform: tb_link duplex_bytes_per_s, latency_s, numa_node; tb_platform_ops
- *        env_defaults (platform.h); swap: the hooks and the memory manager's functions
- *        (swap.h); backend: alloc_failed_bytes, release_scratch, set_platform, event_time
- *        (backend.h)
- *   1.5  platform: tb_platform_ops swap_defaults (platform.h)
- *   1.6  backend: comm_attach, allreduce_start, allreduce_wait (backend.h, comm.h);
- *        batch norm's sync (ops.h)
- *   1.7  backend: struct tb_mem_stats largest_free, op_describe, reorder_stats
- *        (backend.h); platform: tb_link accel_efficiency (platform.h)
- *   1.8  model: prepare, free_work (model.h); SDK functions: edge maps for models'
- *        inputs (edges.h)
- *   1.9  SDK functions: opening user-named files as regular files only (file.h)
- *   1.10 ops: the dual-task regulariser, TB_OP_DUAL_TASK and its parameters (ops.h)
- *   1.11 backend: op_recompute (backend.h); swap: dropping and rebuilding tensors,
- *        tb_swap_drop and tb_swap_recompute_steps (swap.h)
- *   1.12 backend: mem_blocks, struct tb_mem_block (backend.h); swap: tb_swap_out_range
- *        (swap.h)
- *   1.13 platform: struct tb_accel and tb_platform_ops accel, the accelerator's memory,
- *        bandwidth and 16-bit rates (platform.h); SDK functions: an op's FLOPs and
- *        bytes from its shapes, tb_op_cost (ops.h)
- *   1.14 backend: now, set_accel, struct tb_device_info flags and TB_DEVICE_MODELLED
- *        (backend.h); swap: the backend's clock, tb_swap_now (swap.h)
- *   1.15 platform: struct tb_accel per_node, peer_bytes_per_s, peer_latency_s,
- *        net_bytes_per_s, net_latency_s: the GPUs together, for data parallelism
- *        (platform.h); backend: struct tb_device_info ranks, the GPUs a modelled
- *        device stands for (backend.h)
- *   1.16 backend: op_scratch_bytes, the device memory an op's pass took for itself,
- *        for traces and a modelled device's calibration (backend.h) */
-#define TB_ABI_MAJOR 1
-#define TB_ABI_MINOR 16
+/* What each version changed. 2.0 breaks every plugin of ABI 1 (the loader refuses
+ * them, naming the file): rebuild against this SDK after the changes below; each minor of
+ * major 2 keeps every plugin of an older minor of major 2 loading.
+ *   2.0  every kind's vtable starts with struct tb_plugin_head (score, create, destroy),
+ *        so the core creates and destroys an instance of any kind the same way; a
+ *        dataset's split is no longer given to create but to open_split (dataset.h),
+ *        and close is destroy; the compatibility rules of ABI 1's minors are gone:
+ *        every member of every vtable and struct is read. doc/plugin-guide.md,
+ *        "From ABI 1 to 2", says what to change in a plugin. */
+#define TB_ABI_MAJOR 2
+#define TB_ABI_MINOR 0
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"
@@ -96,6 +75,7 @@ struct tb_swap_ops;
 /* A plugin's vtable, by its kind. */
 union tb_plugin_ops {
     const void *any;
+    const struct tb_plugin_head *head; /* every kind's vtable starts with one */
     const struct tb_backend_ops *backend;
     const struct tb_platform_ops *platform;
     const struct tb_model_ops *model;
@@ -126,11 +106,25 @@ void tb_log_plugin(const struct tb_plugin *p, enum tb_log_level level, const cha
 /* Inside a plugin: log tagged with this plugin's kind and name. */
 #define tb_plog(level, ...) tb_log_plugin(&trainbig_plugin, (level), __VA_ARGS__)
 
-/* score() of backends and platforms, optional (NULL = only chosen by name):
+/* score(), optional (NULL = only chosen by name; backends and platforms have one):
  * 0 = not usable on this machine, higher = better fit; `plugin = auto` picks the highest
  * non-zero score. Always writes a short reason into why (why_size > 0), which the core
  * logs: "x86_64 CPU, GPUs attach over PCIe". */
 typedef int (*tb_score_fn)(char *why, size_t why_size);
+
+/* The head every kind's vtable starts with (its first member, `head`): how the core
+ * scores, creates and destroys an instance of any kind. */
+struct tb_plugin_head {
+    tb_score_fn score; /* optional, see above */
+    /* Creates an instance from the validated section of the plugin's kind (`cfg` stays
+     * valid until the run ends). On success *ctx is owned by the caller, who releases it
+     * with destroy(). On failure returns a tb_status, fills err naming the key, file or
+     * directory at fault, and leaves nothing to free. Required. */
+    int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
+    /* Releases everything the instance holds; a backend waits for its queued work
+     * first. Required. */
+    void (*destroy)(void *ctx);
+};
 
 #ifdef __cplusplus
 }

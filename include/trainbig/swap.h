@@ -38,7 +38,7 @@ enum tb_residency {
     TB_RES_BOTH,       /* on the device, with a current copy on the host */
     TB_RES_MOVING_OUT, /* being copied to the host; device memory freed when done */
     TB_RES_MOVING_IN,  /* being copied to the device */
-    TB_RES_DROPPED,    /* freed by tb_swap_drop: rebuilt by recomputation before its next use (ABI 1.11) */
+    TB_RES_DROPPED,    /* freed by tb_swap_drop: rebuilt by recomputation before its next use */
 };
 
 /* The memory manager as a policy sees it; valid during a hook call. */
@@ -75,7 +75,7 @@ int tb_swap_out_until(struct tb_swap_mem *m, const size_t *order, size_t n, uint
  * copy back). Any other tensor not on the host only is left alone (TB_OK). */
 int tb_swap_in(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 
-/* ---- ABI 1.11: recomputation ----
+/* ---- recomputation ----
  *
  * Instead of moving an activation to the host, a policy may drop it: its device memory is
  * freed at once, with no copy, and before the next step that uses it the core rebuilds it
@@ -107,7 +107,7 @@ bool tb_swap_droppable(const struct tb_swap_mem *m, size_t i);
 /* Drops tensor i (see above). One that is not droppable is left alone (TB_OK). */
 int tb_swap_drop(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 
-/* ---- ABI 1.12: fragmentation ----
+/* ---- fragmentation ----
  *
  * Free device memory can add up to an allocation and still be split into blocks none of
  * which holds it. Moving tensors out in any order that ignores where they lie (least
@@ -123,19 +123,17 @@ int tb_swap_drop(struct tb_swap_mem *m, size_t i, struct tb_err *err);
 int tb_swap_out_range(struct tb_swap_mem *m, uint64_t bytes, const double *cost, bool wait, uint64_t *moved,
                       struct tb_err *err);
 
-/* ---- ABI 1.14 ----
+/* ---- the clock ----
  *
  * The backend's clock (backend now, trainbig/backend.h), seconds: what a policy that times
  * its steps reads, so that on a modelled device it sees the model's times. */
 double tb_swap_now(const struct tb_swap_mem *m);
 
 struct tb_swap_ops {
-    /* ---- ABI 1.0 ---- */
-    /* As tb_backend_ops.create, from the validated [swap] section. */
-    int (*create)(const struct tb_section *cfg, void **ctx, struct tb_err *err);
-    void (*destroy)(void *ctx);
+    /* ---- ABI 2.0 ---- */
+    struct tb_plugin_head head; /* create from the [swap] section: trainbig/plugin.h */
 
-    /* ---- ABI 1.4: the hooks (each optional) ---- */
+    /* ---- the hooks (each optional) ---- */
     /* Once per executor, before it runs: the schedule, the device capacity in bytes (0 =
      * unlimited) and the platform's link (NULL when none is configured). A policy keeps
      * what it needs per schedule; two executors (training and validation) may share one

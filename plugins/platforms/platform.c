@@ -411,9 +411,7 @@ static const struct tb_key platform_keys[] = {
 };
 
 static const struct tb_platform_ops platform_ops = {
-    .score = platform_score,
-    .create = platform_create,
-    .destroy = plat_destroy,
+    .head = { .score = platform_score, .create = platform_create, .destroy = plat_destroy },
     .link = plat_link,
     .env_defaults = plat_env_defaults,
     .swap_defaults = plat_swap_defaults,

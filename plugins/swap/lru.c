@@ -88,8 +88,7 @@ static int lru_make_room(void *ctx, struct tb_swap_mem *m, size_t step, uint64_t
 }
 
 static const struct tb_swap_ops lru_ops = {
-    .create = lru_create,
-    .destroy = lru_destroy,
+    .head = { .create = lru_create, .destroy = lru_destroy },
     .plan = lru_plan,
     .make_room = lru_make_room,
 };

@@ -17,8 +17,7 @@ static void none_destroy(void *ctx)
 }
 
 static const struct tb_swap_ops none_ops = {
-    .create = none_create,
-    .destroy = none_destroy,
+    .head = { .create = none_create, .destroy = none_destroy },
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

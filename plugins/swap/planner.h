@@ -130,10 +130,11 @@ void planner_forget(void *ctx, struct tb_swap_mem *m);
     }
 
 /* A policy's vtable: its own create, the planner's hooks. */
-#define PLANNER_OPS(create_fn)                                                                                     \
-    {                                                                                                              \
-        .create = create_fn, .destroy = planner_destroy, .plan = planner_plan, .before_step = planner_before_step, \
-        .after_step = planner_after_step, .make_room = planner_make_room, .forget = planner_forget,                \
+#define PLANNER_OPS(create_fn)                                                                                \
+    {                                                                                                         \
+        .head = { .create = create_fn, .destroy = planner_destroy }, .plan = planner_plan,                    \
+        .before_step = planner_before_step, .after_step = planner_after_step, .make_room = planner_make_room, \
+        .forget = planner_forget,                                                                             \
     }
 
 #endif

@@ -39,7 +39,9 @@ static void good_destroy(void *ctx)
     (void)ctx;
 }
 
-static const struct tb_backend_ops good_ops = { .score = good_score, .create = good_create, .destroy = good_destroy };
+static const struct tb_backend_ops good_ops = {
+    .head = { .score = good_score, .create = good_create, .destroy = good_destroy }
+};
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
     .abi_major = TB_ABI_MAJOR,

@@ -24,12 +24,13 @@ static void scored_destroy(void *ctx)
     (void)ctx;
 }
 
-static const struct tb_backend_ops scored_ops = {
-#ifndef TEST_NO_SCORE
-    .score = scored_score,
+#ifdef TEST_NO_SCORE
+#define SCORE NULL
+#else
+#define SCORE scored_score
 #endif
-    .create = scored_create,
-    .destroy = scored_destroy,
+static const struct tb_backend_ops scored_ops = {
+    .head = { .score = SCORE, .create = scored_create, .destroy = scored_destroy },
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -36,9 +36,11 @@ static int broken_score(char *why, size_t why_size)
 #endif
 
 #if defined(BROKEN_WRONG_KIND)
-static const struct tb_swap_ops broken_swap_ops = { .create = broken_create, .destroy = broken_destroy };
+static const struct tb_swap_ops broken_swap_ops = { .head = { .create = broken_create, .destroy = broken_destroy } };
 #else
-static const struct tb_backend_ops broken_ops = { .score = SCORE, .create = broken_create, .destroy = broken_destroy };
+static const struct tb_backend_ops broken_ops = {
+    .head = { .score = SCORE, .create = broken_create, .destroy = broken_destroy }
+};
 #endif
 
 #if defined(BROKEN_BAD_KEYS)

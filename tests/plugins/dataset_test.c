@@ -6,6 +6,7 @@
 #include <trainbig/trainbig.h>
 
 struct testdata {
+    const struct tb_section *cfg; /* the core's, valid until the run ends */
     size_t n;
     uint32_t size;
     long bad; /* the train split's unreadable sample, or -1 */
@@ -25,17 +26,25 @@ static const struct tb_class testdata_classes[] = {
     { "above", { 255, 0, 0 } },
 };
 
-static int testdata_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+static int testdata_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
     struct testdata *d = calloc(1, sizeof *d);
     if (!d)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
-    d->n = (size_t)tb_section_int(cfg, "samples");
-    d->size = (uint32_t)tb_section_int(cfg, "size");
-    d->bad = strcmp(split, "train") == 0 ? (long)tb_section_int(cfg, "bad") : -1;
+    d->cfg = cfg;
+    *ctx = d;
+    return TB_OK;
+}
+
+static int testdata_open_split(void *ctx, const char *split, struct tb_err *err)
+{
+    (void)err;
+    struct testdata *d = ctx;
+    d->n = (size_t)tb_section_int(d->cfg, "samples");
+    d->size = (uint32_t)tb_section_int(d->cfg, "size");
+    d->bad = strcmp(split, "train") == 0 ? (long)tb_section_int(d->cfg, "bad") : -1;
     for (size_t i = 0; i < d->n; i++)
         snprintf(d->names[i], sizeof d->names[i], "%s/%zu", split, i);
-    *ctx = d;
     return TB_OK;
 }
 
@@ -82,8 +91,8 @@ static size_t testdata_classes_of(void *ctx, const struct tb_class **classes)
 }
 
 static const struct tb_dataset_ops testdata_ops = {
-    .open = testdata_open,
-    .close = testdata_close,
+    .head = { .create = testdata_create, .destroy = testdata_close },
+    .open_split = testdata_open_split,
     .count = testdata_count,
     .sample_name = testdata_name,
     .load = testdata_load,

@@ -19,7 +19,19 @@ static void testmodel_destroy(void *ctx)
     (void)ctx;
 }
 
-static const struct tb_model_ops testmodel_ops = { .create = testmodel_create, .destroy = testmodel_destroy };
+/* A configuration's model only: it describes no network. */
+static int testmodel_build(void *ctx, struct tb_graph *g, const struct tb_model_input *in, struct tb_err *err)
+{
+    (void)ctx;
+    (void)g;
+    (void)in;
+    return tb_err_set(err, TB_ERR_PLUGIN, "model 'testmodel' describes no network: it is for testing configurations");
+}
+
+static const struct tb_model_ops testmodel_ops = {
+    .head = { .create = testmodel_create, .destroy = testmodel_destroy },
+    .build = testmodel_build,
+};
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {
     .abi_major = TB_ABI_MAJOR,

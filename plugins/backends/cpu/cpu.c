@@ -497,9 +497,7 @@ static uint64_t cpu_op_scratch_bytes(void *ctx, const void *state, bool backward
 }
 
 static const struct tb_backend_ops cpu_ops = {
-    .score = cpu_score,
-    .create = cpu_create,
-    .destroy = cpu_destroy,
+    .head = { .score = cpu_score, .create = cpu_create, .destroy = cpu_destroy },
     .device_count = cpu_device_count,
     .device_info = cpu_device_info,
     .mem_alloc = cpu_mem_alloc,

@@ -213,7 +213,7 @@ void tb_cpu_conv_describe(const struct tb_cpu *cpu, const void *state, char *buf
 
 /* Which kernel runs the op, in what ISA and layouts (tb_backend_ops.op_describe). */
 void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, size_t size);
-/* The most scratch one pass of the op asked for (ABI 1.16 op_scratch_bytes). */
+/* The most scratch one pass of the op asked for (op_scratch_bytes). */
 uint64_t tb_cpu_op_scratch_bytes(const void *state, bool backward);
 
 /* cpu_peak.c: this CPU's fp32 peak on `threads` threads, FLOP/s (the best of 3 runs of a

@@ -546,9 +546,7 @@ static uint64_t cuda_op_scratch_bytes(void *ctx, const void *state, bool backwar
 }
 
 static const struct tb_backend_ops cuda_ops = {
-    .score = cuda_score,
-    .create = cuda_create,
-    .destroy = cuda_destroy,
+    .head = { .score = cuda_score, .create = cuda_create, .destroy = cuda_destroy },
     .device_count = cuda_device_count,
     .device_info = cuda_device_info,
     .mem_alloc = cuda_mem_alloc,

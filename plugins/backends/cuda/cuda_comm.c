@@ -1,4 +1,4 @@
-/* backends/cuda/cuda_comm.c: data parallelism (ABI 1.6): comm_attach, allreduce_start,
+/* backends/cuda/cuda_comm.c: data parallelism: comm_attach, allreduce_start,
  * allreduce_wait, and the all-reduce that synchronised batch norm (cuda_syncbn.c) uses.
  *
  * NCCL. comm_attach makes two communicators over the ranks of the core's struct tb_comm:

@@ -183,7 +183,7 @@ void tb_cuda_range_step(struct tb_cuda *cuda, uint64_t step);
  * of one attached runs one-rank NCCL where the build has it (what one GPU can test), and
  * without NCCL, or with nothing attached, its all-reduce is the scale alone. */
 
-/* The backend members of ABI 1.6 (backend.h). */
+/* The backend's data-parallel members (backend.h). */
 int tb_cuda_comm_attach(struct tb_cuda *cuda, const struct tb_comm *comm, struct tb_err *err);
 int tb_cuda_allreduce_start(struct tb_cuda *cuda, const struct tb_tensor *t, size_t n, float scale, struct tb_err *err);
 int tb_cuda_allreduce_wait(struct tb_cuda *cuda, double *busy_s, double *waited_s, struct tb_err *err);
@@ -225,7 +225,7 @@ int tb_cuda_syncbn_backward(struct tb_cuda *cuda, const struct tb_op *op, const 
  * buffer it replaces may still be read by queued work: it is freed only after the compute
  * stream has drained. */
 void *tb_cuda_scratch(struct tb_cuda *cuda, size_t bytes, struct tb_err *err);
-/* The most scratch one pass of the op asked for (ABI 1.16 op_scratch_bytes). */
+/* The most scratch one pass of the op asked for (op_scratch_bytes). */
 uint64_t tb_cuda_op_scratch_bytes(const void *state, bool backward);
 
 /* The pending label check: waits for it (wait) or only looks when it has completed, and

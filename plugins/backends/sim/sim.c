@@ -403,8 +403,7 @@ static int sim_comm_attach(void *ctx, int device, const struct tb_comm *comm, st
     if (a->per_node < 1 || a->peer_bytes_per_s <= 0 || (comm->size > a->per_node && a->net_bytes_per_s <= 0))
         return tb_err_set(err, TB_ERR_CONFIG,
                           "sim backend: [backend] sim_ranks = %d, but the platform does not say how its GPUs talk "
-                          "(gpus_per_node, peer_gbps, net_gbps of trainbig.ini(5); a platform plugin older than ABI "
-                          "1.15 describes none)",
+                          "(gpus_per_node, peer_gbps, net_gbps of trainbig.ini(5))",
                           comm->size);
     sim->comm.attached = true;
     return TB_OK;
@@ -450,9 +449,7 @@ static int sim_allreduce_wait(void *ctx, double *busy_s, double *waited_s, struc
 }
 
 static const struct tb_backend_ops sim_ops = {
-    .score = sim_score,
-    .create = sim_create,
-    .destroy = sim_destroy,
+    .head = { .score = sim_score, .create = sim_create, .destroy = sim_destroy },
     .device_count = sim_device_count,
     .device_info = sim_device_info,
     .mem_alloc = sim_mem_alloc,

@@ -1,6 +1,6 @@
 /* backends/sim/sim_comm.h: data parallelism on the modelled device ([backend] sim_ranks):
  * the ring all-reduce of each gradient bucket the engine queues, on the platform's
- * GPU-to-GPU and network links (struct tb_accel, ABI 1.15), on a stream of its own that
+ * GPU-to-GPU and network links (struct tb_accel), on a stream of its own that
  * starts after the compute queued so far and runs beside the rest of backward, as NCCL's
  * stream does; and synchronised batch norm's small all-reduces, which the op waits for on
  * the compute stream (sim_comm.c; sim_ops.c queues them). */

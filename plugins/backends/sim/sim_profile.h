@@ -7,7 +7,7 @@
  * per line ('#' starts a comment line); or a Chrome trace as trainbig writes one
  * ([report] trace, bench/step --trace), whose compute-track op events carry the
  * signature in args.op, their device time in dur (microseconds) and, from a backend that
- * says (ABI 1.16 op_scratch_bytes), that memory in args.scratch. An op measured several
+ * says (op_scratch_bytes), that memory in args.scratch. An op measured several
  * times (repeated blocks, several steps) takes the median time and the most memory. */
 #ifndef TB_SIM_PROFILE_H
 #define TB_SIM_PROFILE_H

@@ -58,7 +58,8 @@ struct sample {
 };
 
 struct cityscapes {
-    char *root; /* resolved (realpath), for allow_outside_root = no; NULL with yes */
+    const struct tb_section *cfg; /* the core's, valid until the run ends */
+    char *root;                   /* resolved (realpath), for allow_outside_root = no; NULL with yes */
     size_t count;
     struct sample *samples;
     uint8_t lut[256]; /* label id -> trainId or IGNORE */
@@ -400,8 +401,23 @@ static int empty_split(const char *split, const char *const *want, size_t nwant,
                       split, list, images, split);
 }
 
-static int cityscapes_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+static int cityscapes_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
+    struct cityscapes *d = calloc(1, sizeof *d);
+    if (!d)
+        return tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
+    d->cfg = cfg;
+    memset(d->lut, IGNORE, sizeof d->lut);
+    for (int c = 0; c < NCLASSES; c++)
+        d->lut[class_ids[c]] = (uint8_t)c;
+    *ctx = d;
+    return TB_OK;
+}
+
+static int cityscapes_open_split(void *ctx, const char *split, struct tb_err *err)
+{
+    struct cityscapes *d = ctx;
+    const struct tb_section *cfg = d->cfg;
     if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0)
         return tb_err_set(err, TB_ERR_CONFIG, "cityscapes: no split '%s' (train, val and test exist)", split);
     const char *root = tb_section_string(cfg, "root");
@@ -435,28 +451,18 @@ static int cityscapes_open(const struct tb_section *cfg, const char *split, void
                               sc.first_image, sc.first_label, sc.missing, split);
     if (!rc && sc.n == 0)
         rc = empty_split(split, want, nwant, parts[0].images, err);
-    struct cityscapes *d = rc ? NULL : calloc(1, sizeof *d);
-    if (!rc && !d)
-        rc = tb_err_set(err, TB_ERR_NOMEM, "cityscapes: out of memory");
     if (!rc) {
         qsort(sc.v, sc.n, sizeof *sc.v, cmp_sample);
         /* city pointed into the parts' lists, freed below; only sorting needed it */
         for (size_t i = 0; i < sc.n; i++)
             sc.v[i].city = NULL;
-        d->samples = sc.v;
+        d->samples = sc.v; /* d's now: destroy frees them */
         d->count = sc.n;
-        memset(d->lut, IGNORE, sizeof d->lut);
-        for (int c = 0; c < NCLASSES; c++)
-            d->lut[class_ids[c]] = (uint8_t)c;
-        *ctx = d;
     } else {
         free_samples(sc.v, sc.n);
     }
-    if (!rc && !tb_section_bool(cfg, "allow_outside_root") && !(d->root = realpath(root, NULL))) {
+    if (!rc && !tb_section_bool(cfg, "allow_outside_root") && !(d->root = realpath(root, NULL)))
         rc = tb_err_set(err, TB_ERR_CONFIG, "cityscapes: root %s: cannot resolve it: %s", root, strerror(errno));
-        cityscapes_close(d);
-        *ctx = NULL;
-    }
     free(sc.first_image);
     free(sc.first_label);
     for (int k = 0; k < 2; k++) {
@@ -524,8 +530,8 @@ static size_t cityscapes_classes(void *ctx, const struct tb_class **out)
 }
 
 static const struct tb_dataset_ops cityscapes_ops = {
-    .open = cityscapes_open,
-    .close = cityscapes_close,
+    .head = { .create = cityscapes_create, .destroy = cityscapes_close },
+    .open_split = cityscapes_open_split,
     .count = cityscapes_count,
     .sample_name = cityscapes_name,
     .load = cityscapes_load,

@@ -58,10 +58,11 @@ static const struct tb_key synthetic_keys[] = {
 enum { NAME_LEN = 40 }; /* "synthetic/train/000000", room for any size_t */
 
 struct synthetic {
+    const struct tb_section *cfg; /* the core's, valid until the run ends */
     int width, height;
     size_t count;
     uint64_t seed; /* mixed with the split */
-    char *names;   /* count names of NAME_LEN bytes, made once at open */
+    char *names;   /* count names of NAME_LEN bytes, made once at open_split */
 };
 
 /* ------------------------------------------------------------------ random numbers */
@@ -389,32 +390,37 @@ static void draw_scene(struct canvas *cv, struct rng *r)
 
 /* ------------------------------------------------------------------ the plugin */
 
-static int synthetic_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+static int synthetic_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
+{
+    struct synthetic *d = calloc(1, sizeof *d);
+    if (!d)
+        return tb_err_set(err, TB_ERR_NOMEM, "synthetic: out of memory");
+    d->cfg = cfg;
+    d->width = (int)tb_section_int(cfg, "width");
+    d->height = (int)tb_section_int(cfg, "height");
+    *ctx = d;
+    return TB_OK;
+}
+
+static int synthetic_open_split(void *ctx, const char *split, struct tb_err *err)
 {
     static const char *const splits[3] = { "train", "val", "test" };
     static const char *const count_keys[3] = { "train_count", "val_count", "test_count" };
+    struct synthetic *d = ctx;
     int which = -1;
     for (int k = 0; k < 3; k++)
         if (strcmp(split, splits[k]) == 0)
             which = k;
     if (which < 0)
         return tb_err_set(err, TB_ERR_CONFIG, "synthetic: no split '%s' (train, val and test exist)", split);
-    struct synthetic *d = calloc(1, sizeof *d);
-    if (!d)
-        return tb_err_set(err, TB_ERR_NOMEM, "synthetic: out of memory");
-    d->width = (int)tb_section_int(cfg, "width");
-    d->height = (int)tb_section_int(cfg, "height");
-    d->count = (size_t)tb_section_int(cfg, count_keys[which]);
-    d->seed = tb_mix64((uint64_t)tb_section_int(cfg, "seed") * 3 + (uint64_t)which);
-    d->names = malloc(d->count * NAME_LEN);
-    if (!d->names) {
-        const size_t count = d->count;
-        free(d);
+    const size_t count = (size_t)tb_section_int(d->cfg, count_keys[which]);
+    d->names = malloc(count * NAME_LEN);
+    if (!d->names)
         return tb_err_set(err, TB_ERR_NOMEM, "synthetic: out of memory for %zu sample names", count);
-    }
+    d->count = count;
+    d->seed = tb_mix64((uint64_t)tb_section_int(d->cfg, "seed") * 3 + (uint64_t)which);
     for (size_t i = 0; i < d->count; i++)
         snprintf(d->names + i * NAME_LEN, NAME_LEN, "synthetic/%s/%06zu", split, i);
-    *ctx = d;
     return TB_OK;
 }
 
@@ -463,8 +469,8 @@ static size_t synthetic_classes(void *ctx, const struct tb_class **out)
 }
 
 static const struct tb_dataset_ops synthetic_ops = {
-    .open = synthetic_open,
-    .close = synthetic_close,
+    .head = { .create = synthetic_create, .destroy = synthetic_close },
+    .open_split = synthetic_open_split,
     .count = synthetic_count,
     .sample_name = synthetic_name,
     .load = synthetic_load,

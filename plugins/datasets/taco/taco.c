@@ -38,6 +38,7 @@ static const struct tb_key taco_keys[] = {
 static const char *const split_names[3] = { "train", "val", "test" };
 
 struct taco {
+    const struct tb_section *cfg; /* the core's, valid until the run ends */
     char *root;
     char *real_root; /* root resolved (realpath), without allow_outside_root */
     bool outside_ok; /* allow_outside_root */
@@ -222,8 +223,21 @@ static int annotations_file(struct taco *d, const struct tb_section *cfg, int wh
     return rc;
 }
 
-static int taco_open(const struct tb_section *cfg, const char *split, void **ctx, struct tb_err *err)
+static int taco_create(const struct tb_section *cfg, void **ctx, struct tb_err *err)
 {
+    struct taco *d = calloc(1, sizeof *d);
+    if (!d)
+        return tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
+    d->cfg = cfg;
+    *ctx = d;
+    return TB_OK;
+}
+
+/* On failure what was made stays in d, for destroy. */
+static int taco_open_split(void *ctx, const char *split, struct tb_err *err)
+{
+    struct taco *d = ctx;
+    const struct tb_section *cfg = d->cfg;
     int which = -1;
     for (int k = 0; k < 3; k++)
         if (strcmp(split, split_names[k]) == 0)
@@ -234,42 +248,32 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
     int rc = read_ratios(cfg, ratios, err);
     if (rc)
         return rc;
-    struct taco *d = calloc(1, sizeof *d);
-    if (!d || !(d->root = malloc(strlen(tb_section_string(cfg, "root")) + 1))) {
-        free(d);
+    if (!(d->root = strdup(tb_section_string(cfg, "root"))))
         return tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
-    }
-    strcpy(d->root, tb_section_string(cfg, "root"));
     struct stat st;
-    if (stat(d->root, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = tb_err_set(err, TB_ERR_CONFIG, "taco: root %s (%s) is not a directory", d->root,
-                        tb_section_origin(cfg, "root"));
-        goto fail;
-    }
+    if (stat(d->root, &st) != 0 || !S_ISDIR(st.st_mode))
+        return tb_err_set(err, TB_ERR_CONFIG, "taco: root %s (%s) is not a directory", d->root,
+                          tb_section_origin(cfg, "root"));
 
     bool given = false;
     rc = annotations_file(d, cfg, which, &given, err);
     if (rc)
-        goto fail;
+        return rc;
 
     const enum taco_classes mode = tb_section_enum(cfg, "classes") == 0 ? TACO_CATEGORY : TACO_SUPERCATEGORY;
     rc = taco_read(d->file, mode, &d->set, err);
     if (rc)
-        goto fail;
+        return rc;
     d->outside_ok = tb_section_bool(cfg, "allow_outside_root");
-    if (!d->outside_ok && !(d->real_root = realpath(d->root, NULL))) {
-        rc = tb_err_set(err, TB_ERR_CONFIG, "taco: root %s (%s): cannot resolve it: %s", d->root,
-                        tb_section_origin(cfg, "root"), strerror(errno));
-        goto fail;
-    }
+    if (!d->outside_ok && !(d->real_root = realpath(d->root, NULL)))
+        return tb_err_set(err, TB_ERR_CONFIG, "taco: root %s (%s): cannot resolve it: %s", d->root,
+                          tb_section_origin(cfg, "root"), strerror(errno));
     if (!d->outside_ok && (rc = check_names(d, cfg, err)))
-        goto fail;
+        return rc;
     if (given) {
         d->samples = malloc((d->set.nimages ? d->set.nimages : 1) * sizeof *d->samples);
-        if (!d->samples) {
-            rc = tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
-            goto fail;
-        }
+        if (!d->samples)
+            return tb_err_set(err, TB_ERR_NOMEM, "taco: out of memory");
         for (size_t i = 0; i < d->set.nimages; i++)
             d->samples[i] = i;
         d->count = d->set.nimages;
@@ -278,7 +282,7 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
     } else {
         rc = pick_split(d, which, (uint64_t)tb_section_int(cfg, "split_seed"), ratios, err);
         if (rc)
-            goto fail;
+            return rc;
         tb_plog(TB_LOG_INFO,
                 "split %s: %zu of the %zu images of %s (split_seed %" PRId64 ", split_ratios %" PRIu64 ",%" PRIu64
                 ",%" PRIu64 ")",
@@ -286,11 +290,7 @@ static int taco_open(const struct tb_section *cfg, const char *split, void **ctx
                 ratios[2]);
     }
     warn_missing(d, split);
-    *ctx = d;
     return TB_OK;
-fail:
-    taco_close(d);
-    return rc;
 }
 
 static size_t taco_count(void *ctx)
@@ -358,8 +358,8 @@ static size_t taco_classes(void *ctx, const struct tb_class **classes)
 }
 
 static const struct tb_dataset_ops taco_ops = {
-    .open = taco_open,
-    .close = taco_close,
+    .head = { .create = taco_create, .destroy = taco_close },
+    .open_split = taco_open_split,
     .count = taco_count,
     .sample_name = taco_name,
     .load = taco_load,

@@ -256,8 +256,7 @@ static int gscnn_build(void *ctx, struct tb_graph *g, const struct tb_model_inpu
 }
 
 static const struct tb_model_ops gscnn_ops = {
-    .create = gscnn_create,
-    .destroy = gscnn_destroy,
+    .head = { .create = gscnn_create, .destroy = gscnn_destroy },
     .build = gscnn_build,
     .prepare = gscnn_prepare,
     .free_work = gscnn_free_work,
