@@ -23,140 +23,10 @@
 #include "tools/probe_internal.h"
 #include "tools/predict_internal.h"
 #include "tools/study_internal.h"
+#include "tools/usage.h"
 #include "core/train/trainer.h"
 
 enum { EXIT_USAGE = 2 };
-
-static const char usage_main[] =
-    "usage: trainbig COMMAND [ARGS]\n"
-    "\n"
-    "Trains large segmentation networks with tensors swapped between device and host memory.\n"
-    "\n"
-    "commands:\n"
-    "  train CONFIG [--set SECTION.KEY=VALUE]... [--resume CHECKPOINT]\n"
-    "                                              validate CONFIG and train\n"
-    "  predict CONFIG --checkpoint C --input IMAGE.png --output OUT.png [--set ...]\n"
-    "                                              segment an image with a trained model\n"
-    "  data CONFIG [--show N DIR] [--set ...]      count, decode and summarise the dataset,\n"
-    "                                              or picture N training samples in DIR\n"
-    "  fit CONFIG --vary batch|crop [--set ...]    the largest batch or crop each swap policy fits\n"
-    "  probe CONFIG [--set ...]                    host-device copy rates beside the platform's\n"
-    "  plot RUN_DIR [--out DIR]                    a run's loss, accuracy, throughput, swapping and\n"
-    "                                              per-class IoU as PNG and SVG figures\n"
-    "  study CONFIG [--out DIR] [--backend NAME] [--scale small|reference|test] [--only N,...] [--set ...]\n"
-    "                                              the study's benchmarks: DIR/report.md and figures\n"
-    "  config CONFIG [--set SECTION.KEY=VALUE]...  print the effective configuration\n"
-    "  plugins [--kind KIND]                       list the plugins that can be loaded\n"
-    "  version                                     print version, ABI and build features\n"
-    "  help [COMMAND]                              this text, or a command's\n"
-    "\n"
-    "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.\n"
-    "Environment: TRAINBIG_PLUGIN_PATH (plugin directories, searched first),\n"
-    "TRAINBIG_LOG (error, warn, info, debug). See trainbig(1) and trainbig.ini(5).\n";
-
-static const char usage_train[] =
-    "usage: trainbig train CONFIG [--set SECTION.KEY=VALUE]... [--resume CHECKPOINT]\n"
-    "\n"
-    "Validates the whole of CONFIG (every section, key and value, and every plugin it\n"
-    "names) and then trains. --set overrides one key and may be repeated; it is validated\n"
-    "like the file. The run writes its checkpoints and per-epoch reports into a new run\n"
-    "directory, [run] output/name (name.2, name.3 ... when that holds an earlier run).\n"
-    "\n"
-    "--resume CHECKPOINT continues a run from one of its checkpoints, in its directory;\n"
-    "on the CPU backend the result is bit-identical to a run that never stopped.\n"
-    "\n"
-    "SIGINT (Ctrl-C) or SIGTERM: the current step finishes, a checkpoint is written, and\n"
-    "train exits 128 + the signal (130, 143) saying how to resume. A second signal stops\n"
-    "at once.\n";
-
-static const char usage_predict[] =
-    "usage: trainbig predict CONFIG --checkpoint CHECKPOINT --input IMAGE.png --output OUT.png\n"
-    "                        [--set SECTION.KEY=VALUE]...\n"
-    "\n"
-    "Runs the model CONFIG describes, with the weights of CHECKPOINT (written by train with\n"
-    "the same [model] settings), on IMAGE.png at its own size, and writes OUT.png (each\n"
-    "pixel coloured by its predicted class, in the dataset's palette), OUT-overlay.png (the\n"
-    "same blended over the image) and OUT-edges.png (the model's edge map, white = edge).\n"
-    "Prints the share of each predicted class.\n";
-
-static const char usage_data[] =
-    "usage: trainbig data CONFIG [--show N DIR] [--set SECTION.KEY=VALUE]...\n"
-    "\n"
-    "Opens the train, val and test splits of the dataset CONFIG names and decodes every\n"
-    "sample (a progress bar on a terminal). Prints per split the sample count, the image\n"
-    "sizes, each sample that cannot be read with the reason, and the share of pixels of\n"
-    "each class. Exits 1 when any sample is bad, 0 otherwise.\n"
-    "\n"
-    "With --show N DIR, instead writes the first N training samples of epoch 1 as the\n"
-    "data loader makes them (cropped and augmented as [dataset] says) to DIR/sample-NNNN.png:\n"
-    "the image, and beside it the labels blended over it in the dataset's palette.\n";
-
-static const char usage_fit[] = "usage: trainbig fit CONFIG --vary batch|crop [--set SECTION.KEY=VALUE]...\n"
-                                "\n"
-                                "Finds, under each swap policy (none, lru, prefetch), the largest [train] batch or\n"
-                                "[dataset] crop whose training step completes with the configured device memory, by\n"
-                                "running real steps (doubling, then bisecting), and prints: the policy, the largest\n"
-                                "value, its step time, the same step with unlimited memory and no swapping, the\n"
-                                "overhead, the share of the step stalled on copies, and batch x pixels against none.\n";
-
-static const char usage_study[] =
-    "usage: trainbig study CONFIG [--out DIR] [--backend NAME] [--scale small|reference|test]\n"
-    "                      [--only N,...] [--set SECTION.KEY=VALUE]...\n"
-    "\n"
-    "Runs the \"Training Big on Images\" study's benchmarks on CONFIG and writes DIR/report.md\n"
-    "(default DIR: study) with a figure per benchmark (PNG and SVG), each beside the study's\n"
-    "published numbers: 1 training time per platform and time to a target mIoU, 2 the use of\n"
-    "LMS (a batch x crop grid: fits, swaps, does not fit), 3 LMS overhead per platform, policy\n"
-    "and size, 4 one step's timeline per platform with its idle gaps, 5 scaling over ranks.\n"
-    "The platforms are the study's machines (ac922, dgx-station, p3.8xlarge), emulated on the\n"
-    "cpu backend. --scale small (default) finishes in about 15 minutes on 2 cores; reference\n"
-    "is the study's own sizes, for a GPU; test runs tiny sizes in about a minute (to try the\n"
-    "command; its numbers mean nothing). --only 2,3 runs those benchmarks alone. A progress\n"
-    "line says which benchmark runs and about how long is left. A benchmark that fails is\n"
-    "reported as such; the others still run, and the study exits 1. --backend sim\n"
-    "(--set backend.plugin=sim) runs it on the study's machines modelled, at the reference\n"
-    "scale unless --scale says otherwise: every figure is then predicted, and says so.\n";
-
-static const char usage_probe[] =
-    "usage: trainbig probe CONFIG [--set SECTION.KEY=VALUE]...\n"
-    "\n"
-    "Measures how fast the configured backend copies between host and device memory (64 MiB\n"
-    "copies: pinned host memory each way and both ways at once, pageable each way) and\n"
-    "prints it beside the link the configured platform describes. With [backend]\n"
-    "emulate_link = yes the CPU backend's copies follow the emulated link.\n";
-
-static const char usage_plot[] =
-    "usage: trainbig plot RUN_DIR [--out DIR]\n"
-    "\n"
-    "Reads RUN_DIR/epochs.jsonl, the per-epoch report of a run of trainbig train (the last\n"
-    "run in it, with its resumptions), and writes into DIR (default RUN_DIR/plots, created)\n"
-    "each figure as NAME.png and NAME.svg:\n"
-    "  loss        the training loss per epoch, total and each term (log scale)\n"
-    "  accuracy    validation mIoU and pixel accuracy, for the validated epochs\n"
-    "  throughput  training images per second per epoch\n"
-    "  swap        MiB swapped out and in per epoch, and the seconds stalled on copies\n"
-    "  class_iou   the IoU of each class at the last validation\n"
-    "Prints the paths written. A line of epochs.jsonl that cannot be read is named\n"
-    "(FILE:LINE) and nothing is written. Needs a build with PLplot and jansson.\n";
-
-static const char usage_config[] =
-    "usage: trainbig config CONFIG [--set SECTION.KEY=VALUE]...\n"
-    "\n"
-    "Validates CONFIG like train does, then prints the effective configuration as an INI\n"
-    "file: every key of every section, its value, and where the value came from (FILE:LINE,\n"
-    "--set, default, or auto with the score that chose the plugin).\n";
-
-static const char usage_plugins[] =
-    "usage: trainbig plugins [--kind KIND]\n"
-    "\n"
-    "Lists every plugin found in the plugin search path, in search order: its kind, name,\n"
-    "version, ABI, file, description, and each key with its type, default, allowed values\n"
-    "and help. Files that were refused (and why) or shadowed by an earlier file of the same\n"
-    "name are listed after them. KIND is backend, platform, model, dataset or swap; with\n"
-    "--kind, only files named KIND-*.so are opened (the only ones found by name).\n";
-
-static const char usage_version[] = "usage: trainbig version\n\nPrints the version, the plugin ABI, the optional\n"
-                                    "features this build has, and the plugin search path.\n";
 
 static int usage_error(const char *fmt, const char *arg, const char *cmd)
 {
@@ -361,7 +231,7 @@ static int cmd_train(int argc, char **argv)
     const struct tb_comm *world = tb_comm_world();
     tb_log_set_rank(world->rank, world->size);
     struct run_cmd c;
-    int code = run_cmd_open(&c, "train", usage_train, argc, argv);
+    int code = run_cmd_open(&c, "train", tb_usage_train, argc, argv);
     if (code >= 0)
         return end_ranks(code);
     tb_log(TB_LOG_INFO, "%s: configuration is valid", c.a.config);
@@ -390,7 +260,7 @@ static int cmd_train(int argc, char **argv)
 static int cmd_predict(int argc, char **argv)
 {
     struct run_cmd c;
-    int code = run_cmd_open(&c, "predict", usage_predict, argc, argv);
+    int code = run_cmd_open(&c, "predict", tb_usage_predict, argc, argv);
     if (code >= 0)
         return code;
     const struct tb_predict_request req = { c.a.checkpoint, c.a.input, c.a.output };
@@ -405,7 +275,7 @@ static int cmd_predict(int argc, char **argv)
 static int cmd_fit(int argc, char **argv)
 {
     struct run_cmd c;
-    int code = run_cmd_open(&c, "fit", usage_fit, argc, argv);
+    int code = run_cmd_open(&c, "fit", tb_usage_fit, argc, argv);
     if (code >= 0)
         return code;
     struct tb_err err;
@@ -424,9 +294,12 @@ static const char *program_path = "trainbig";
 static int cmd_study(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "set", required_argument, NULL, 's' },   { "out", required_argument, NULL, 'o' },
-        { "scale", required_argument, NULL, 'S' }, { "only", required_argument, NULL, 'O' },
-        { "backend", required_argument, NULL, 'B' }, { "help", no_argument, NULL, 'h' },
+        { "set", required_argument, NULL, 's' },
+        { "out", required_argument, NULL, 'o' },
+        { "scale", required_argument, NULL, 'S' },
+        { "only", required_argument, NULL, 'O' },
+        { "backend", required_argument, NULL, 'B' },
+        { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct tb_study_request rq = { .out = "study", .scale = TB_STUDY_SMALL, .self = program_path };
@@ -474,7 +347,7 @@ static int cmd_study(int argc, char **argv)
             }
             break;
         case 'h':
-            fputs(usage_study, stdout);
+            fputs(tb_usage_study, stdout);
             code = 0;
             break;
         case ':':
@@ -510,7 +383,7 @@ static int cmd_study(int argc, char **argv)
 static int cmd_probe(int argc, char **argv)
 {
     struct run_cmd c;
-    int code = run_cmd_open(&c, "probe", usage_probe, argc, argv);
+    int code = run_cmd_open(&c, "probe", tb_usage_probe, argc, argv);
     if (code >= 0)
         return code;
     struct tb_err err;
@@ -525,7 +398,7 @@ static int cmd_probe(int argc, char **argv)
 static int cmd_data(int argc, char **argv)
 {
     struct run_cmd c;
-    int code = run_cmd_open(&c, "data", usage_data, argc, argv);
+    int code = run_cmd_open(&c, "data", tb_usage_data, argc, argv);
     if (code >= 0)
         return code;
     struct tb_err err;
@@ -566,7 +439,7 @@ static int cmd_plot(int argc, char **argv)
             out = optarg;
             break;
         case 'h':
-            fputs(usage_plot, stdout);
+            fputs(tb_usage_plot, stdout);
             return 0;
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1], "plot ");
@@ -591,7 +464,7 @@ static int cmd_plot(int argc, char **argv)
 static int cmd_config(int argc, char **argv)
 {
     struct run_cmd c;
-    int code = run_cmd_open(&c, "config", usage_config, argc, argv);
+    int code = run_cmd_open(&c, "config", tb_usage_config, argc, argv);
     if (code >= 0)
         return code;
     tb_setup_print(c.setup, stdout);
@@ -643,7 +516,7 @@ static int cmd_plugins(int argc, char **argv)
                                    "plugins ");
             break;
         case 'h':
-            fputs(usage_plugins, stdout);
+            fputs(tb_usage_plugins, stdout);
             return 0;
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1], "plugins ");
@@ -680,7 +553,7 @@ static int cmd_plugins(int argc, char **argv)
 static int cmd_version(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(usage_version, stdout);
+        fputs(tb_usage_version, stdout);
         return 0;
     }
     if (argc > 1)
@@ -698,19 +571,22 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
-static const char usage_help[] = "usage: trainbig help [COMMAND]\n\nPrints the overview, or COMMAND's usage.\n";
-
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    { "train", cmd_train, usage_train },       { "predict", cmd_predict, usage_predict },
-    { "data", cmd_data, usage_data },          { "fit", cmd_fit, usage_fit },
-    { "probe", cmd_probe, usage_probe },       { "study", cmd_study, usage_study }, /* figures: a build with PLplot */
-    { "plot", cmd_plot, usage_plot }, /* figures: a build with PLplot and jansson */
-    { "config", cmd_config, usage_config },    { "plugins", cmd_plugins, usage_plugins },
-    { "version", cmd_version, usage_version }, { "help", NULL, usage_help },
+    { "train", cmd_train, tb_usage_train },
+    { "predict", cmd_predict, tb_usage_predict },
+    { "data", cmd_data, tb_usage_data },
+    { "fit", cmd_fit, tb_usage_fit },
+    { "probe", cmd_probe, tb_usage_probe },
+    { "study", cmd_study, tb_usage_study }, /* figures: a build with PLplot */
+    { "plot", cmd_plot, tb_usage_plot },    /* figures: a build with PLplot and jansson */
+    { "config", cmd_config, tb_usage_config },
+    { "plugins", cmd_plugins, tb_usage_plugins },
+    { "version", cmd_version, tb_usage_version },
+    { "help", NULL, tb_usage_help },
 };
 
 static const struct command *find_command(const char *name)
@@ -726,19 +602,19 @@ int main(int argc, char **argv)
     if (argc > 0 && argv[0][0])
         program_path = argv[0];
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        fputs(tb_usage_main, stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        fputs(usage_main, stdout);
+        fputs(tb_usage_main, stdout);
         return 0;
     }
     if (strcmp(cmd, "--version") == 0)
         return cmd_version(1, argv + 1);
     if (strcmp(cmd, "help") == 0) {
         if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) {
-            fputs(usage_main, stdout);
+            fputs(tb_usage_main, stdout);
             return 0;
         }
         const struct command *c = find_command(argv[2]);
@@ -749,8 +625,9 @@ int main(int argc, char **argv)
     }
     const struct command *c = find_command(cmd);
     if (!c || !c->run) {
-        const char *names[] = { "train", "predict", "data",    "fit",     "probe", "plot",
-                                "study", "config",  "plugins", "version", "help" };
+        const char *names[sizeof commands / sizeof commands[0]];
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            names[i] = commands[i].name;
         const char *near = tb_nearest(cmd, names, sizeof names / sizeof names[0]);
         char fmt[96] = "unknown command '%s'";
         if (near) /* one of names[]: no '%' in it */
