@@ -23,17 +23,14 @@
  *            or their gradients reordered into it through scratch where it differs.
  *
  * and, where none is direct, the stored layouts on GEMM, or oneDNN's choice (never its
- * reference code when GEMM exists). Measured with bench/ops (2 threads, AVX-512 EPYC, peak
- * ~445 GFLOP/s by an FMA loop): on nChw16c every bench shape is direct, 3x3 64->64
- * fwd/bwd-data/bwd-weights 422/415/347 GFLOP/s, against 199/196/167 for the former NHWC
- * storage with nChw8c copies around each pass.
+ * reference code when GEMM exists). bench/ops prints which way each pass runs.
  *
  * A dilated "same" convolution whose dilation is at least the map's size (ASPP's large
  * rates on small maps) reads nothing but padding through its off-centre taps: every
  * output is the centre tap's 1x1 convolution, exactly (the other taps add zeros). It runs
  * as that 1x1 convolution on the centre slice of the weights, and its weight gradient is
- * zero but for the centre. In the quickstart G-SCNN (16x16 maps, rates 24 and 36) those
- * two convolutions' backward took 63 of a 254 ms step before.
+ * zero but for the centre (the quickstart G-SCNN's ASPP, rates 24 and 36 on 16x16 maps,
+ * has two such convolutions).
  *
  * Weights follow the storage rule too (OIhw as aBcdBb when I is a multiple of the block,
  * else OHWI). No fast kernel takes them as they are, so each primitive takes its own
