@@ -18,8 +18,8 @@
 void tb_platform_link(const struct tb_plugin *p, void *ctx, struct tb_link *out);
 
 /* Fills *out with the accelerator instance ctx of platform plugin p describes (accel):
- * cleared first, and left so for a plugin without accel; the name is cut to its array, and a rate that is negative or
- * not finite reads as 0 (unknown). */
+ * cleared first, and left so for a plugin without accel; the name is cut to its array,
+ * and a rate that is negative or not finite reads as 0 (unknown). */
 void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *out);
 
 /* Sets each of the plugin's environment defaults (env_defaults) that is not

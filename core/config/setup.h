@@ -82,9 +82,9 @@ struct tb_instance {
 };
 
 /* Finds plugin `name` of `kind`, validates `settings` ("key = value" lines of its section,
- * as in a file) against its keys, and creates an instance; for a dataset, one with split `split` opened
- * (ignored for other kinds: pass NULL). On failure *in is left empty and err says why. Close with
- * tb_instance_close(). For a platform, read its link with
+ * as in a file) against its keys, and creates an instance; for a dataset, one with `split`
+ * opened (ignored for other kinds: pass NULL). On failure *in is left empty and err says
+ * why. Close with tb_instance_close(). For a platform, read its link with
  * tb_platform_link(in->h->p, in->ctx, &link) (core/config/platform_internal.h). */
 int tb_instance_open(int kind, const char *name, const char *split, const char *settings, struct tb_instance *in,
                      struct tb_err *err);

@@ -47,8 +47,7 @@ uint64_t tb_exec_transient_bytes(const struct tb_exec *x)
 static int oom_report(struct tb_exec *x, size_t step, const char *what, uint64_t bytes, struct tb_err *err)
 {
     struct tb_mem_stats st = { 0 };
-    if (x->e->ops->mem_stats)
-        x->e->ops->mem_stats(x->e->ctx, x->e->device, &st);
+    x->e->ops->mem_stats(x->e->ctx, x->e->device, &st); /* required to compute (engine.c) */
     size_t top[3] = { SIZE_MAX, SIZE_MAX, SIZE_MAX };
     for (size_t j = 0; j < x->s->ntensors; j++) {
         if (!x->t[j].data)
