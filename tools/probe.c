@@ -1,7 +1,9 @@
 /* probe.c: `trainbig probe CONFIG`: this machine's host-device bandwidth as the configured
  * backend moves data (pinned and pageable host memory, each direction alone and both at
- * once), beside the link the configured platform describes. With [backend] emulate_link
- * the CPU backend's copies follow the emulated link, so the probe shows that too. */
+ * once, and one small copy's time), beside the link the configured platform describes.
+ * With [backend] emulate_link the CPU backend's copies follow the emulated link, so the
+ * probe shows that too. tb_probe_link gives the same measurement as a link, which
+ * bench/sim hands to the sim when it plays a real device. */
 #include "config.h"
 
 #include "tools/probe_internal.h"
@@ -11,9 +13,11 @@
 #include <trainbig/clock.h>
 
 #include "core/config/platform.h"
-#include "core/train/run.h"
 
 enum { REPEATS = 5 };
+/* The copy whose time is taken for a copy's fixed cost: small enough that its bytes take
+ * well under a microsecond on any link the probe meets (4 KiB at 12 GB/s: 0.3 us). */
+#define LATENCY_BYTES ((size_t)4096)
 
 /* The backend's clock: a modelled device's copies take the model's time. */
 static double backend_now(const struct tb_backend_ops *o, void *ctx)
@@ -21,25 +25,81 @@ static double backend_now(const struct tb_backend_ops *o, void *ctx)
     return o->now ? o->now(ctx) : tb_now();
 }
 
-/* Seconds of the fastest of REPEATS rounds of `bytes` copied on each stream given
- * (H2D: host to device, D2H: back), all queued at once. */
-static double copies(const struct tb_backend_ops *o, void *ctx, bool h2d, bool d2h, void *dev, void *dev2, void *host,
-                     void *host2, size_t bytes, struct tb_event *e1, struct tb_event *e2, struct tb_err *err)
+/* Two device blocks, two pinned host blocks and two events: what the timed copies use.
+ * All of it the backend's, given back by probe_buffers_free. */
+struct probe_buffers {
+    const struct tb_backend_ops *o;
+    void *ctx;
+    void *dev, *dev2, *host, *host2;
+    struct tb_event *e1, *e2;
+};
+
+static void probe_buffers_free(struct probe_buffers *b)
 {
+    const struct tb_backend_ops *o = b->o;
+    if (!o)
+        return;
+    if (b->e1)
+        o->event_destroy(b->ctx, b->e1);
+    if (b->e2)
+        o->event_destroy(b->ctx, b->e2);
+    if (b->dev)
+        o->mem_free(b->ctx, 0, b->dev);
+    if (b->dev2)
+        o->mem_free(b->ctx, 0, b->dev2);
+    if (b->host)
+        o->host_free(b->ctx, b->host);
+    if (b->host2)
+        o->host_free(b->ctx, b->host2);
+    memset(b, 0, sizeof *b);
+}
+
+static int probe_buffers_make(struct probe_buffers *b, const struct tb_run *r, size_t bytes, struct tb_err *err)
+{
+    memset(b, 0, sizeof *b);
+    const struct tb_backend_ops *o = b->o = r->engine.ops;
+    void *ctx = b->ctx = r->engine.ctx;
+    b->dev = o->mem_alloc(ctx, 0, bytes);
+    b->dev2 = o->mem_alloc(ctx, 0, bytes);
+    b->host = o->host_alloc(ctx, bytes);
+    b->host2 = o->host_alloc(ctx, bytes);
+    b->e1 = o->event_create(ctx, 0);
+    b->e2 = o->event_create(ctx, 0);
+    int rc = TB_OK;
+    if (!b->dev || !b->dev2)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "probe: no room for two %.0f MiB device blocks: lower the size",
+                        (double)bytes / 1048576.0);
+    else if (!b->host || !b->host2 || !b->e1 || !b->e2)
+        rc = tb_err_set(err, TB_ERR_NOMEM, "probe: out of host memory");
+    if (rc) {
+        probe_buffers_free(b);
+        return rc;
+    }
+    memset(b->host, 1, bytes);
+    memset(b->host2, 2, bytes);
+    return TB_OK;
+}
+
+/* Seconds of the fastest of REPEATS rounds of `bytes` copied on each stream given
+ * (H2D: host to device, D2H: back), all queued at once; -1 on the backend's error. */
+static double copies(const struct probe_buffers *b, bool h2d, bool d2h, size_t bytes, struct tb_err *err)
+{
+    const struct tb_backend_ops *o = b->o;
+    void *ctx = b->ctx;
     double best = 1e30;
     for (int r = 0; r < REPEATS; r++) {
         double t0 = backend_now(o, ctx);
         int rc = TB_OK;
-        if (h2d && !(rc = o->copy_async(ctx, 0, TB_STREAM_H2D, dev, host, bytes, err)))
-            rc = o->event_record(ctx, e1, TB_STREAM_H2D);
-        if (!rc && d2h && !(rc = o->copy_async(ctx, 0, TB_STREAM_D2H, host2, dev2, bytes, err)))
-            rc = o->event_record(ctx, e2, TB_STREAM_D2H);
+        if (h2d && !(rc = o->copy_async(ctx, 0, TB_STREAM_H2D, b->dev, b->host, bytes, err)))
+            rc = o->event_record(ctx, b->e1, TB_STREAM_H2D);
+        if (!rc && d2h && !(rc = o->copy_async(ctx, 0, TB_STREAM_D2H, b->host2, b->dev2, bytes, err)))
+            rc = o->event_record(ctx, b->e2, TB_STREAM_D2H);
         if (rc)
             return -1;
         if (h2d)
-            o->event_sync(ctx, e1);
+            o->event_sync(ctx, b->e1);
         if (d2h)
-            o->event_sync(ctx, e2);
+            o->event_sync(ctx, b->e2);
         double t = backend_now(o, ctx) - t0;
         best = t < best ? t : best;
     }
@@ -48,59 +108,89 @@ static double copies(const struct tb_backend_ops *o, void *ctx, bool h2d, bool d
 
 /* Seconds of the fastest pageable round trip one way: tensor_write (to the device) or
  * tensor_read (back) of an (n,1,1,1) float tensor, which is a plain copy in any layout. */
-static double pageable(const struct tb_backend_ops *o, void *ctx, bool to_device, struct tb_tensor *t, void *host,
+static double pageable(const struct probe_buffers *b, bool to_device, struct tb_tensor *t, void *host,
                        struct tb_err *err)
 {
     double best = 1e30;
     for (int r = 0; r < REPEATS; r++) {
-        double t0 = backend_now(o, ctx);
-        int rc = to_device ? o->tensor_write(ctx, t, host, err) : o->tensor_read(ctx, t, host, err);
+        double t0 = backend_now(b->o, b->ctx);
+        int rc = to_device ? b->o->tensor_write(b->ctx, t, host, err) : b->o->tensor_read(b->ctx, t, host, err);
         if (rc)
             return -1;
-        double s = backend_now(o, ctx) - t0;
+        double s = backend_now(b->o, b->ctx) - t0;
         best = s < best ? s : best;
     }
     return best;
+}
+
+/* The pinned measurements both tb_probe and tb_probe_link give: seconds of `bytes` each
+ * way alone and both at once, and of one LATENCY_BYTES copy each way (its mean). */
+struct pinned_times {
+    double h2d, d2h, both, small;
+};
+
+static int time_pinned(const struct probe_buffers *b, size_t bytes, struct pinned_times *t, struct tb_err *err)
+{
+    t->h2d = copies(b, true, false, bytes, err);
+    t->d2h = copies(b, false, true, bytes, err);
+    t->both = copies(b, true, true, bytes, err);
+    const size_t small = bytes < LATENCY_BYTES ? bytes : LATENCY_BYTES;
+    const double sh = copies(b, true, false, small, err), sd = copies(b, false, true, small, err);
+    if (t->h2d < 0 || t->d2h < 0 || t->both < 0 || sh < 0 || sd < 0)
+        return err->status ? err->status : TB_ERR_RUNTIME;
+    t->small = (sh + sd) / 2;
+    return TB_OK;
+}
+
+int tb_probe_link(const struct tb_run *r, size_t bytes, struct tb_link *measured, struct tb_err *err)
+{
+    struct probe_buffers b;
+    int rc = probe_buffers_make(&b, r, bytes, err);
+    struct pinned_times t;
+    if (!rc)
+        rc = time_pinned(&b, bytes, &t, err);
+    probe_buffers_free(&b);
+    if (rc)
+        return rc;
+    *measured = r->link;
+    measured->h2d_bytes_per_s = (double)bytes / t.h2d;
+    measured->d2h_bytes_per_s = (double)bytes / t.d2h;
+    /* never above either direction alone, as struct tb_link has it */
+    double duplex = (double)bytes / t.both;
+    if (duplex > measured->h2d_bytes_per_s)
+        duplex = measured->h2d_bytes_per_s;
+    if (duplex > measured->d2h_bytes_per_s)
+        duplex = measured->d2h_bytes_per_s;
+    measured->duplex_bytes_per_s = duplex;
+    measured->latency_s = t.small;
+    return TB_OK;
 }
 
 int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *err)
 {
     struct tb_run r;
     int rc = tb_run_open(&r, s, err);
-    const struct tb_backend_ops *o = r.engine.ops;
-    void *ctx = r.engine.ctx;
-    void *dev = NULL, *dev2 = NULL, *host = NULL, *host2 = NULL, *page = NULL;
-    struct tb_event *e1 = NULL, *e2 = NULL;
+    struct probe_buffers b = { 0 };
+    void *page = NULL;
+    if (!rc)
+        rc = probe_buffers_make(&b, &r, bytes, err);
+    if (!rc && !(page = malloc(bytes)))
+        rc = tb_err_set(err, TB_ERR_NOMEM, "probe: out of host memory");
+    struct pinned_times pin;
+    if (!rc)
+        rc = time_pinned(&b, bytes, &pin, err);
     if (!rc) {
-        dev = o->mem_alloc(ctx, 0, bytes);
-        dev2 = o->mem_alloc(ctx, 0, bytes);
-        host = o->host_alloc(ctx, bytes);
-        host2 = o->host_alloc(ctx, bytes);
-        page = malloc(bytes);
-        e1 = o->event_create(ctx, 0);
-        e2 = o->event_create(ctx, 0);
-        if (!dev || !dev2)
-            rc = tb_err_set(err, TB_ERR_NOMEM, "probe: no room for two %.0f MiB device blocks: lower the size",
-                            (double)bytes / 1048576.0);
-        else if (!host || !host2 || !page || !e1 || !e2)
-            rc = tb_err_set(err, TB_ERR_NOMEM, "probe: out of host memory");
-    }
-    if (!rc) {
-        memset(host, 1, bytes);
-        memset(host2, 2, bytes);
         memset(page, 3, bytes);
+        const struct tb_backend_ops *o = b.o;
         const double gb = (double)bytes / 1e9;
-        const double h = copies(o, ctx, true, false, dev, dev2, host, host2, bytes, e1, e2, err);
-        const double d = copies(o, ctx, false, true, dev, dev2, host, host2, bytes, e1, e2, err);
-        const double both = copies(o, ctx, true, true, dev, dev2, host, host2, bytes, e1, e2, err);
-        struct tb_tensor t = { .desc = { TB_F32, { (int32_t)(bytes / 4), 1, 1, 1 } }, .device = 0, .data = dev };
-        const double ph = pageable(o, ctx, true, &t, page, err), pd = pageable(o, ctx, false, &t, page, err);
-        if (h < 0 || d < 0 || both < 0 || ph < 0 || pd < 0) {
+        struct tb_tensor t = { .desc = { TB_F32, { (int32_t)(bytes / 4), 1, 1, 1 } }, .device = 0, .data = b.dev };
+        const double ph = pageable(&b, true, &t, page, err), pd = pageable(&b, false, &t, page, err);
+        if (ph < 0 || pd < 0) {
             rc = err->status ? err->status : TB_ERR_RUNTIME;
         } else {
             struct tb_device_info di = { 0 };
             if (o->device_info)
-                o->device_info(ctx, 0, &di);
+                o->device_info(b.ctx, 0, &di);
             fprintf(out, "probe: backend '%s' (%s), %.0f MiB per copy, the fastest of %d\n", r.backend->name, di.name,
                     (double)bytes / 1048576.0, REPEATS);
             const struct tb_link *l = &r.link, *p = &r.platform_link;
@@ -110,9 +200,9 @@ int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *e
                 const char *what;
                 double secs, emulated, platform;
             } rows[] = {
-                { "pinned, host to device", h, l->h2d_bytes_per_s, p->h2d_bytes_per_s },
-                { "pinned, device to host", d, l->d2h_bytes_per_s, p->d2h_bytes_per_s },
-                { "pinned, both at once (each)", both,
+                { "pinned, host to device", pin.h2d, l->h2d_bytes_per_s, p->h2d_bytes_per_s },
+                { "pinned, device to host", pin.d2h, l->d2h_bytes_per_s, p->d2h_bytes_per_s },
+                { "pinned, both at once (each)", pin.both,
                   l->duplex_bytes_per_s > 0 ? l->duplex_bytes_per_s : l->h2d_bytes_per_s,
                   p->duplex_bytes_per_s > 0 ? p->duplex_bytes_per_s : p->h2d_bytes_per_s },
                 { "pageable, host to device", ph, 0, 0 },
@@ -126,9 +216,14 @@ int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *e
                     snprintf(pl, sizeof pl, "%.2f GB/s", rows[i].platform / 1e9);
                 fprintf(out, "  %-30s %9.3f GB/s %14s %14s\n", rows[i].what, gb / rows[i].secs, em, pl);
             }
-            fprintf(out, "  platform '%s': latency %.1f us, reference accelerator %.1f TFLOP/s%s\n", r.platform->name,
-                    p->latency_s * 1e6, p->accel_flops / 1e12,
-                    emulated ? "; emulated on this backend ([backend] emulate_link)" : "");
+            char em[32] = "", pl[32] = "-";
+            if (emulated)
+                snprintf(em, sizeof em, "%.1f us", l->latency_s * 1e6);
+            if (p->latency_s > 0)
+                snprintf(pl, sizeof pl, "%.1f us", p->latency_s * 1e6);
+            fprintf(out, "  %-30s %11.1f us %14s %14s\n", "pinned, 4 KiB copy (latency)", pin.small * 1e6, em, pl);
+            fprintf(out, "  platform '%s': reference accelerator %.1f TFLOP/s%s\n", r.platform->name,
+                    p->accel_flops / 1e12, emulated ? "; emulated on this backend ([backend] emulate_link)" : "");
             char accel[256];
             tb_accel_text(&r.accel, p->accel_flops, accel, sizeof accel);
             fprintf(out, "  platform's accelerator: %s\n", accel);
@@ -148,19 +243,8 @@ int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *e
             }
         }
     }
-    if (e1)
-        o->event_destroy(ctx, e1);
-    if (e2)
-        o->event_destroy(ctx, e2);
-    if (dev)
-        o->mem_free(ctx, 0, dev);
-    if (dev2)
-        o->mem_free(ctx, 0, dev2);
-    if (host)
-        o->host_free(ctx, host);
-    if (host2)
-        o->host_free(ctx, host2);
     free(page);
+    probe_buffers_free(&b);
     tb_run_close(&r);
     return rc;
 }

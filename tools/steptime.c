@@ -20,6 +20,7 @@
 #include "core/train/inputs.h"
 #include "core/train/run.h"
 #include "core/config/setup.h"
+#include "tools/probe_internal.h"
 
 /* One timed step: its time and what the swap did in it. */
 struct timed {
@@ -299,8 +300,10 @@ int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, i
     return time_steps(path, false, trace, NULL, NULL, sets, nsets, steps, out, err);
 }
 
-int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
-                 struct tb_accel *accel, struct tb_err *err)
+/* Opens the run the configuration of `path` and the assignments make, and gives it to
+ * `with` (nothing trains); the run is closed again before this returns. */
+static int with_run(const char *path, const char *const *sets, int nsets,
+                    int (*with)(const struct tb_run *r, void *arg, struct tb_err *err), void *arg, struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
     int rc = load_config(path, &cfg, err);
@@ -315,16 +318,44 @@ int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb
     memset(&r, 0, sizeof r);
     if (!rc)
         rc = tb_run_open(&r, s, err);
-    if (!rc) {
-        *link = r.link;
-        *platform = r.platform_link;
-        if (accel)
-            *accel = r.accel;
-    }
+    if (!rc)
+        rc = with(&r, arg, err);
     tb_run_close(&r);
     tb_setup_free(s);
     tb_config_free(cfg);
     return rc;
+}
+
+struct links {
+    struct tb_link *link, *platform;
+    struct tb_accel *accel;
+    size_t probe_bytes; /* 0: the run's link as it is; else measured with copies of this size */
+};
+
+static int take_links(const struct tb_run *r, void *arg, struct tb_err *err)
+{
+    const struct links *l = arg;
+    *l->platform = r->platform_link;
+    if (l->accel)
+        *l->accel = r->accel;
+    if (l->probe_bytes)
+        return tb_probe_link(r, l->probe_bytes, l->link, err);
+    *l->link = r->link;
+    return TB_OK;
+}
+
+int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
+                 struct tb_accel *accel, struct tb_err *err)
+{
+    struct links l = { link, platform, accel, 0 };
+    return with_run(path, sets, nsets, take_links, &l, err);
+}
+
+int tb_step_link_measured(const char *path, const char *const *sets, int nsets, size_t bytes, struct tb_link *link,
+                          struct tb_link *platform, struct tb_err *err)
+{
+    struct links l = { link, platform, NULL, bytes > 0 ? bytes : 1 };
+    return with_run(path, sets, nsets, take_links, &l, err);
 }
 
 int tb_time_steps_spans(const char *path, const char *const *sets, int nsets, int steps, struct tb_trace_span **spans,

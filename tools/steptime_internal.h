@@ -67,5 +67,10 @@ int tb_time_steps_swap(const char *path, const char *const *sets, int nsets, int
  * of `path` (NULL: empty) and the assignments; nothing trains. */
 int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
                  struct tb_accel *accel, struct tb_err *err);
+/* The same link as the run's backend really moves data: its pinned copies of `bytes`
+ * timed each way alone and both at once, and one small copy's time as the latency
+ * (tb_probe_link), beside the platform's own; for a model that is to play this device. */
+int tb_step_link_measured(const char *path, const char *const *sets, int nsets, size_t bytes, struct tb_link *link,
+                          struct tb_link *platform, struct tb_err *err);
 
 #endif
