@@ -8,8 +8,11 @@
  *    footprint, on the link of power9-nvlink and of x86-pcie as the cpu backend emulates
  *    it (emulate_link, at the step's own convolution rate as bench/lms sets it), under
  *    lru, prefetch and hybrid, is measured (the median of --rounds runs, each against an
- *    uncapped step of its own round) and predicted by the sim on the same link (the rates
- *    the emulated copies really have, tb_step_link). The sim is capped so that its
+ *    uncapped step of its own round) and predicted by the sim on the same link as the
+ *    copies really have it (measured with pinned copies each way, both at once and one
+ *    small copy: tb_step_link_measured; beside it, the sim's step on the link as the
+ *    platform describes it, emulated, to show what the measurement is worth). The sim is
+ *    capped so that its
  *    tensors have the room the cpu's had: the cpu's cap less what the cpu holds beside
  *    the tensors (its ops' scratch, which the sim does not model: the two uncapped peaks'
  *    difference). Errors: the step time's, in % of the measured; the overhead's, in
@@ -17,8 +20,9 @@
  *    models; the rest of the measured overhead (the ops' own slowdown: on the CPU, copies
  *    taking cores and memory bandwidth from the ops, which a GPU's copy engines do not;
  *    and the bookkeeping between ops) is printed beside, left out by design.
- * 2. Against a GPU (--backend cuda, on a machine with one): the same, on its real link and
- *    the platform `plugin = auto` chooses there (--platform NAME names another).
+ * 2. Against a GPU (--backend cuda, on a machine with one): the same, on its real link,
+ *    measured, and the platform `plugin = auto` chooses there (--platform NAME names
+ *    another), whose description of the link is shown beside.
  * 3. Against the paper ("Training Big on Images"): the reference G-SCNN at 600x600 and
  *    700x700, batch 2 per GPU (the study's 8 over four V100s), on the ac922, dgx-station
  *    and p3.8xlarge presets, capped at --cap of its footprint, the overhead of lru (and
@@ -177,6 +181,7 @@ struct measured_case {
     bool sim_failed;
     char sim_why[200];
     double sim_step_s, sim_over, sim_moved;
+    double sim_described_s; /* the sim's step on the link as described (NAN: failed) */
 };
 
 static int against_backend(const struct opts *o)
@@ -232,8 +237,10 @@ static int against_backend(const struct opts *o)
     double worst_step = 0, worst_over = 0;
     for (int p = 0; p < nplat; p++) {
         const char *plat = cuda ? o->platform : cpu_platforms[p];
-        /* What the measured runs' copies see. */
-        struct tb_link link, given;
+        /* What the measured runs' copies see, measured (the sim plays that), and the link as
+         * described: the platform's on a GPU, what the cpu backend makes of it when it
+         * emulates it (each copy's fixed cost and rate before the copy threads' own). */
+        struct tb_link link, described, given;
         network(&s, false, o->size, o->batch);
         measured_backend(&s, o);
         if (plat)
@@ -244,17 +251,15 @@ static int against_backend(const struct opts *o)
         }
         struct tb_err err;
         tb_err_clear(&err);
-        /* a real link is measured (the sim plays it as it is, not as the platform
-         * describes it); an emulated one is what the cpu backend makes of the platform's */
-        if (cuda ? tb_step_link_measured(NULL, s.v, s.n, LINK_PROBE_BYTES, &link, &given, &err)
-                 : tb_step_link(NULL, s.v, s.n, &link, &given, NULL, &err)) {
+        if (tb_step_link_measured(NULL, s.v, s.n, LINK_PROBE_BYTES, &link, &given, &err) ||
+            tb_step_link(NULL, s.v, s.n, &described, &given, NULL, &err)) {
             fprintf(stderr, "bench/sim: the link of %s: %s\n", plat ? plat : "the platform", err.msg);
             unlink(trace);
             return 1;
         }
         double over[NPOL][MAX_ROUNDS], modelled[NPOL][MAX_ROUNDS], rest[NPOL][MAX_ROUNDS], step[NPOL][MAX_ROUNDS],
             moved[NPOL][MAX_ROUNDS], sim_step[NPOL][MAX_ROUNDS], sim_over[NPOL][MAX_ROUNDS],
-            sim_moved[NPOL][MAX_ROUNDS];
+            sim_moved[NPOL][MAX_ROUNDS], sim_described[NPOL][MAX_ROUNDS];
         bool sim_ok[NPOL][MAX_ROUNDS];
         int ok[NPOL] = { 0 };
         for (int r = 0; r < o->rounds; r++) {
@@ -310,6 +315,13 @@ static int against_backend(const struct opts *o)
                     sim_over[q][k] = 100 * (st.step_s / su.step_s - 1);
                     sim_moved[q][k] = (st.out_bytes + st.in_bytes) / 1048576;
                 }
+                /* the same on the link as described, to show what measuring it gives */
+                network(&s, false, o->size, o->batch);
+                if (plat)
+                    set(&s, "platform.plugin=%s", plat);
+                sim_backend(&s, trace, mem_rate, &described, room);
+                set(&s, "swap.plugin=%s", policies[q]);
+                sim_described[q][k] = sim_ok[q][k] && run(&s, o->steps, NULL, &st, NULL, 0) == 0 ? st.step_s : NAN;
             }
         }
         for (int q = 0; q < NPOL; q++) {
@@ -340,18 +352,16 @@ static int against_backend(const struct opts *o)
                 m->sim_step_s = sim_step[q][mid];
                 m->sim_over = sim_over[q][mid];
                 m->sim_moved = sim_moved[q][mid];
+                m->sim_described_s = sim_described[q][mid];
             }
         }
-        printf("  %s: the link as the copies had it%s: %.3g GB/s host to device, %.3g back, %.3g each way at once, "
-               "%.0f us per copy\n",
-               plat ? plat : "the platform", cuda ? " (measured with pinned copies; the sim plays it)" : "",
-               link.h2d_bytes_per_s / 1e9, link.d2h_bytes_per_s / 1e9, link.duplex_bytes_per_s / 1e9,
-               link.latency_s * 1e6);
-        if (cuda)
-            printf("    the platform's description of it: %.3g GB/s host to device, %.3g back, %.3g each way at once, "
-                   "%.0f us per copy\n",
-                   given.h2d_bytes_per_s / 1e9, given.d2h_bytes_per_s / 1e9, given.duplex_bytes_per_s / 1e9,
-                   given.latency_s * 1e6);
+        printf("  %s: the link as the copies had it, measured (pinned %d MiB copies, a 4 KiB copy's time): %.3g GB/s "
+               "host to device, %.3g back, %.3g each way at once, %.0f us per copy; as described%s: %.3g / %.3g / "
+               "%.3g GB/s, %.0f us\n",
+               plat ? plat : "the platform", (int)(LINK_PROBE_BYTES >> 20), link.h2d_bytes_per_s / 1e9,
+               link.d2h_bytes_per_s / 1e9, link.duplex_bytes_per_s / 1e9, link.latency_s * 1e6,
+               cuda ? " by the platform" : " (the platform's, emulated)", described.h2d_bytes_per_s / 1e9,
+               described.d2h_bytes_per_s / 1e9, described.duplex_bytes_per_s / 1e9, described.latency_s * 1e6);
         printf("    %-9s %12s %22s %18s %18s %10s %12s %12s %10s %12s %14s\n", "policy", "step (ms)",
                "overhead (min..max)", "stall+recompute", "left out (ops..)", "moved MiB", "sim step", "sim overhead",
                "sim moved", "step error", "overhead error");
@@ -375,6 +385,15 @@ static int against_backend(const struct opts *o)
                    policies[q], m->step_s * 1e3, range, m->modelled, m->rest, m->moved, m->sim_step_s * 1e3,
                    m->sim_over, m->sim_moved, step_err, over_err);
         }
+        printf("    the sim on the link as described instead of measured: step error");
+        for (int q = 0; q < NPOL; q++) {
+            const struct measured_case *m = &c[p][q];
+            if (m->failed || m->sim_failed || isnan(m->sim_described_s))
+                printf(" %s -", policies[q]);
+            else
+                printf(" %s %+.1f%%", policies[q], 100 * (m->sim_described_s / m->step_s - 1));
+        }
+        printf("\n");
     }
     printf("  worst errors: step %.1f%% (target 10%%), overhead %.1f points against the stall and recomputation "
            "(target 5)\n",

@@ -162,7 +162,11 @@ int tb_probe_link(const struct tb_run *r, size_t bytes, struct tb_link *measured
     if (duplex > measured->d2h_bytes_per_s)
         duplex = measured->d2h_bytes_per_s;
     measured->duplex_bytes_per_s = duplex;
-    measured->latency_s = t.small;
+    /* the small copy's time less its bytes at the measured rates: what a copy costs
+     * beside its data */
+    const double small = (double)(bytes < LATENCY_BYTES ? bytes : LATENCY_BYTES);
+    const double data = (small / measured->h2d_bytes_per_s + small / measured->d2h_bytes_per_s) / 2;
+    measured->latency_s = t.small > data ? t.small - data : 0;
     return TB_OK;
 }
 

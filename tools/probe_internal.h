@@ -15,8 +15,9 @@
 int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *err);
 
 /* The link as r's backend's copies have it: r->link with the pinned rates of `bytes`
- * each way alone and both at once (each direction's, at most either alone) and the time
- * of one 4 KiB copy as the latency, each the fastest of five. */
+ * each way alone and both at once (each direction's, at most either alone) and, as the
+ * latency, the time of one 4 KiB copy less its bytes at those rates; each the fastest of
+ * five. */
 int tb_probe_link(const struct tb_run *r, size_t bytes, struct tb_link *measured, struct tb_err *err);
 
 #endif
