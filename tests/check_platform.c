@@ -214,12 +214,12 @@ START_TEST(gpus_together_described)
     static const struct {
         const char *platform;
         int per_node;
-        double peer_gbps, peer_us, net_gbps, net_us;
+        double peer_gbps, pair_gbps, peer_us, net_gbps, net_us;
     } rows[] = {
-        { "x86-pcie", 4, 12, 5.7, 12.5, 2 },    { "power9-nvlink", 4, 64, 3.4, 12.5, 2 },
-        { "ac922", 4, 64, 3.4, 12.5, 2 },       { "dgx-station", 4, 12, 5.7, 12.5, 2 },
-        { "p3.8xlarge", 4, 12, 5.7, 1.25, 30 }, { "h100-sxm", 8, 450, 3.4, 50, 2 },
-        { "h200", 8, 450, 3.4, 50, 2 },         { "rtx4090", 1, 24, 5.7, 1.25, 30 },
+        { "x86-pcie", 4, 12, 0, 5.7, 12.5, 2 },    { "power9-nvlink", 4, 64, 75, 3.4, 12.5, 2 },
+        { "ac922", 4, 64, 75, 3.4, 12.5, 2 },      { "dgx-station", 4, 12, 0, 5.7, 12.5, 2 },
+        { "p3.8xlarge", 4, 12, 0, 5.7, 1.25, 30 }, { "h100-sxm", 8, 450, 0, 3.4, 50, 2 },
+        { "h200", 8, 450, 0, 3.4, 50, 2 },         { "rtx4090", 1, 24, 0, 5.7, 1.25, 30 },
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         struct tb_instance pi;
@@ -227,6 +227,7 @@ START_TEST(gpus_together_described)
         const struct tb_accel a = accel_of(&pi);
         ck_assert_int_eq(a.per_node, rows[i].per_node);
         ck_assert_near(a.peer_bytes_per_s, rows[i].peer_gbps * 1e9);
+        ck_assert_near(a.pair_bytes_per_s, rows[i].pair_gbps * 1e9);
         ck_assert_near(a.peer_latency_s * 1e6, rows[i].peer_us);
         ck_assert_near(a.net_bytes_per_s, rows[i].net_gbps * 1e9);
         ck_assert_near(a.net_latency_s * 1e6, rows[i].net_us);
@@ -249,6 +250,44 @@ START_TEST(gpus_together_described)
     ck_assert_contains(err.msg, "peer_gbps");
     open_fails("h100-sxm", "net_gbps = 4e10\n", &err); /* bytes/s by mistake */
     ck_assert_contains(err.msg, "net_gbps");
+    /* two GPUs joined directly are no slower than the node's slowest hop: both keys named */
+    open_fails("power9-nvlink", "pair_gbps = 50\n", &err);
+    ck_assert_contains(err.msg, "pair_gbps = 50 is less than peer_gbps = 64");
+    ck_assert_contains(err.msg, "allowed: 0 (as peer_gbps) or at least 64");
+    open_ok(&pi, "power9-nvlink", "pair_gbps = 0\n");
+    ck_assert_near(accel_of(&pi).pair_bytes_per_s, 0.0);
+    tb_instance_close(&pi);
+}
+END_TEST
+
+/* The hop a ring over n GPUs runs at (tb_accel_ring_hop): the pair's link for two GPUs
+ * where the platform has one, the node's slowest hop for more, and over nodes the slower
+ * of it and the network with the larger latency. */
+START_TEST(ring_hop_by_gpus)
+{
+    struct tb_instance pi;
+    open_ok(&pi, "ac922", "");
+    const struct tb_accel a = accel_of(&pi);
+    tb_instance_close(&pi);
+    double bw, lat;
+    tb_accel_ring_hop(&a, 2, &bw, &lat);
+    ck_assert_near(bw, 75e9);
+    ck_assert_near(lat * 1e6, 3.4);
+    tb_accel_ring_hop(&a, 4, &bw, &lat);
+    ck_assert_near(bw, 64e9);
+    tb_accel_ring_hop(&a, 8, &bw, &lat);
+    ck_assert_near(bw, 12.5e9);
+    ck_assert_near(lat * 1e6, 3.4);
+    struct tb_accel b = a;
+    b.pair_bytes_per_s = 0; /* none: two GPUs take the node's hop */
+    tb_accel_ring_hop(&b, 2, &bw, &lat);
+    ck_assert_near(bw, 64e9);
+    b.per_node = 1; /* one GPU a node: two cross the network, whatever the pair */
+    b.pair_bytes_per_s = 75e9;
+    b.net_latency_s = 30e-6;
+    tb_accel_ring_hop(&b, 2, &bw, &lat);
+    ck_assert_near(bw, 12.5e9);
+    ck_assert_near(lat * 1e6, 30.0);
 }
 END_TEST
 
@@ -995,6 +1034,7 @@ static Suite *platform_suite(void)
     tcase_add_test(tc, presets_are_their_class);
     tcase_add_test(tc, accelerators_described);
     tcase_add_test(tc, gpus_together_described);
+    tcase_add_test(tc, ring_hop_by_gpus);
     tcase_add_test(tc, every_value_overridden);
     tcase_add_test(tc, edges_allowed);
     tcase_add_test(tc, duplex_faster_than_alone);

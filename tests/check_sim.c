@@ -435,6 +435,11 @@ START_TEST(ring_allreduce_over_the_links)
     fast.net_latency_s = 9e-6;
     ck_assert_close(sim_ring_seconds(&fast, 8, 1e9), 1.75 * 1e9 / 64e9 + 14 * 9e-6);
     ck_assert_close(sim_ring_seconds(&a, 4, 0), 6 * 3.4e-6);
+    /* two GPUs joined directly (an AC922 socket's pair): their own link, not the node's hop */
+    struct tb_accel pair = a;
+    pair.pair_bytes_per_s = 75e9;
+    ck_assert_close(sim_ring_seconds(&pair, 2, 1e9), 1.0 * 1e9 / 75e9 + 2 * 3.4e-6);
+    ck_assert_close(sim_ring_seconds(&pair, 4, 1e9), 1.5 * 1e9 / 64e9 + 6 * 3.4e-6);
 }
 END_TEST
 

@@ -227,10 +227,9 @@ static double allreduce_s(int n, double grad_bytes, double gbps, double latency_
 
 static double model_step(double t, int gpus, double grad_bytes, const struct link_class *node, bool overlap)
 {
-    /* Over nodes the ring's slowest hop is the network's. */
-    const struct tb_accel *a = &node->a;
-    const double ar = gpus > a->per_node ? allreduce_s(gpus, grad_bytes, a->net_bytes_per_s / 1e9, a->net_latency_s)
-                                         : allreduce_s(gpus, grad_bytes, a->peer_bytes_per_s / 1e9, a->peer_latency_s);
+    double bw, latency;
+    tb_accel_ring_hop(&node->a, gpus, &bw, &latency);
+    const double ar = allreduce_s(gpus, grad_bytes, bw / 1e9, latency);
     return overlap ? t + fmax(0, ar - t * 2.0 / 3.0) : t + ar;
 }
 

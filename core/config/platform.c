@@ -50,6 +50,20 @@ void tb_platform_accel(const struct tb_plugin *p, void *ctx, struct tb_accel *ou
     out->peer_latency_s = known_rate(out->peer_latency_s);
     out->net_bytes_per_s = known_rate(out->net_bytes_per_s);
     out->net_latency_s = known_rate(out->net_latency_s);
+    out->pair_bytes_per_s = known_rate(out->pair_bytes_per_s);
+}
+
+void tb_accel_ring_hop(const struct tb_accel *a, int n, double *bytes_per_s, double *latency_s)
+{
+    double bw = a->peer_bytes_per_s, latency = a->peer_latency_s;
+    if (n == 2 && a->per_node >= 2 && a->pair_bytes_per_s > bw)
+        bw = a->pair_bytes_per_s;
+    if (n > a->per_node) {
+        bw = a->net_bytes_per_s < bw ? a->net_bytes_per_s : bw;
+        latency = a->net_latency_s > latency ? a->net_latency_s : latency;
+    }
+    *bytes_per_s = bw;
+    *latency_s = latency;
 }
 
 void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_t size)
@@ -67,10 +81,12 @@ void tb_accel_text(const struct tb_accel *a, double fp32_flops, char *buf, size_
         snprintf(h, sizeof h, "%.1f fp16", a->fp16_flops / 1e12);
     if (a->bf16_flops > 0)
         snprintf(b, sizeof b, "%.1f bf16", a->bf16_flops / 1e12);
-    char ring[160] = "";
+    char ring[200] = "", pair[48] = "";
+    if (a->pair_bytes_per_s > 0)
+        snprintf(pair, sizeof pair, " (%.0f GB/s over 2 GPUs)", a->pair_bytes_per_s / 1e9);
     if (a->per_node > 0)
-        snprintf(ring, sizeof ring, "; %d per node, ring %.0f GB/s within a node and %.1f GB/s between nodes",
-                 a->per_node, a->peer_bytes_per_s / 1e9, a->net_bytes_per_s / 1e9);
+        snprintf(ring, sizeof ring, "; %d per node, ring %.0f GB/s within a node%s and %.1f GB/s between nodes",
+                 a->per_node, a->peer_bytes_per_s / 1e9, pair, a->net_bytes_per_s / 1e9);
     snprintf(buf, size, "%s: %s, %s, %.1f TFLOP/s fp32, %s, %s (dense, matrix units)%s",
              a->name[0] ? a->name : "unnamed", mem, bw, fp32_flops / 1e12, h, b, ring);
 }

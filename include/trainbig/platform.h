@@ -62,7 +62,17 @@ struct tb_accel {
     double peer_latency_s;   /* the fixed cost of one ring step on that hop */
     double net_bytes_per_s;  /* between nodes: one GPU's share of its node's network */
     double net_latency_s;    /* the fixed cost of one ring step between nodes */
+    /* ABI 2.1: a ring over two GPUs of a node joined directly (the two V100s of an AC922
+     * socket on NVLink), faster than the peer hop a ring over the whole node takes; 0 =
+     * none, as peer_bytes_per_s. */
+    double pair_bytes_per_s;
 };
+
+/* The hop that bounds a ring all-reduce over n GPUs of platform a (per direction) and
+ * the fixed cost of each of its steps: the pair's link for 2 GPUs where a has one, the
+ * peer hop within one node, and over nodes the slower of that and the network. Figures
+ * a leaves at 0 (unknown) stay 0. */
+void tb_accel_ring_hop(const struct tb_accel *a, int n, double *bytes_per_s, double *latency_s);
 
 struct tb_platform_ops {
     /* ---- ABI 2.0 ---- */

@@ -42,9 +42,12 @@ extern "C" {
  *        dataset's split is no longer given to create but to open_split (dataset.h),
  *        and close is destroy; the compatibility rules of ABI 1's minors are gone:
  *        every member of every vtable and struct is read. doc/plugin-guide.md,
- *        "From ABI 1 to 2", says what to change in a plugin. */
+ *        "From ABI 1 to 2", says what to change in a plugin.
+ *   2.1  struct tb_accel ends with pair_bytes_per_s (a ring over two GPUs joined
+ *        directly), which a platform of 2.0 leaves 0 (none); tb_accel_ring_hop gives the
+ *        hop a ring over n GPUs runs at. */
 #define TB_ABI_MAJOR 2
-#define TB_ABI_MINOR 0
+#define TB_ABI_MINOR 1
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

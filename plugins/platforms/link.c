@@ -130,6 +130,16 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
                         tb_section_origin(cfg, "duplex_gbps"), duplex, key, duplex > h2d ? h2d : d2h,
                         tb_section_origin(cfg, key), h2d < d2h ? h2d : d2h);
     }
+    const double pair = tb_section_float(cfg, "pair_gbps"), peer = tb_section_float(cfg, "peer_gbps");
+    if (pair > 0 && pair < peer) {
+        const int pair_rc = tb_err_add(err, TB_ERR_CONFIG,
+                                       "%s: [platform] pair_gbps = %g is less than peer_gbps = %g (%s): two GPUs "
+                                       "joined directly are no slower than the slowest hop of a ring over the node; "
+                                       "allowed: 0 (as peer_gbps) or at least %g",
+                                       tb_section_origin(cfg, "pair_gbps"), pair, peer,
+                                       tb_section_origin(cfg, "peer_gbps"), peer);
+        rc = rc ? rc : pair_rc;
+    }
     int env_rc = check_env_list(cfg, err);
     int swap_rc = check_swap_list(cfg, err);
     if (rc || env_rc || swap_rc)
@@ -160,6 +170,7 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
     p->accel.per_node = (int)tb_section_int(cfg, "gpus_per_node");
     p->accel.peer_bytes_per_s = tb_section_float(cfg, "peer_gbps") * 1e9;
     p->accel.peer_latency_s = tb_section_float(cfg, "peer_latency_us") * 1e-6;
+    p->accel.pair_bytes_per_s = pair * 1e9;
     p->accel.net_bytes_per_s = tb_section_float(cfg, "net_gbps") * 1e9;
     p->accel.net_latency_s = tb_section_float(cfg, "net_latency_us") * 1e-6;
     p->link.numa_node = (int)tb_section_int(cfg, "numa_node");

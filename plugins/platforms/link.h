@@ -23,6 +23,7 @@
 #define PLAT_16BIT_RANGE "0..100000"
 #define PLAT_PER_NODE_RANGE "1..1024"
 #define PLAT_RING_GBPS_RANGE "0.001..100000"
+#define PLAT_PAIR_GBPS_RANGE "0..100000"
 /* accel_efficiency: a fraction; above 1 only for fast convolution algorithms, and a
  * percentage (70) is caught. The default is TB_ACCEL_EFFICIENCY_DEFAULT's. */
 #define PLAT_EFFICIENCY_RANGE "0.01..2"

@@ -84,6 +84,9 @@
  *     GPU, and the X-bus SMP link, ~64 GB/s per direction, is its slowest hop. The latency
  *     is NCCL's own cost model for one ring step over NVLink, Simple protocol (NVIDIA/nccl
  *     src/graph/tuning.cc, hwLat).
+ *   pair_gbps = 75: a ring over the two GPUs of one socket never crosses the X-bus: 3
+ *     NVLink 2.0 bricks at 25 GB/s per direction each (IBM Redpaper REDP-5472, the AC922
+ *     technical overview).
  *   net_gbps = 12.5, net_latency_us = 2: InfiniBand EDR (above).
  *   swap_defaults = min_size=256K: on NVLink the link is rarely what a step waits for
  *     (bench/lms: lru and prefetch both within a few percent at the reference network's
@@ -104,6 +107,7 @@
 #define PLAT_PEER_GBPS "64"
 #define PLAT_PEER_NOTE "the X-bus between an AC922's sockets: ~64"
 #define PLAT_PEER_LATENCY "3.4"
+#define PLAT_PAIR_GBPS "75"
 
 #elif TB_PLATFORM_CLASS == TB_PLATFORM_X86_PCIE
 
@@ -156,6 +160,7 @@
 #define PLAT_PEER_GBPS "12"
 #define PLAT_PEER_NOTE "PCIe 3.0 x16 between GPUs: ~12"
 #define PLAT_PEER_LATENCY "5.7"
+#define PLAT_PAIR_GBPS "0"
 
 #else
 #error "TB_PLATFORM must name a platform of platform.c (the build defines it)"
@@ -395,6 +400,9 @@ static const struct tb_key platform_keys[] = {
       "GPUs in one node, for data parallelism: a ring over more crosses the network (" PLAT_PER_NODE ")" },
     { "peer_gbps", TB_KEY_FLOAT, PLAT_PEER_GBPS, PLAT_RING_GBPS_RANGE,
       "the slowest hop of a ring all-reduce over one node's GPUs, GB/s per direction (" PLAT_PEER_NOTE ")" },
+    { "pair_gbps", TB_KEY_FLOAT, PLAT_PAIR_GBPS, PLAT_PAIR_GBPS_RANGE,
+      "a ring over two GPUs of a node joined directly, faster than peer_gbps's hop, GB/s per direction; 0 = as "
+      "peer_gbps (" PLAT_PAIR_GBPS ")" },
     { "peer_latency_us", TB_KEY_FLOAT, PLAT_PEER_LATENCY, PLAT_LATENCY_RANGE,
       "fixed cost of one ring step within a node, microseconds (NCCL's cost model)" },
     { "net_gbps", TB_KEY_FLOAT, PLAT_NET_GBPS, PLAT_RING_GBPS_RANGE,

@@ -5,11 +5,8 @@ double sim_ring_seconds(const struct tb_accel *a, int n, double bytes)
 {
     if (n <= 1)
         return 0;
-    double bw = a->peer_bytes_per_s, latency = a->peer_latency_s;
-    if (n > a->per_node) {
-        bw = a->net_bytes_per_s < bw ? a->net_bytes_per_s : bw;
-        latency = a->net_latency_s > latency ? a->net_latency_s : latency;
-    }
+    double bw, latency;
+    tb_accel_ring_hop(a, n, &bw, &latency);
     const double steps = 2.0 * (n - 1);
     return (bw > 0 ? steps / n * bytes / bw : 0) + steps * latency;
 }
