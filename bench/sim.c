@@ -149,17 +149,21 @@ static double copy_rate(void)
     return best > 0 ? best : 10e9;
 }
 
-/* The sim playing the measured backend: its per-op times from `trace`, its memory-bound
- * rest at `mem_rate` (0: the platform's accelerator's bandwidth, for a GPU), its link
- * `link` (what the measured run's copies had), its memory `cap` bytes (0: the platform's
- * accelerator's). */
+/* The sim playing the measured backend: its per-op times from `trace`; for the cpu
+ * backend (mem_rate > 0) its memory-bound rest at mem_rate and a host that waits for each
+ * op, as the cpu backend's ops run on the calling thread (a GPU's host runs ahead, and
+ * sees copies finish later: on the cpu it freed swapped blocks sooner, and the sim playing
+ * a GPU's host made room where the cpu had it); its link `link` (what the measured run's
+ * copies had); its memory `cap` bytes (0: the platform's accelerator's). */
 static void sim_backend(struct sets *s, const char *trace, double mem_rate, const struct tb_link *link, double cap)
 {
     set(s, "backend.plugin=sim");
     set(s, "backend.sim_profile=%s", trace);
-    /* the model's memory share of 0.8 (sim_model.c) applies to this: give it back */
-    if (mem_rate > 0)
+    if (mem_rate > 0) {
+        set(s, "backend.host_waits=yes");
+        /* the model's memory share of 0.8 (sim_model.c) applies to this: give it back */
         set(s, "platform.accel_mem_gbps=%.6g", mem_rate / 0.8 / 1e9);
+    }
     if (link) {
         set(s, "platform.h2d_gbps=%.6g", link->h2d_bytes_per_s / 1e9);
         set(s, "platform.d2h_gbps=%.6g", link->d2h_bytes_per_s / 1e9);

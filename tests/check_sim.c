@@ -39,6 +39,38 @@ START_TEST(streams_order_and_overlap)
 }
 END_TEST
 
+/* A host that waits for its compute (host_waits: ops on the host's own thread, as the cpu
+ * backend's) is where the compute ends after each submission, and so sees a copy queued
+ * beside it finish sooner than a host running ahead does; copies alone do not hold it. */
+START_TEST(host_waiting_for_compute)
+{
+    struct sim_clock c;
+    sim_clock_init(&c, 1e-6);
+    c.host_waits = true;
+    struct sim_event copied = { 0 };
+    sim_submit(&c, TB_STREAM_D2H, 2e-3);
+    sim_record(&c, &copied, TB_STREAM_D2H);
+    ck_assert_close(c.host, 1e-6); /* a copy: the host goes on */
+    sim_submit(&c, TB_STREAM_COMPUTE, 1e-3);
+    ck_assert_close(c.host, 1e-3 + 2e-6); /* the op: it waited */
+    ck_assert(!sim_query(&c, &copied));
+    sim_submit(&c, TB_STREAM_COMPUTE, 1.5e-3);
+    ck_assert_close(c.host, 2.5e-3 + 3e-6);
+    ck_assert(sim_query(&c, &copied)); /* done by the time the second op was */
+    struct sim_clock ahead;
+    sim_clock_init(&ahead, 1e-6);
+    struct sim_event later = { 0 };
+    sim_submit(&ahead, TB_STREAM_D2H, 2e-3);
+    sim_record(&ahead, &later, TB_STREAM_D2H);
+    sim_submit(&ahead, TB_STREAM_COMPUTE, 1e-3);
+    sim_submit(&ahead, TB_STREAM_COMPUTE, 1.5e-3);
+    ck_assert(!sim_query(&ahead, &later)); /* the same work: the host is still at 3 us */
+    /* and its compute ends one submission later: the waiting host launched the second op
+     * after the first had ended, the other while it ran */
+    ck_assert_close(c.tail[TB_STREAM_COMPUTE] - ahead.tail[TB_STREAM_COMPUTE], 1e-6);
+}
+END_TEST
+
 /* An event recorded on a stream completes with the work before it; a stream that waits on
  * it starts its next work no earlier; a query tells without waiting, a sync waits. */
 START_TEST(events_order_streams_and_host)
@@ -468,6 +500,7 @@ int main(void)
     Suite *s = suite_create("sim");
     TCase *tc = tcase_create("clock");
     tcase_add_test(tc, streams_order_and_overlap);
+    tcase_add_test(tc, host_waiting_for_compute);
     tcase_add_test(tc, events_order_streams_and_host);
     tcase_add_test(tc, copies_on_the_link);
     tcase_add_test(tc, ring_allreduce_over_the_links);

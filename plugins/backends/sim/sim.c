@@ -21,6 +21,9 @@ static const struct tb_key sim_keys[] = {
     { "submit_us", TB_KEY_FLOAT, "2", "0..100000",
       "microseconds of host time each submission (a kernel launch, a copy, an event) takes, as a driver call does; "
       "a device whose work is shorter waits for the host" },
+    { "host_waits", TB_KEY_BOOL, "no", NULL,
+      "the host waits for each op it submits, as where ops run on the host's own thread (to play the cpu backend, "
+      "as bench/sim does); no = it runs ahead of the device, as a GPU's host does, and sees copies finish later" },
     { "sim_ranks", TB_KEY_INT, "1", "1..4096",
       "GPUs to model, data parallel: each runs this process's share of [train] batch, and each gradient bucket is "
       "all-reduced in a ring over the platform's links (gpus_per_node, peer_gbps, net_gbps) beside backward; 1 = "
@@ -58,6 +61,7 @@ static int sim_create(const struct tb_section *cfg, void **ctx, struct tb_err *e
     if (!sim)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     sim_clock_init(&sim->clock, tb_section_float(cfg, "submit_us") * 1e-6);
+    sim->clock.host_waits = tb_section_bool(cfg, "host_waits");
     sim_device_from(&sim->device, NULL, NULL);
     sim->device.launch_s = tb_section_float(cfg, "kernel_us") * 1e-6;
     sim->capacity = tb_section_size(cfg, "device_memory");

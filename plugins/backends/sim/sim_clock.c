@@ -20,6 +20,8 @@ double sim_submit(struct sim_clock *c, enum tb_stream s, double seconds)
     const double start = later(c->tail[s], c->host);
     c->start[s] = start;
     c->tail[s] = start + (seconds > 0 ? seconds : 0);
+    if (c->host_waits && s == TB_STREAM_COMPUTE)
+        c->host = c->tail[s];
     return start;
 }
 

@@ -22,6 +22,9 @@ struct sim_clock {
     double tail[TB_STREAMS];  /* when each stream's queued work completes */
     double start[TB_STREAMS]; /* when each stream's last work began */
     double launch_s;          /* host time one submission takes */
+    /* The host waits for each piece of compute it submits, as where the ops run on the
+     * host's own thread (the cpu backend); false: it runs ahead, as a GPU's host does. */
+    bool host_waits;
 };
 
 /* An event: the time the work before its record completes; never recorded: complete. */
@@ -34,7 +37,7 @@ struct sim_event {
 void sim_clock_init(struct sim_clock *c, double launch_s);
 
 /* Queues work of `seconds` on stream s; returns the time it starts (it ends at
- * c->tail[s]). */
+ * c->tail[s]; with host_waits, compute work ends there on the host too). */
 double sim_submit(struct sim_clock *c, enum tb_stream s, double seconds);
 
 /* The seconds a copy of `bytes` on copy stream s (TB_STREAM_H2D or D2H) takes when queued
