@@ -16,8 +16,8 @@ int tb_probe(const struct tb_setup *s, size_t bytes, FILE *out, struct tb_err *e
 
 /* The link as r's backend's copies have it: r->link with the pinned rates of `bytes`
  * each way alone and both at once (each direction's, at most either alone) and, as the
- * latency, the time of one 4 KiB copy less its bytes at those rates; each the fastest of
- * five. */
+ * latency, the time each of 16 4 KiB copies queued back to back takes less its bytes at
+ * those rates; each the fastest of five. */
 int tb_probe_link(const struct tb_run *r, size_t bytes, struct tb_link *measured, struct tb_err *err);
 
 #endif

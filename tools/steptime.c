@@ -300,10 +300,10 @@ int tb_time_steps_traced(const char *path, const char *const *sets, int nsets, i
     return time_steps(path, false, trace, NULL, NULL, sets, nsets, steps, out, err);
 }
 
-/* Opens the run the configuration of `path` and the assignments make, and gives it to
- * `with` (nothing trains); the run is closed again before this returns. */
-static int with_run(const char *path, const char *const *sets, int nsets,
-                    int (*with)(const struct tb_run *r, void *arg, struct tb_err *err), void *arg, struct tb_err *err)
+/* The links of the run the configuration of `path` and the assignments make (nothing
+ * trains): the run's as it is, or with probe_bytes, measured by copies of that size. */
+static int step_link(const char *path, const char *const *sets, int nsets, size_t probe_bytes, struct tb_link *link,
+                     struct tb_link *platform, struct tb_accel *accel, struct tb_err *err)
 {
     struct tb_config *cfg = NULL;
     int rc = load_config(path, &cfg, err);
@@ -318,44 +318,30 @@ static int with_run(const char *path, const char *const *sets, int nsets,
     memset(&r, 0, sizeof r);
     if (!rc)
         rc = tb_run_open(&r, s, err);
-    if (!rc)
-        rc = with(&r, arg, err);
+    if (!rc) {
+        *platform = r.platform_link;
+        if (accel)
+            *accel = r.accel;
+        *link = r.link;
+        if (probe_bytes)
+            rc = tb_probe_link(&r, probe_bytes, link, err);
+    }
     tb_run_close(&r);
     tb_setup_free(s);
     tb_config_free(cfg);
     return rc;
 }
 
-struct links {
-    struct tb_link *link, *platform;
-    struct tb_accel *accel;
-    size_t probe_bytes; /* 0: the run's link as it is; else measured with copies of this size */
-};
-
-static int take_links(const struct tb_run *r, void *arg, struct tb_err *err)
-{
-    const struct links *l = arg;
-    *l->platform = r->platform_link;
-    if (l->accel)
-        *l->accel = r->accel;
-    if (l->probe_bytes)
-        return tb_probe_link(r, l->probe_bytes, l->link, err);
-    *l->link = r->link;
-    return TB_OK;
-}
-
 int tb_step_link(const char *path, const char *const *sets, int nsets, struct tb_link *link, struct tb_link *platform,
                  struct tb_accel *accel, struct tb_err *err)
 {
-    struct links l = { link, platform, accel, 0 };
-    return with_run(path, sets, nsets, take_links, &l, err);
+    return step_link(path, sets, nsets, 0, link, platform, accel, err);
 }
 
 int tb_step_link_measured(const char *path, const char *const *sets, int nsets, size_t bytes, struct tb_link *link,
                           struct tb_link *platform, struct tb_err *err)
 {
-    struct links l = { link, platform, NULL, bytes > 0 ? bytes : 1 };
-    return with_run(path, sets, nsets, take_links, &l, err);
+    return step_link(path, sets, nsets, bytes > 0 ? bytes : 1, link, platform, NULL, err);
 }
 
 int tb_time_steps_spans(const char *path, const char *const *sets, int nsets, int steps, struct tb_trace_span **spans,

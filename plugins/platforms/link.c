@@ -132,12 +132,12 @@ int plat_create(const struct tb_plugin *self, const struct tb_section *cfg, void
     }
     const double pair = tb_section_float(cfg, "pair_gbps"), peer = tb_section_float(cfg, "peer_gbps");
     if (pair > 0 && pair < peer) {
-        const int pair_rc = tb_err_add(err, TB_ERR_CONFIG,
-                                       "%s: [platform] pair_gbps = %g is less than peer_gbps = %g (%s): two GPUs "
-                                       "joined directly are no slower than the slowest hop of a ring over the node; "
-                                       "allowed: 0 (as peer_gbps) or at least %g",
-                                       tb_section_origin(cfg, "pair_gbps"), pair, peer,
-                                       tb_section_origin(cfg, "peer_gbps"), peer);
+        const int pair_rc =
+            tb_err_add(err, TB_ERR_CONFIG,
+                       "%s: [platform] pair_gbps = %g is less than peer_gbps = %g (%s): two GPUs "
+                       "joined directly are no slower than the slowest hop of a ring over the node; "
+                       "allowed: 0 (as peer_gbps) or at least %g",
+                       tb_section_origin(cfg, "pair_gbps"), pair, peer, tb_section_origin(cfg, "peer_gbps"), peer);
         rc = rc ? rc : pair_rc;
     }
     int env_rc = check_env_list(cfg, err);
