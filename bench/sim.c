@@ -113,6 +113,30 @@ static void measured_backend(struct sets *s, const struct opts *o)
         set(s, "backend.threads=%d", o->threads);
 }
 
+/* The quickstart network on platform `plat` (NULL: auto), measured on o's backend; with
+ * emulate_gflops > 0 the cpu backend emulating the platform's link at that convolution
+ * rate (and o's link_scale). */
+static void measured_network(struct sets *s, const struct opts *o, const char *plat, double emulate_gflops)
+{
+    network(s, false, o->size, o->batch);
+    measured_backend(s, o);
+    if (plat)
+        set(s, "platform.plugin=%s", plat);
+    if (emulate_gflops > 0) {
+        set(s, "backend.emulate_link=yes");
+        set(s, "backend.link_scale=%.6g", o->link_scale);
+        set(s, "backend.compute_gflops=%.6g", emulate_gflops);
+    }
+}
+
+/* The same network for the sim (sim_backend() says how it plays the measured backend). */
+static void sim_network(struct sets *s, const struct opts *o, const char *plat)
+{
+    network(s, false, o->size, o->batch);
+    if (plat)
+        set(s, "platform.plugin=%s", plat);
+}
+
 static int run(const struct sets *s, int steps, const char *trace, struct tb_step_timing *t, char *why,
                size_t why_size)
 {
@@ -216,15 +240,10 @@ static int calibrate(const struct opts *o, const char *plat, const char *trace, 
     int rc = 0;
     for (int take = 0; take < CALIBRATION_TAKES; take++) {
         struct tb_step_timing mu, ms;
-        network(&s, false, o->size, o->batch);
-        measured_backend(&s, o);
-        if (plat)
-            set(&s, "platform.plugin=%s", plat);
+        measured_network(&s, o, plat, 0);
         if ((rc = run(&s, o->steps, trace, &mu, why, why_size)))
             break;
-        network(&s, false, o->size, o->batch);
-        if (plat)
-            set(&s, "platform.plugin=%s", plat);
+        sim_network(&s, o, plat);
         sim_backend(&s, trace, mem_rate, NULL, 0);
         const bool ok = run(&s, o->steps, NULL, &ms, NULL, 0) == 0;
         const double off = ok && mu.ops_s > 0 ? fabs(ms.ops_s / mu.ops_s - 1) : INFINITY;
@@ -303,15 +322,8 @@ static int against_backend(const struct opts *o)
          * described: the platform's on a GPU, what the cpu backend makes of it when it
          * emulates it (each copy's fixed cost and rate before the copy threads' own). */
         struct tb_link link, described, given;
-        network(&s, false, o->size, o->batch);
-        measured_backend(&s, o);
-        if (plat)
-            set(&s, "platform.plugin=%s", plat);
-        if (!cuda) {
-            set(&s, "backend.emulate_link=yes");
-            set(&s, "backend.link_scale=%.6g", o->link_scale);
-            set(&s, "backend.compute_gflops=%.6g", rate / 1e9);
-        }
+        const double emulate_gflops = cuda ? 0 : rate / 1e9;
+        measured_network(&s, o, plat, emulate_gflops);
         struct tb_err err;
         tb_err_clear(&err);
         if (tb_step_link_measured(NULL, s.v, s.n, LINK_PROBE_BYTES, &link, &given, &err) ||
@@ -340,15 +352,7 @@ static int against_backend(const struct opts *o)
             }
             for (int q = 0; q < NPOL; q++) {
                 struct tb_step_timing t, st;
-                network(&s, false, o->size, o->batch);
-                measured_backend(&s, o);
-                if (plat)
-                    set(&s, "platform.plugin=%s", plat);
-                if (!cuda) {
-                    set(&s, "backend.emulate_link=yes");
-                    set(&s, "backend.link_scale=%.6g", o->link_scale);
-                    set(&s, "backend.compute_gflops=%.6g", rate / 1e9);
-                }
+                measured_network(&s, o, plat, emulate_gflops);
                 set(&s, "backend.device_memory=%.0f", cap);
                 set(&s, "swap.plugin=%s", policies[q]);
                 if (run(&s, o->steps, NULL, &t, c[p][q].why, sizeof c[p][q].why)) {
@@ -362,9 +366,7 @@ static int against_backend(const struct opts *o)
                 rest[q][k] = over[q][k] - modelled[q][k];
                 moved[q][k] = (t.out_bytes + t.in_bytes) / 1048576;
                 /* the prediction: the sim on the same link, with the room the cpu had */
-                network(&s, false, o->size, o->batch);
-                if (plat)
-                    set(&s, "platform.plugin=%s", plat);
+                sim_network(&s, o, plat);
                 const double room = cap - ((double)u.peak - (double)(su_ok ? su.peak : simbase.peak));
                 sim_backend(&s, trace, mem_rate, &link, room);
                 set(&s, "swap.plugin=%s", policies[q]);
@@ -375,9 +377,7 @@ static int against_backend(const struct opts *o)
                     sim_moved[q][k] = (st.out_bytes + st.in_bytes) / 1048576;
                 }
                 /* the same on the link as described, to show what measuring it gives */
-                network(&s, false, o->size, o->batch);
-                if (plat)
-                    set(&s, "platform.plugin=%s", plat);
+                sim_network(&s, o, plat);
                 sim_backend(&s, trace, mem_rate, &described, room);
                 set(&s, "swap.plugin=%s", policies[q]);
                 sim_described[q][k] = sim_ok[q][k] && run(&s, o->steps, NULL, &st, NULL, 0) == 0 ? st.step_s : NAN;
