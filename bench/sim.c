@@ -9,8 +9,8 @@
  *    it (emulate_link, at the step's own convolution rate as bench/lms sets it), under
  *    lru, prefetch and hybrid, is measured (the median of --rounds runs, each against an
  *    uncapped step of its own round) and predicted by the sim on the same link as the
- *    copies really have it (measured with pinned copies each way, both at once and one
- *    small copy: tb_step_link_measured; beside it, the sim's step on the link as the
+ *    copies really have it (measured with pinned copies each way, both at once and a chain
+ *    of small ones for each copy's fixed cost: tb_step_link_measured; beside it, the sim's step on the link as the
  *    platform describes it, emulated, to show what the measurement is worth). The sim is
  *    capped so that its
  *    tensors have the room the cpu's had: the cpu's cap less what the cpu holds beside
@@ -245,13 +245,16 @@ static int calibrate(const struct opts *o, const char *plat, const char *trace, 
             break;
         sim_network(&s, o, plat);
         sim_backend(&s, trace, mem_rate, NULL, 0);
-        const bool ok = run(&s, o->steps, NULL, &ms, NULL, 0) == 0;
+        char sim_why[sizeof ((struct measured_case *)0)->sim_why] = "";
+        const bool ok = run(&s, o->steps, NULL, &ms, sim_why, sizeof sim_why) == 0;
         const double off = ok && mu.ops_s > 0 ? fabs(ms.ops_s / mu.ops_s - 1) : INFINITY;
         if (take == 0 || off < best) {
             best = off;
             *u = mu;
             *su = ms;
             *su_ok = ok;
+            if (!ok) /* the sim's refusal, for a caller that cannot go on without it */
+                snprintf(why, why_size, "%s", sim_why);
             if (rename(trace, kept) != 0) { /* keep this take's trace */
                 rc = 1;
                 snprintf(why, why_size, "cannot keep the trace %s", trace);
@@ -290,8 +293,7 @@ static int against_backend(const struct opts *o)
     bool simbase_ok;
     if (calibrate(o, o->platform, trace, mem_rate, &base, &simbase, &simbase_ok, &retakes, why, sizeof why) ||
         !simbase_ok) {
-        fprintf(stderr, "bench/sim: the uncapped %s step%s: %s\n", o->backend, simbase_ok ? "" : " on the sim",
-                simbase_ok ? why : "it failed");
+        fprintf(stderr, "bench/sim: the uncapped %s step%s: %s\n", o->backend, simbase_ok ? "" : " on the sim", why);
         unlink(trace);
         return 1;
     }

@@ -1,6 +1,7 @@
 /* probe.c: `trainbig probe CONFIG`: this machine's host-device bandwidth as the configured
  * backend moves data (pinned and pageable host memory, each direction alone and both at
- * once, and one small copy's time), beside the link the configured platform describes.
+ * once, and what each of a chain of small copies takes), beside the link the configured
+ * platform describes.
  * With [backend] emulate_link the CPU backend's copies follow the emulated link, so the
  * probe shows that too. tb_probe_link gives the same measurement as a link, which
  * bench/sim hands to the sim when it plays a real device. */
@@ -153,10 +154,11 @@ static double chained(const struct probe_buffers *b, bool h2d, size_t bytes, str
 }
 
 /* The pinned measurements both tb_probe and tb_probe_link give: seconds of `bytes` each
- * way alone and both at once, and of one LATENCY_BYTES copy each way (their mean) in a
- * chain of them. */
+ * way alone and both at once, and of each copy of `small_bytes` (LATENCY_BYTES, or less
+ * where `bytes` holds no chain of them) in a chain, the mean of the two ways. */
 struct pinned_times {
     double h2d, d2h, both, small;
+    size_t small_bytes;
 };
 
 static int time_pinned(const struct probe_buffers *b, size_t bytes, struct pinned_times *t, struct tb_err *err)
@@ -164,8 +166,8 @@ static int time_pinned(const struct probe_buffers *b, size_t bytes, struct pinne
     t->h2d = copies(b, true, false, bytes, err);
     t->d2h = copies(b, false, true, bytes, err);
     t->both = copies(b, true, true, bytes, err);
-    const size_t small = bytes / LATENCY_CHAIN < LATENCY_BYTES ? bytes / LATENCY_CHAIN : LATENCY_BYTES;
-    const double sh = chained(b, true, small, err), sd = chained(b, false, small, err);
+    t->small_bytes = bytes / LATENCY_CHAIN < LATENCY_BYTES ? bytes / LATENCY_CHAIN : LATENCY_BYTES;
+    const double sh = chained(b, true, t->small_bytes, err), sd = chained(b, false, t->small_bytes, err);
     if (t->h2d < 0 || t->d2h < 0 || t->both < 0 || sh < 0 || sd < 0)
         return err->status ? err->status : TB_ERR_RUNTIME;
     t->small = (sh + sd) / 2;
@@ -194,7 +196,7 @@ int tb_probe_link(const struct tb_run *r, size_t bytes, struct tb_link *measured
     measured->duplex_bytes_per_s = duplex;
     /* the small copy's time less its bytes at the measured rates: what a copy costs
      * beside its data */
-    const double small = (double)(bytes / LATENCY_CHAIN < LATENCY_BYTES ? bytes / LATENCY_CHAIN : LATENCY_BYTES);
+    const double small = (double)t.small_bytes;
     const double data = (small / measured->h2d_bytes_per_s + small / measured->d2h_bytes_per_s) / 2;
     measured->latency_s = t.small > data ? t.small - data : 0;
     return TB_OK;
