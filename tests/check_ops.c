@@ -27,6 +27,7 @@
 #include "op_cases.h"
 /* For tb_cpu_uniform, the definition of the CPU backend's dropout mask. */
 #include "plugins/backends/cpu/cpu_shared.h"
+#include "plugins/backends/cpu/cpu_vmath.h"
 
 #define THREADS "threads = 2\n"
 
@@ -1479,6 +1480,104 @@ START_TEST(dual_task_forward_backward)
 }
 END_TEST
 
+/* Backward takes the maps forward left in the scratch while no op has used it since, and
+ * makes them again once one has: the same bits either way, and twice in a row. A NaN logit
+ * leaves no finite loss: the loss is NaN, and the gradient but at ignored pixels. */
+START_TEST(dual_task_backward_maps_and_nan)
+{
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    struct tb_op op = dual_op(2, 5, 20, 9);
+    const size_t all = elems(op.in[0]);
+    float *z = op_frand(all, 1450, -2.0f, 2.0f);
+    uint8_t *lab = op_labels(elems(op.in[1]), 5, 6, 1451);
+    struct opcheck oc;
+    opcheck_init(&oc, &b, &op);
+    opcheck_set_input(&oc, 0, z);
+    opcheck_set_input(&oc, 1, lab);
+    float dl = 0.7f;
+    opcheck_forward(&oc, 12);
+    backward_dy(&oc, &dl);
+    float *kept = get_din(&oc, 0);
+    backward_dy(&oc, &dl);
+    float *again = get_din(&oc, 0);
+    /* a softmax cross-entropy (which takes the scratch) between forward and backward */
+    const struct ce_case cc = { 2, 5, 20, 9, 0, 0 };
+    struct tb_op ce = ce_op(&cc);
+    struct opcheck other;
+    opcheck_init(&other, &b, &ce);
+    opcheck_set_input(&other, 0, z);
+    opcheck_set_input(&other, 1, lab);
+    opcheck_forward(&oc, 12);
+    opcheck_forward(&other, 0);
+    backward_dy(&oc, &dl);
+    float *made = get_din(&oc, 0);
+    ck_assert_msg(memcmp(kept, again, all * sizeof *kept) == 0, "dual_task: a second backward differs");
+    ck_assert_msg(memcmp(kept, made, all * sizeof *kept) == 0,
+                  "dual_task: backward with its maps made again differs from backward with forward's");
+    z[7] = NAN;
+    opcheck_set_input(&oc, 0, z);
+    opcheck_forward(&oc, 12);
+    float loss;
+    opcheck_get_output(&oc, 0, &loss);
+    ck_assert_msg(isnan(loss), "dual_task: a NaN logit gives loss %g", (double)loss);
+    backward_dy(&oc, &dl);
+    float *nan_dz = get_din(&oc, 0);
+    const size_t hw = 20 * 9;
+    for (size_t i = 0; i < all; i++) {
+        const bool ignored = lab[i / (5 * hw) * hw + i % hw] == 255; /* NCHW */
+        ck_assert_msg(ignored ? nan_dz[i] == 0.0f : isnan(nan_dz[i]),
+                      "dual_task: a NaN logit leaves d logits [%zu] = %g (label %s)", i, (double)nan_dz[i],
+                      ignored ? "ignored" : "a class");
+    }
+    opcheck_fini(&other);
+    opcheck_fini(&oc);
+    free(z), free(lab), free(kept), free(again), free(made), free(nan_dz);
+    test_backend_close(&b);
+}
+END_TEST
+
+/* The kernels' exp and log (cpu_vmath.h) against libm's double ones, over every 509th float
+ * of their ranges (subnormal arguments and results included), and at their special values. */
+static double ulps_off(float got, double want)
+{
+    if (isinf(want) || want == 0.0)
+        return got == (float)want ? 0.0 : INFINITY;
+    const float w = fabsf((float)want);
+    return fabs((double)got - want) / (double)(nextafterf(w, INFINITY) - w);
+}
+
+START_TEST(vmath_against_libm)
+{
+    double worst_exp = 0, worst_log = 0;
+    float at_exp = 0, at_log = 0;
+    for (uint32_t u = 0; u < 0x7f800000u; u += 509) {
+        float x;
+        memcpy(&x, &u, sizeof x);
+        const double l = ulps_off(tb_vm_logf(x), log((double)x));
+        if (l > worst_log)
+            worst_log = l, at_log = x;
+        for (int sign = 0; sign < 2; sign++) {
+            const float y = sign ? -x : x;
+            if (y > 88.72f || y < -103.0f)
+                continue;
+            const double want = exp((double)y);
+            /* a subnormal result has fewer bits: hold it to half its last place, absolutely */
+            const double e = want < 1.17549435e-38 ? fabs((double)tb_vm_expf(y) - want) / 1.4e-45 : ulps_off(tb_vm_expf(y), want);
+            if (e > worst_exp)
+                worst_exp = e, at_exp = y;
+        }
+    }
+    ck_assert_msg(worst_log <= 2.0, "tb_vm_logf is %.3f ulp off at %a", worst_log, (double)at_log);
+    ck_assert_msg(worst_exp <= 2.0, "tb_vm_expf is %.3f ulp off at %a", worst_exp, (double)at_exp);
+    ck_assert(tb_vm_logf(1.0f) == 0.0f && tb_vm_expf(0.0f) == 1.0f);
+    ck_assert(tb_vm_logf(0.0f) == -INFINITY && tb_vm_logf(INFINITY) == INFINITY);
+    ck_assert(isnan(tb_vm_logf(-1.0f)) && isnan(tb_vm_logf(NAN)) && isnan(tb_vm_expf(NAN)));
+    ck_assert(tb_vm_expf(-INFINITY) == 0.0f && tb_vm_expf(-200.0f) == 0.0f);
+    ck_assert(tb_vm_expf(INFINITY) == INFINITY && tb_vm_expf(89.0f) == INFINITY);
+}
+END_TEST
+
 /* The noise is a function of the step (and the seed, the op): the same step gives the same
  * bits, another step another sample; a label that is no class is an error naming it. */
 START_TEST(dual_task_noise_and_labels)
@@ -1914,6 +2013,8 @@ int main(void)
     tcase_add_test(tc, mask_labels_threshold);
     tcase_add_test(tc, dual_task_forward_backward);
     tcase_add_test(tc, dual_task_noise_and_labels);
+    tcase_add_test(tc, dual_task_backward_maps_and_nan);
+    tcase_add_test(tc, vmath_against_libm);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("checks");

@@ -700,11 +700,14 @@ static void mask_labels_cases(struct pcase *pc, size_t i)
 }
 
 /* The dual-task regulariser on 5 classes (NHWC on the cpu) and on 16 (channel-blocked
- * there), about 1 in 5 pixels ignored, at two steps (other Gumbel noise). */
+ * there), about 1 in 5 pixels ignored, at two steps (other Gumbel noise); one image of 48
+ * and 40 rows, which the cpu cuts into strips by its thread count. */
 static const int dual_specs[][5] = { /* n, k, h, w, step */
                                      { 2, 5, 9, 11, 0 },
                                      { 2, 5, 9, 11, 7 },
-                                     { 1, 16, 8, 13, 3 }
+                                     { 1, 16, 8, 13, 3 },
+                                     { 1, 5, 48, 9, 5 },
+                                     { 1, 16, 40, 6, 2 }
 };
 
 static void dual_cases(struct pcase *pc, size_t i)

@@ -111,7 +111,10 @@ enum tb_op_kind {
      *   loss = 0.5 * sum(d [p >= 1e-8]) / (count(p >= 1e-8) + 1e-10)
      *        + 0.5 * sum(d [q >= 1e-8]) / (count(q >= 1e-8) + 1e-10)
      * over every element; the masks carry no gradient, the maximum does (shared equally by
-     * tied maxima, as PyTorch's max()). Labels >= K other than ignore_label are an error.
+     * tied maxima, as PyTorch's max()). For finite logits the masks hold every element (the
+     * 1e-6 under the root keeps each magnitude at least 1e-3 of a largest under 0.71); a
+     * NaN (or +inf) logit makes the loss NaN, and the gradient NaN wherever the label is not
+     * ignored. Labels >= K other than ignore_label are an error.
      * backward reads: labels, sample */
     TB_OP_DUAL_TASK,
     TB_OP_KIND_COUNT

@@ -222,6 +222,7 @@ void tb_cpu_memory_reset_peak(struct tb_cpu_memory *m)
 /* The op scratch space of the instance, grown on demand from its device memory. */
 void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err)
 {
+    cpu->scratch_handed++;
     if (bytes > cpu->scratch_asked)
         cpu->scratch_asked = bytes;
     if (bytes <= cpu->scratch_bytes && cpu->scratch)

@@ -137,6 +137,8 @@ struct tb_cpu {
     size_t scratch_bytes;
     uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
     size_t scratch_asked;  /* the most the running op pass asked of tb_cpu_scratch (op_scratch_bytes) */
+    uint64_t scratch_handed; /* tb_cpu_scratch's calls so far: while unchanged, what an op left
+                              * in the scratch is still there (cpu_dual.c's maps) */
     bool emulate_link;     /* [backend] emulate_link: set_platform throttles the copies */
     double compute_flops;  /* [backend] compute_gflops in FLOP/s; 0 = measure */
     double link_scale;     /* [backend] link_scale: multiplies the emulated link's rates */
@@ -279,7 +281,7 @@ static inline float tb_cpu_uniform(uint64_t seed, uint64_t step, uint32_t op, ui
 {
     /* splitmix64 over a mix of the four; 24 bits of it make the float. */
     uint64_t z = seed ^ (step * TB_GOLDEN64) ^ ((uint64_t)op << 40) ^ (index * 0xBF58476D1CE4E5B9ull);
-    return (float)(tb_splitmix64(&z) >> 40) * (1.0f / 16777216.0f);
+    return (float)(uint32_t)(tb_splitmix64(&z) >> 40) * (1.0f / 16777216.0f); /* (uint32_t): vectorises */
 }
 
 #endif

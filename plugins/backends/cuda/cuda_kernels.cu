@@ -1448,13 +1448,12 @@ cudaError_t tb_cuk_bn_backward_dx(cudaStream_t s, const float *x, const float *d
 
 /* ==================================================================== dual-task regulariser
  *
- * The CPU's cpu_dual.c step for step, on NCHW tensors: the sample pixel by pixel; each
- * map's smoothing as a row pass and a column pass (a thread per element), the magnitudes,
- * their maxima (block partials, then one block: a maximum is exact in any order), the
- * masked sums in double (block partials added in a fixed order). The backward's adjoints
- * of the two smoothing passes scatter, as the CPU's do, each thread along its own column
- * (or row) in the CPU's order, so no two threads write one element and no float atomic
- * is needed. */
+ * cpu_dual.c's definition (not its order of work), on NCHW tensors: the sample pixel by
+ * pixel; each map's smoothing as a row pass and a column pass (a thread per element), the
+ * magnitudes, their maxima (block partials, then one block: a maximum is exact in any
+ * order), the masked sums in double (block partials added in a fixed order). The
+ * backward's adjoints of the two smoothing passes scatter, each thread along its own
+ * column (or row), so no two threads write one element and no float atomic is needed. */
 
 #define DT_RADIUS 4
 #define DT_TAPS (2 * DT_RADIUS + 1)
@@ -1569,14 +1568,21 @@ static __global__ void dt_mag_kernel(const float *s, size_t count, int h, int w,
     }
 }
 
-/* Maximum of v over the block; every thread gets it (sh: TB_BLOCK floats). */
+/* The larger of a and b, NaN when either is: a NaN magnitude reaches the maximum, and the
+ * loss says so (ops.h). */
+__device__ static inline float dt_fmax(float a, float b)
+{
+    return b > a || b != b ? b : a;
+}
+
+/* Maximum of v over the block, NaN when any is; every thread gets it (sh: TB_BLOCK floats). */
 __device__ static float block_max(float v, float *sh)
 {
     sh[threadIdx.x] = v;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
         if (threadIdx.x < s)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+            sh[threadIdx.x] = dt_fmax(sh[threadIdx.x], sh[threadIdx.x + s]);
         __syncthreads();
     }
     const float r = sh[0];
@@ -1590,7 +1596,7 @@ static __global__ void dt_max_kernel(const float *m, size_t count, float *out)
     __shared__ float sh[TB_BLOCK];
     float best = -INFINITY;
     for (size_t i = grid_first(); i < count; i += grid_stride())
-        best = fmaxf(best, m[i]);
+        best = dt_fmax(best, m[i]);
     best = block_max(best, sh);
     if (threadIdx.x == 0)
         out[blockIdx.x] = best;
@@ -1635,9 +1641,11 @@ static __global__ void dt_total_kernel(const double *part, int parts, int nsums,
     }
 }
 
-static __global__ void dt_loss_kernel(const double *c, float *loss)
+static __global__ void dt_loss_kernel(const double *c, const float *maxima, float *loss)
 {
     loss[0] = (float)(0.5 * c[2] / (c[0] + (double)DT_EPS) + 0.5 * c[3] / (c[1] + (double)DT_EPS));
+    if (isnan(maxima[0])) /* a NaN sample is in no mask: say so rather than leave it out */
+        loss[0] = NAN;
 }
 
 /* mg[i] = d loss / d p_i; partials of sum_i of that times mp_i, and of the tied maxima. */
@@ -1830,7 +1838,7 @@ cudaError_t tb_cuk_dual_forward(cudaStream_t s, const float *logits, const uint8
     dt_sample_kernel<<<grid_for((size_t)n * hw), TB_BLOCK, 0, s>>>(logits, labels, sample, n, k, hw, tau, ignore_label,
                                                                    seed, step, op_id, bad);
     dt_maps(s, sample, labels, n, k, h, w, ignore_label, &ds);
-    dt_loss_kernel<<<1, 1, 0, s>>>(ds.sums, loss);
+    dt_loss_kernel<<<1, 1, 0, s>>>(ds.sums, ds.maxima, loss);
     return cudaGetLastError();
 }
 
