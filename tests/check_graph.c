@@ -120,6 +120,14 @@ START_TEST(parameter_names_follow_scopes)
 }
 END_TEST
 
+/* A 16-bit input is refused by name and dtype: no op takes one yet. */
+START_TEST(sixteen_bit_input_refused)
+{
+    ck_assert_ptr_null(tb_input(g, "half", TB_BF16, shape(1, 3, 4, 4)));
+    ck_assert_contains(tb_graph_error(g), "input half is bf16 (dtype 3); a graph's inputs are f32 or u8");
+}
+END_TEST
+
 START_TEST(mismatch_names_op_and_shapes)
 {
     struct tb_node *a = tb_input(g, "a", TB_F32, shape(2, 3, 8, 8));
@@ -620,6 +628,7 @@ int main(void)
     tcase_add_test(tc, other_shapes);
     tcase_add_test(tc, parameter_names_follow_scopes);
     tcase_add_test(tc, mismatch_names_op_and_shapes);
+    tcase_add_test(tc, sixteen_bit_input_refused);
     tcase_add_test(tc, each_op_checks_its_inputs);
     tcase_add_test(tc, names_are_unique);
     tcase_add_test(tc, scope_misuse_is_an_error);

@@ -2,7 +2,8 @@
  * (bit for bit) and metadata; writing is atomic (no temporary file left, the old file
  * replaced whole, never through a planted link); every kind of damage (truncation anywhere, a broken header, a hole or
  * overlap, another dtype, a size that disagrees with the shape) is refused with a message
- * naming the file. */
+ * naming the file; BF16 and F16 tensors read as floats, and the 16-bit conversions
+ * (trainbig/half.h) round to nearest, ties to even. */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
@@ -13,6 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <trainbig/half.h>
 
 #include "core/train/safetensors_internal.h"
 
@@ -203,8 +208,10 @@ START_TEST(broken_headers)
     ck_assert_msg(tb_safetensors_read(path, &st, &err) == TB_OK, "%s", err.msg);
     ck_assert_uint_eq(tb_safetensors_count(st), 2);
     tb_safetensors_free(st);
-    write_raw("{\"a\":{\"dtype\":\"F16\",\"shape\":[1,1,1,2],\"data_offsets\":[0,4]}}", 4);
-    refused("tensor 'a' is F16; trainbig reads F32 only");
+    write_raw("{\"a\":{\"dtype\":\"F64\",\"shape\":[1,1,1,2],\"data_offsets\":[0,16]}}", 16);
+    refused("tensor 'a' is F64; trainbig reads F32, BF16 and F16");
+    write_raw("{\"a\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,3],\"data_offsets\":[0,8]}}", 8);
+    refused("tensor 'a': 8 bytes for shape (1,1,1,3) of BF16");
     write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,2],\"data_offsets\":[0,4]}}", 4);
     refused("tensor 'a': 4 bytes for shape (1,1,1,2)");
     write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1],\"data_offsets\":[0,4]},"
@@ -251,6 +258,103 @@ END_TEST
 
 /* A file of no tensors at all is a valid, empty file (found by fuzz_checkpoint: its check
  * sorted a NULL array, which UBSan reports). */
+/* Tensors stored in 16 bits (as PyTorch saves bf16 and half weights) read as their exact
+ * float values, beside an F32 one the 16-bit ones leave at an address floats cannot be
+ * read at. */
+START_TEST(sixteen_bit_tensors)
+{
+    const char *header = "{\"h\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,3],\"data_offsets\":[0,6]},"
+                         "\"f\":{\"dtype\":\"F16\",\"shape\":[3,1,1,1],\"data_offsets\":[6,12]},"
+                         "\"g\":{\"dtype\":\"F32\",\"shape\":[1,2,1,1],\"data_offsets\":[12,20]}}";
+    const size_t hl = strlen(header);
+    unsigned char *b = calloc(1, 8 + hl + 20);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((unsigned long long)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    static const uint16_t bits[6] = { 0x3f80, 0xc000, 0x7f80, 0x3c00, 0x0001, 0xfbff };
+    for (int i = 0; i < 6; i++)
+        b[8 + hl + 2 * i] = (unsigned char)(bits[i] & 0xff), b[8 + hl + 2 * i + 1] = (unsigned char)(bits[i] >> 8);
+    const float g[2] = { 0.5f, -3.25f };
+    memcpy(b + 8 + hl + 12, g, sizeof g); /* little-endian hosts, as the format */
+    spit(b, 8 + hl + 20);
+    free(b);
+    struct tb_safetensors *st = NULL;
+    struct tb_err err;
+    ck_assert_msg(tb_safetensors_read(path, &st, &err) == TB_OK, "%s", err.msg);
+    struct tb_shape sh;
+    const float *h = tb_safetensors_find(st, "h", &sh), *f = tb_safetensors_find(st, "f", NULL),
+                *gg = tb_safetensors_find(st, "g", NULL);
+    ck_assert(h && f && gg && sh.w == 3);
+    ck_assert(h[0] == 1.0f && h[1] == -2.0f && h[2] == INFINITY);
+    ck_assert(f[0] == 1.0f && f[1] == 5.9604644775390625e-8f && f[2] == -65504.0f);
+    ck_assert(gg[0] == 0.5f && gg[1] == -3.25f);
+    tb_safetensors_free(st);
+}
+END_TEST
+
+/* The nearest 16-bit value to x, ties to even, by arithmetic in double: the format's
+ * spacing at |x| (fraction bits, least normal exponent), then round (the default mode is to
+ * nearest, ties to even); past the largest finite value, infinity. */
+static double nearest16(float x, int frac, int emin, double max)
+{
+    const double mag = fabs((double)x);
+    int e;
+    frexp(mag, &e); /* mag = m 2^e, 0.5 <= m < 1 */
+    const double step = ldexp(1.0, (e - 1 < emin ? emin : e - 1) - frac);
+    const double r = nearbyint(mag / step) * step;
+    const double v = r > max ? INFINITY : r;
+    return x < 0 ? -v : v;
+}
+
+/* Every 16-bit pattern comes back from float unchanged (NaNs stay NaN), and the float
+ * halfway to the next goes to the even one; every 4099th float goes to the nearest 16-bit
+ * value, overflow to infinity. */
+START_TEST(half_conversions)
+{
+    /* failures are counted, not asserted one by one: a passing assertion is not free */
+    size_t bad = 0;
+    char first[160] = "";
+#define HALF_EXPECT(ok, ...)                                                                                          \
+    do {                                                                                                              \
+        if (!(ok) && !bad++)                                                                                          \
+            snprintf(first, sizeof first, __VA_ARGS__);                                                               \
+    } while (0)
+    for (uint32_t b = 0; b < 0x10000; b++) {
+        const uint16_t h = (uint16_t)b;
+        const float fb = tb_f32_from_bf16(h), ff = tb_f32_from_f16(h);
+        HALF_EXPECT(isnan(fb) ? isnan(tb_f32_from_bf16(tb_bf16_from_f32(fb))) : tb_bf16_from_f32(fb) == h,
+                    "bf16 %#06x -> %a -> %#06x", b, (double)fb, tb_bf16_from_f32(fb));
+        HALF_EXPECT(isnan(ff) ? isnan(tb_f32_from_f16(tb_f16_from_f32(ff))) : tb_f16_from_f32(ff) == h,
+                    "f16 %#06x -> %a -> %#06x", b, (double)ff, tb_f16_from_f32(ff));
+        /* the ties: halfway to the next value up in magnitude (exact in a float) */
+        const float nb = tb_f32_from_bf16((uint16_t)(b + 1)), nf = tb_f32_from_f16((uint16_t)(b + 1));
+        if (isfinite(fb) && isfinite(nb) && (b & 0x7fff) != 0x7fff) {
+            const float mid = (float)(((double)fb + (double)nb) / 2);
+            HALF_EXPECT(tb_f32_from_bf16(tb_bf16_from_f32(mid)) == nearest16(mid, 7, -126, 0x1.fep127), "bf16 tie %a",
+                        (double)mid);
+        }
+        if (isfinite(ff) && isfinite(nf) && (b & 0x7fff) != 0x7fff) {
+            const float mid = (float)(((double)ff + (double)nf) / 2);
+            HALF_EXPECT(tb_f32_from_f16(tb_f16_from_f32(mid)) == nearest16(mid, 10, -14, 65504.0), "f16 tie %a",
+                        (double)mid);
+        }
+    }
+    for (uint64_t u = 0; u <= 0xffffffffu; u += 4099) {
+        float x;
+        const uint32_t v = (uint32_t)u;
+        memcpy(&x, &v, sizeof x);
+        if (isnan(x))
+            continue;
+        const double wb = nearest16(x, 7, -126, 0x1.fep127), wf = nearest16(x, 10, -14, 65504.0);
+        const double gb = tb_f32_from_bf16(tb_bf16_from_f32(x)), gf = tb_f32_from_f16(tb_f16_from_f32(x));
+        HALF_EXPECT(gb == wb, "bf16 of %a: %a, the nearest is %a", (double)x, gb, wb);
+        HALF_EXPECT(gf == wf, "f16 of %a: %a, the nearest is %a", (double)x, gf, wf);
+    }
+#undef HALF_EXPECT
+    ck_assert_msg(!bad, "%zu conversions wrong, the first: %s", bad, first);
+}
+END_TEST
+
 START_TEST(no_tensors)
 {
     write_raw("{}", 0);
@@ -341,6 +445,8 @@ static Suite *safetensors_suite(void)
     tcase_add_test(tc, target_link_refused);
     tcase_add_test(tc, truncated_anywhere);
     tcase_add_test(tc, broken_headers);
+    tcase_add_test(tc, sixteen_bit_tensors);
+    tcase_add_test(tc, half_conversions);
     tcase_add_test(tc, no_tensors);
     tcase_add_test(tc, not_a_regular_file);
     suite_add_tcase(s, tc);

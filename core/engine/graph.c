@@ -198,7 +198,8 @@ struct tb_node *tb_graph_leaf(struct tb_graph *g, enum tb_node_kind kind, const 
 struct tb_node *tb_input(struct tb_graph *g, const char *name, enum tb_dtype dtype, struct tb_shape shape)
 {
     if (!tb_graph_failed(g) && dtype != TB_F32 && dtype != TB_U8)
-        return tb_graph_fail(g, "input %s: unknown dtype %d", name ? name : "?", (int)dtype);
+        return tb_graph_fail(g, "input %s is %s (dtype %d); a graph's inputs are f32 or u8", name ? name : "?",
+                             tb_dtype_name(dtype), (int)dtype);
     return tb_graph_leaf(g, TB_NODE_INPUT, name, dtype, shape, TB_INIT_ZEROS);
 }
 

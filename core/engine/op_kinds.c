@@ -393,11 +393,6 @@ static enum tb_dtype dtype_of(const struct tb_op_row *k, uint32_t i)
     return k->dtype[i < listed ? i : listed - 1];
 }
 
-static const char *dtype_name(enum tb_dtype t)
-{
-    return t == TB_F32 ? "f32" : t == TB_U8 ? "u8" : "?";
-}
-
 int tb_op_outputs(const struct tb_op *op, struct tb_tensor_desc out[TB_OP_MAX_OUT], uint32_t *nout, char *why,
                   size_t why_size)
 {
@@ -411,8 +406,8 @@ int tb_op_outputs(const struct tb_op *op, struct tb_tensor_desc out[TB_OP_MAX_OU
         return bad(k, why, why_size, "%u inputs; it takes %u to %u", op->nin, k->min_in, k->max_in);
     for (uint32_t i = 0; i < op->nin; i++) {
         if (op->in[i].dtype != dtype_of(k, i))
-            return bad(k, why, why_size, "input %u is %s, expected %s", i, dtype_name(op->in[i].dtype),
-                       dtype_name(dtype_of(k, i)));
+            return bad(k, why, why_size, "input %u is %s, expected %s", i, tb_dtype_name(op->in[i].dtype),
+                       tb_dtype_name(dtype_of(k, i)));
         if (!tb_op_shape_positive(op->in[i].shape))
             return bad(k, why, why_size, "input %u has shape %s: every dimension must be >= 1", i,
                        tb_op_dims(op->in[i].shape));
@@ -441,7 +436,7 @@ int tb_op_check(const struct tb_op *op, char *why, size_t why_size)
     for (uint32_t j = 0; j < n; j++)
         if (op->out[j].dtype != want[j].dtype || !tb_shape_eq(op->out[j].shape, want[j].shape))
             return bad(k, why, why_size, "output %u is %s %s; its inputs and parameters make %s %s", j,
-                       dtype_name(op->out[j].dtype), tb_op_dims(op->out[j].shape), dtype_name(want[j].dtype),
+                       tb_dtype_name(op->out[j].dtype), tb_op_dims(op->out[j].shape), tb_dtype_name(want[j].dtype),
                        tb_op_dims(want[j].shape));
     return 0;
 }
@@ -470,7 +465,7 @@ static void shapes(struct out *o, const char *tag, const struct tb_tensor_desc *
     put(o, " %s=", tag);
     for (uint32_t i = 0; i < n; i++)
         put(o, "%s%dx%dx%dx%d%s", i ? ";" : "", d[i].shape.n, d[i].shape.c, d[i].shape.h, d[i].shape.w,
-            d[i].dtype == TB_U8 ? "u8" : "");
+            d[i].dtype == TB_F32 ? "" : tb_dtype_name(d[i].dtype));
 }
 
 size_t tb_op_signature(const struct tb_op *op, bool backward, char *buf, size_t size)

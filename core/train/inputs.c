@@ -62,7 +62,7 @@ int tb_inputs_spec(struct tb_batch_spec *spec, const struct tb_graph *g, const s
             spec->nfeeds = nfeeds;
             tb_inputs_spec_free(spec);
             return tb_err_set(err, TB_ERR_PLUGIN, "model '%s': graph input '%s' (%s, %dx%dx%dx%d): %s", model->name,
-                              x->name, x->desc.dtype == TB_F32 ? "f32" : "u8", sh.n, sh.c, sh.h, sh.w, why);
+                              x->name, tb_dtype_name(x->desc.dtype), sh.n, sh.c, sh.h, sh.w, why);
         }
         if (c < 0) {
             /* The name is copied: the loader's threads use the spec, and the graph may go

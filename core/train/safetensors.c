@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <trainbig/file.h>
+#include <trainbig/half.h>
 #include <unistd.h>
 
 #include "core/train/safetensors_internal.h"
@@ -40,9 +41,25 @@
 struct st_entry {
     char *name;
     struct tb_shape shape;
+    enum tb_dtype dtype; /* as stored: F32, BF16 or F16 */
     uint64_t begin, end;
     const float *data;
+    float *converted; /* a 16-bit tensor's values as floats (data points here) */
 };
+
+/* The safetensors names of the dtypes trainbig reads. */
+static const struct {
+    const char *name;
+    enum tb_dtype dtype;
+} st_dtypes[] = { { "F32", TB_F32 }, { "BF16", TB_BF16 }, { "F16", TB_F16 } };
+
+static const char *st_dtype_name(enum tb_dtype t)
+{
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+        if (st_dtypes[i].dtype == t)
+            return st_dtypes[i].name;
+    return "?";
+}
 
 struct tb_safetensors {
     char *path;
@@ -250,9 +267,13 @@ static bool parse_tensor(struct parser *ps, struct st_entry *e)
         if (strcmp(k, "dtype") == 0) {
             char *v = NULL;
             ok = parse_string(ps, &v);
-            if (ok && strcmp(v, "F32") != 0) {
-                char m[96];
-                snprintf(m, sizeof m, "tensor '%s' is %.16s; trainbig reads F32 only", e->name, v);
+            e->dtype = 0;
+            for (size_t i = 0; ok && i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+                if (strcmp(v, st_dtypes[i].name) == 0)
+                    e->dtype = st_dtypes[i].dtype;
+            if (ok && !e->dtype) {
+                char m[128];
+                snprintf(m, sizeof m, "tensor '%s' is %.16s; trainbig reads F32, BF16 and F16", e->name, v);
                 ok = perr(ps, m);
             }
             free(v);
@@ -380,14 +401,14 @@ static bool parse_header(struct parser *ps, struct tb_safetensors *st)
     return ok;
 }
 
-/* Bytes of an F32 tensor of shape s; UINT64_MAX where that does not fit 64 bits (each side
- * may be up to INT32_MAX: (65536,65536,65536,65536) would wrap around to 0 bytes). */
-static uint64_t f32_bytes(struct tb_shape s)
+/* Bytes of a tensor of shape s and dtype t; UINT64_MAX where that does not fit 64 bits
+ * (each side may be up to INT32_MAX: (65536,65536,65536,65536) would wrap around to 0). */
+static uint64_t tensor_bytes(struct tb_shape s, enum tb_dtype t)
 {
     const uint64_t d[4] = { (uint64_t)s.n, (uint64_t)s.c, (uint64_t)s.h, (uint64_t)s.w };
     if (!d[0] || !d[1] || !d[2] || !d[3])
         return 0;
-    uint64_t bytes = sizeof(float);
+    uint64_t bytes = tb_dtype_size(t);
     for (int i = 0; i < 4; i++) {
         if (bytes > UINT64_MAX / d[i])
             return UINT64_MAX;
@@ -411,7 +432,7 @@ static int check_layout(const struct tb_safetensors *st, const char *path, uint6
     uint64_t at = 0;
     for (size_t i = 0; i < st->n && !rc; i++) {
         const struct st_entry *e = &sorted[i];
-        const uint64_t want = f32_bytes(e->shape);
+        const uint64_t want = tensor_bytes(e->shape, e->dtype);
         if (e->end < e->begin)
             rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin",
                             path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end);
@@ -422,9 +443,9 @@ static int check_layout(const struct tb_safetensors *st, const char *path, uint6
                             path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
                             (unsigned long long)data_len);
         else if (e->end - e->begin != want)
-            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor '%s': %llu bytes for shape (%d,%d,%d,%d) of F32", path,
+            rc = tb_err_set(err, TB_ERR_RUNTIME, "%s: tensor '%s': %llu bytes for shape (%d,%d,%d,%d) of %s", path,
                             e->name, (unsigned long long)(e->end - e->begin), e->shape.n, e->shape.c, e->shape.h,
-                            e->shape.w);
+                            e->shape.w, st_dtype_name(e->dtype));
         else if (e->begin != at)
             rc = tb_err_set(err, TB_ERR_RUNTIME,
                             "%s: tensor '%s' starts at byte %llu of the data, expected %llu "
@@ -488,8 +509,29 @@ int tb_safetensors_read(const char *path, struct tb_safetensors **out, struct tb
         memcpy(st->copy, data, data_len);
         data = (const unsigned char *)st->copy;
     }
-    for (size_t i = 0; i < st->n; i++)
-        st->t[i].data = (const float *)(const void *)(data + st->t[i].begin);
+    for (size_t i = 0; i < st->n && !rc; i++) {
+        struct st_entry *e = &st->t[i];
+        const unsigned char *at = data + e->begin;
+        if (e->dtype == TB_F32 && (uintptr_t)at % sizeof(float) == 0) {
+            e->data = (const float *)(const void *)at;
+            continue;
+        }
+        /* a 16-bit tensor (little-endian), each value converted exactly to a float; or an
+         * F32 one that a 16-bit one before it left at an address floats cannot be read at */
+        const size_t count = tb_shape_elems(e->shape);
+        e->converted = malloc(count * sizeof(float));
+        if (!e->converted) {
+            rc = tb_err_set(err, TB_ERR_NOMEM, "%s: out of memory for tensor '%s'", path, e->name);
+            break;
+        }
+        if (e->dtype == TB_F32)
+            memcpy(e->converted, at, count * sizeof(float));
+        for (size_t j = 0; e->dtype != TB_F32 && j < count; j++) {
+            const uint16_t h = (uint16_t)(at[2 * j] | at[2 * j + 1] << 8);
+            e->converted[j] = e->dtype == TB_BF16 ? tb_f32_from_bf16(h) : tb_f32_from_f16(h);
+        }
+        e->data = e->converted;
+    }
 out:
     if (rc) {
         tb_safetensors_free(st);
@@ -504,7 +546,7 @@ void tb_safetensors_free(struct tb_safetensors *st)
     if (!st)
         return;
     for (size_t i = 0; i < st->n; i++)
-        free(st->t[i].name);
+        free(st->t[i].name), free(st->t[i].converted);
     for (size_t i = 0; i < 2 * st->nmeta; i++)
         free(st->meta[i]);
     free(st->meta);

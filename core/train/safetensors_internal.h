@@ -8,7 +8,9 @@
  * rename over the target, fsync of the directory; a crash leaves the old file or the new
  * one, never a mix. Reading checks everything before trusting any of it: header length,
  * JSON syntax, dtypes, shapes against byte ranges, ranges covering the data exactly, the
- * file size; any failure names the file and what is wrong. */
+ * file size; any failure names the file and what is wrong. It takes tensors stored as F32,
+ * BF16 or F16 (as PyTorch saves them in each precision), the 16-bit ones converted exactly
+ * to float, so a model's weights load whatever precision they were saved in. */
 #ifndef TB_CORE_SAFETENSORS_INTERNAL_H
 #define TB_CORE_SAFETENSORS_INTERNAL_H
 

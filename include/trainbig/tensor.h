@@ -19,9 +19,13 @@
 extern "C" {
 #endif
 
+/* Element types. The 16-bit floats are uint16_t bit patterns (trainbig/half.h converts
+ * them); today they are what checkpoints may store, and no op takes them yet (ops.h). */
 enum tb_dtype {
-    TB_F32 = 1, /* float: activations, weights, gradients */
-    TB_U8 = 2,  /* uint8_t: label maps (255 = ignore), dropout masks */
+    TB_F32 = 1,  /* float: activations, weights, gradients */
+    TB_U8 = 2,   /* uint8_t: label maps (255 = ignore), dropout masks */
+    TB_BF16 = 3, /* bfloat16: float's sign, exponent and top 7 fraction bits */
+    TB_F16 = 4,  /* IEEE 754 binary16: 5 exponent bits, 10 fraction bits */
 };
 
 struct tb_shape {
@@ -51,7 +55,20 @@ static inline size_t tb_shape_elems(struct tb_shape s)
 
 static inline size_t tb_dtype_size(enum tb_dtype t)
 {
-    return t == TB_F32 ? 4 : 1;
+    return t == TB_F32 ? 4 : t == TB_BF16 || t == TB_F16 ? 2 : 1;
+}
+
+/* The dtype's name in messages and configuration ("f32", "u8", "bf16", "f16"); "?" for a
+ * value that is none of them. */
+static inline const char *tb_dtype_name(enum tb_dtype t)
+{
+    return t == TB_F32 ? "f32" : t == TB_U8 ? "u8" : t == TB_BF16 ? "bf16" : t == TB_F16 ? "f16" : "?";
+}
+
+/* Whether the dtype is a floating-point one. */
+static inline int tb_dtype_is_float(enum tb_dtype t)
+{
+    return t == TB_F32 || t == TB_BF16 || t == TB_F16;
 }
 
 static inline int tb_shape_eq(struct tb_shape a, struct tb_shape b)

@@ -8,6 +8,7 @@
 #include <trainbig/error.h>
 #include <trainbig/file.h>
 #include <trainbig/graph.h>
+#include <trainbig/half.h>
 #include <trainbig/image.h>
 #include <trainbig/keys.h>
 #include <trainbig/log.h>
