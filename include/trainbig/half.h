@@ -16,14 +16,15 @@
 extern "C" {
 #endif
 
-static inline uint32_t tb_half_bits_(float f)
+/* A float's bits and back (what the conversions below work on). */
+static inline uint32_t tb_float_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     return u;
 }
 
-static inline float tb_half_float_(uint32_t u)
+static inline float tb_float_from_bits(uint32_t u)
 {
     float f;
     memcpy(&f, &u, sizeof f);
@@ -33,7 +34,7 @@ static inline float tb_half_float_(uint32_t u)
 /* bfloat16: the top 16 bits of the float, rounded. */
 static inline uint16_t tb_bf16_from_f32(float f)
 {
-    const uint32_t u = tb_half_bits_(f);
+    const uint32_t u = tb_float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep its sign, make it quiet */
         return (uint16_t)((u >> 16) | 0x0040u);
     /* adding 0x7fff plus the lowest kept bit rounds to nearest, ties to even; a carry into
@@ -43,13 +44,13 @@ static inline uint16_t tb_bf16_from_f32(float f)
 
 static inline float tb_f32_from_bf16(uint16_t h)
 {
-    return tb_half_float_((uint32_t)h << 16);
+    return tb_float_from_bits((uint32_t)h << 16);
 }
 
 /* binary16: sign, 5 exponent bits (bias 15), 10 fraction bits. */
 static inline uint16_t tb_f16_from_f32(float f)
 {
-    const uint32_t u = tb_half_bits_(f);
+    const uint32_t u = tb_float_bits(f);
     const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     const uint32_t a = u & 0x7fffffffu;
     if (a > 0x7f800000u) /* NaN: quiet, its top fraction bits kept */
@@ -75,9 +76,9 @@ static inline float tb_f32_from_f16(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x03ffu;
     if (e == 0x1f) /* infinity or NaN */
-        return tb_half_float_(sign | 0x7f800000u | (m << 13));
+        return tb_float_from_bits(sign | 0x7f800000u | (m << 13));
     if (e)
-        return tb_half_float_(sign | ((e + 112u) << 23) | (m << 13));
+        return tb_float_from_bits(sign | ((e + 112u) << 23) | (m << 13));
     /* zero or subnormal: m 2^-24, exact in a float */
     const float v = (float)m * 5.9604644775390625e-8f;
     return sign ? -v : v;

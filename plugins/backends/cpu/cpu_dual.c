@@ -458,7 +458,7 @@ static void dt_map(const struct tb_cpu *cpu, const struct dt_geom *g, const stru
 #pragma omp simd reduction(max : hi) reduction(min : lo)
             for (size_t i = 0; i < g->row; i++) {
                 m[i] = dt_mag(&p.l, i);
-                const uint32_t b = tb_vm_bits(m[i]);
+                const uint32_t b = tb_float_bits(m[i]);
                 hi = b > hi ? b : hi;
                 lo = b < lo ? b : lo;
             }
@@ -494,11 +494,11 @@ static struct dt_extent dt_maps(const struct tb_cpu *cpu, const struct tb_op *op
             hi[j] = e[0] > hi[j] ? e[0] : hi[j];
             lo[j] = e[1] < lo[j] ? e[1] : lo[j];
         }
-    struct dt_extent x = { tb_vm_float(hi[0]), tb_vm_float(hi[1]), 0.0f, 0.0f, false };
+    struct dt_extent x = { tb_float_from_bits(hi[0]), tb_float_from_bits(hi[1]), 0.0f, 0.0f, false };
     x.rp = 1.0f / x.Mp;
     x.rg = 1.0f / x.Mg;
-    x.whole = isfinite(x.Mp) && isfinite(x.Mg) && tb_vm_float(lo[0]) / x.Mp >= DT_THRESHOLD &&
-              tb_vm_float(lo[1]) / x.Mg >= DT_THRESHOLD;
+    x.whole = isfinite(x.Mp) && isfinite(x.Mg) && tb_float_from_bits(lo[0]) / x.Mp >= DT_THRESHOLD &&
+              tb_float_from_bits(lo[1]) / x.Mg >= DT_THRESHOLD;
     return x;
 }
 

@@ -12,21 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
-
-static inline uint32_t tb_vm_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float tb_vm_float(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+#include <trainbig/half.h>
 
 /* ln 2 in two parts: the first has 9 significant bits, so n times it is exact for the
  * exponents a float has; the second is the rest (ln 2 = 0.693147180559945...). */
@@ -52,9 +38,9 @@ static inline float tb_vm_expf(float x)
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* n in k's low mantissa bits (two's complement around 1.5 * 2^23's) */
-    const int32_t ni = (int32_t)(tb_vm_bits(k) - tb_vm_bits(shift));
+    const int32_t ni = (int32_t)(tb_float_bits(k) - tb_float_bits(shift));
     const int32_t n1 = ni / 2, n2 = ni - n1;
-    const float s1 = tb_vm_float((uint32_t)(n1 + 127) << 23), s2 = tb_vm_float((uint32_t)(n2 + 127) << 23);
+    const float s1 = tb_float_from_bits((uint32_t)(n1 + 127) << 23), s2 = tb_float_from_bits((uint32_t)(n2 + 127) << 23);
     float y = p * s1 * s2;
     y = x < -104.0f ? 0.0f : y;
     y = x > 88.7228394f ? INFINITY : y;
@@ -70,9 +56,9 @@ static inline float tb_vm_logf(float x)
     const int tiny = x < 1.17549435e-38f; /* FLT_MIN: subnormal (or not positive) */
     const float xs = tiny ? x * 8388608.0f : x;
     const uint32_t off = 0x3f3504f3u; /* the bits of sqrt(1/2) */
-    const uint32_t t = tb_vm_bits(xs) - off;
+    const uint32_t t = tb_float_bits(xs) - off;
     const int32_t e = (int32_t)(t >> 23) - (int32_t)((t >> 31) << 9) - (tiny ? 23 : 0);
-    const float m = tb_vm_float((t & 0x007fffffu) + off);
+    const float m = tb_float_from_bits((t & 0x007fffffu) + off);
     const float f = m - 1.0f;
     const float s = f / (2.0f + f);
     const float z = s * s;
