@@ -10,6 +10,9 @@ u8, NCHW, raw, in that order); without it, random inputs of the same shapes.
 --device cuda runs it on the GPU as bench/step_torch.py does (cudnn.benchmark, TF32 off
 unless --tf32, torch.cuda.synchronize() around each timed step); --format contiguous
 runs it in NCHW instead of channels_last.
+--precision bf16 (or fp16, on a GPU) runs the network's forward under torch.autocast in
+that dtype, the losses in fp32 on its outputs, the weights and SGD in fp32; fp16 with a
+GradScaler at its defaults (scale 2^16, x2 after 2000 steps without an overflow).
 --dual-check FILE (with --dual-step, --dual-op, --dual-trainbig) first computes the
 dual-task regulariser, from the reference's definition written here in PyTorch, on the
 logits of trainbig's first step (FILE: N*K*H*W f32, NCHW) and the labels of --inputs, with
@@ -20,6 +23,7 @@ trainbig's first step here from trainbig's parameters, dropout masks and Gumbel 
 prints the four losses beside trainbig's; the timed steps then go on from those weights.
 Prints 'torch-params X' and 'torch-ms-per-step X' for bench/step to read."""
 import argparse
+import contextlib
 import math
 import sys
 import time
@@ -484,6 +488,7 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in convolutions and matmuls (cuda)")
     ap.add_argument("--format", choices=("channels_last", "contiguous"), default="channels_last")
+    ap.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     ap.add_argument("--dual-check", help="trainbig's first-step logits (raw NCHW f32), to check the dual term on")
     ap.add_argument("--dual-step", type=lambda v: int(v, 0), default=0, help="the step its noise was drawn at")
     ap.add_argument("--dual-op", type=int, default=0, help="the id of trainbig's dual_task op")
@@ -500,6 +505,10 @@ def main():
     dev = torch.device(a.device)
     what = setup_device(a.device, a.tf32)
     cuda = dev.type == "cuda"
+    if a.precision == "fp16" and not cuda:
+        ap.error("--precision fp16 needs --device cuda: PyTorch's CPU autocast runs bf16 only")
+    half = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
+    scaler = torch.cuda.amp.GradScaler() if a.precision == "fp16" else None
     fmt = torch.channels_last if a.format == "channels_last" else torch.contiguous_format
     torch.manual_seed(0)
     # Made on the CPU, then moved: the same weights on either device.
@@ -530,10 +539,18 @@ def main():
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        seg, edge_logits, edge = net(image, canny)
+        with torch.autocast(device_type=dev.type, dtype=half) if half is not None else contextlib.nullcontext():
+            seg, edge_logits, edge = net(image, canny)
+        seg, edge_logits, edge = seg.float(), edge_logits.float(), edge.float()
         seg_l, edge_l, att_l, dual_l = losses(seg, edge_logits, edge, labels, edges, a.classes)
-        (W_SEG * seg_l + W_EDGE * edge_l + W_ATT * att_l + W_DUAL * dual_l).backward()
-        opt.step()
+        total = W_SEG * seg_l + W_EDGE * edge_l + W_ATT * att_l + W_DUAL * dual_l
+        if scaler:
+            scaler.scale(total).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            total.backward()
+            opt.step()
         if cuda:
             torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
@@ -544,6 +561,8 @@ def main():
     times.sort()
     nchw = ", contiguous" if a.format == "contiguous" else ""
     where = f"{what}, {a.format}" if cuda else f"{a.threads} threads{nchw}"
+    if half is not None:
+        where += f", autocast {a.precision}"
     print(f"torch {torch.__version__}, {where}, {'the same batch' if a.inputs else 'random inputs'}; "
           f"losses seg {seg_l.item():.4f} edge {edge_l.item():.4f} att {att_l.item():.4f} dual {dual_l.item():.4f}")
     if cuda:
