@@ -374,7 +374,7 @@ static struct dt_lines dt_my_lines(const struct dt_scratch *sc, const struct dt_
 static inline float dt_noise(uint64_t seed, uint64_t step, uint32_t op, uint64_t index)
 {
     const float u = tb_cpu_uniform(seed, step, op, index);
-    return -tb_vm_logf(DT_EPS - tb_vm_logf(u + DT_EPS));
+    return -tb_vm_logf_normal(DT_EPS - tb_vm_logf_normal(u + DT_EPS)); /* both positive normal */
 }
 
 /* The sample, row by row of each image: softmax over K of (z + noise) / tau (times 1 / tau,
@@ -517,20 +517,10 @@ struct dt_sums {
     double l1, signed_mp, ties;
 };
 
-/* sum[j] += the terms v[i] with i % DT_PARTS == j, in order: a fixed set of partial sums
- * (the same on every ISA, whatever its vector width) that vectorises. */
+/* Sums are taken in DT_PARTS partial sums, term i into partial i % DT_PARTS, then the
+ * partials in order: a fixed order (the same on every ISA, whatever its vector width) that
+ * vectorises. */
 #define DT_PARTS 16
-static void dt_partial_sums(const float *v, size_t n, double sum[DT_PARTS])
-{
-    size_t i = 0;
-    for (; i + DT_PARTS <= n; i += DT_PARTS) {
-#pragma omp simd
-        for (size_t j = 0; j < DT_PARTS; j++)
-            sum[j] += (double)v[i + j];
-    }
-    for (size_t j = 0; i + j < n; j++)
-        sum[j] += (double)v[i + j];
-}
 
 static double dt_parts_total(const double sum[DT_PARTS])
 {
@@ -552,18 +542,18 @@ static struct dt_sums dt_sums(const struct tb_cpu *cpu, const struct dt_geom *g,
             struct dt_lines ln = dt_my_lines(sc, g);
             dt_stored_diffs(g, sc->sp, &ln, gi, y);
             const float *mg = sc->mg + dt_at(g, gi, y);
-            float *d = ln.tt, *sm = ln.in, *tie = ln.ox; /* ox is read before tie is written */
-#pragma omp simd
-            for (size_t i = 0; i < row; i++) {
-                const float mp = dt_mag(&ln, i);
-                d[i] = fabsf(mp * rp - mg[i] * rg);
-                sm[i] = dt_sign(mp, mg[i], rp, rg) * mp;
-                tie[i] = mp == Mp ? 1.0f : 0.0f;
-            }
             double s0[DT_PARTS] = { 0 }, s1[DT_PARTS] = { 0 }, s2[DT_PARTS] = { 0 };
-            dt_partial_sums(d, row, s0);
-            dt_partial_sums(sm, row, s1);
-            dt_partial_sums(tie, row, s2);
+            for (size_t i0 = 0; i0 < row; i0 += DT_PARTS) {
+                const size_t n = row - i0 < DT_PARTS ? row - i0 : DT_PARTS;
+#pragma omp simd
+                for (size_t j = 0; j < n; j++) {
+                    const size_t i = i0 + j;
+                    const float mp = dt_mag(&ln, i);
+                    s0[j] += (double)fabsf(mp * rp - mg[i] * rg);
+                    s1[j] += (double)(dt_sign(mp, mg[i], rp, rg) * mp);
+                    s2[j] += mp == Mp ? 1.0 : 0.0;
+                }
+            }
             double *r = sc->rows + 3 * ((size_t)gi * (size_t)g->H + (size_t)y);
             r[0] = dt_parts_total(s0), r[1] = dt_parts_total(s1), r[2] = dt_parts_total(s2);
         }

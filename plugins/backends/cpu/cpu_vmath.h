@@ -47,17 +47,13 @@ static inline float tb_vm_expf(float x)
     return x != x ? x : y;
 }
 
-/* ln x for every float x: -inf at 0, NaN below 0 and for NaN, +inf at +inf. x = m 2^e with
- * sqrt(1/2) <= m < sqrt(2) (a subnormal x scaled by 2^23 first); ln m = 2 atanh(s) with
- * s = (m - 1) / (m + 1), |s| <= 0.172, by its series to s^9 (the next term is under
- * 2^-28 of ln m). */
-static inline float tb_vm_logf(float x)
+/* ln m of x = m 2^e, sqrt(1/2) <= m < sqrt(2), plus e ln 2: tb_vm_logf's core, for a
+ * positive normal x only (what the special cases leave). */
+static inline float tb_vm_logf_normal(float x)
 {
-    const int tiny = x < 1.17549435e-38f; /* FLT_MIN: subnormal (or not positive) */
-    const float xs = tiny ? x * 8388608.0f : x;
     const uint32_t off = 0x3f3504f3u; /* the bits of sqrt(1/2) */
-    const uint32_t t = tb_float_bits(xs) - off;
-    const int32_t e = (int32_t)(t >> 23) - (int32_t)((t >> 31) << 9) - (tiny ? 23 : 0);
+    const uint32_t t = tb_float_bits(x) - off;
+    const int32_t e = (int32_t)(t >> 23) - (int32_t)((t >> 31) << 9);
     const float m = tb_float_from_bits((t & 0x007fffffu) + off);
     const float f = m - 1.0f;
     const float s = f / (2.0f + f);
@@ -68,7 +64,18 @@ static inline float tb_vm_logf(float x)
     q = q * z + 2.0f / 3.0f;
     const float lnm = 2.0f * s + s * (z * q);
     const float fe = (float)e;
-    float y = fe * TB_VM_LN2_HI + (lnm + fe * TB_VM_LN2_LO);
+    return fe * TB_VM_LN2_HI + (lnm + fe * TB_VM_LN2_LO);
+}
+
+/* ln x for every float x: -inf at 0, NaN below 0 and for NaN, +inf at +inf. x = m 2^e with
+ * sqrt(1/2) <= m < sqrt(2) (a subnormal x scaled by 2^23 first); ln m = 2 atanh(s) with
+ * s = (m - 1) / (m + 1), |s| <= 0.172, by its series to s^9 (the next term is under
+ * 2^-28 of ln m). */
+static inline float tb_vm_logf(float x)
+{
+    const int tiny = x < 1.17549435e-38f; /* FLT_MIN: subnormal (or not positive) */
+    float y = tb_vm_logf_normal(tiny ? x * 8388608.0f : x) - (tiny ? 23.0f * TB_VM_LN2_HI : 0.0f) -
+              (tiny ? 23.0f * TB_VM_LN2_LO : 0.0f);
     y = x == 0.0f ? -INFINITY : y;
     y = x < 0.0f ? NAN : y;
     y = x == INFINITY ? INFINITY : y;
