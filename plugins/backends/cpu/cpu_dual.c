@@ -564,8 +564,8 @@ static struct dt_sums dt_sums(const struct tb_cpu *cpu, const struct dt_geom *g,
     return sum;
 }
 
-/* What forward left in the scratch, for backward (the op's state; dt_memo_holds says when
- * it still may). */
+/* What forward left in the scratch, for backward (the op's state; dt_backward takes it
+ * while scratch, scratch_handed, sample and labels are as recorded). */
 struct dt_memo {
     const void *sample, *labels, *scratch;
     uint64_t handed; /* tb_cpu::scratch_handed once the maps were made */
