@@ -36,6 +36,12 @@
  * shape_width 1, blocks 3,3,6,3,1,1) on crops of 800 (--crop), batch 2 (--batch): meant
  * for a GPU. --no-torch skips the twin; --torch-format contiguous runs it in NCHW.
  *
+ * --precision bf16 builds both networks as [train] precision = bf16 does (the graph
+ * builder's autocast: convolutions and what carries their outputs in bf16, losses and
+ * master weights in fp32) and runs the twins under torch.autocast(bfloat16); fp16 the same
+ * on a GPU (the twins with a GradScaler; trainbig has no loss scaling yet, so its fp16
+ * step is timed but not meant for training).
+ *
  * --isa forces the cpu backend's path ([backend] isa, which caps oneDNN too) and runs the
  * twin on the same one (DNNL_MAX_CPU_ISA for its oneDNN, ATEN_CPU_CAPABILITY for its own
  * kernels, unless set already); the peak is then that path's (AVX2's FMA loop on an AVX-512
@@ -48,7 +54,7 @@
  *   ./bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]
  *                [--size quickstart|reference] [--batch B] [--crop N] [--no-torch] [--trace FILE]
  *                [--torch-format channels_last|contiguous] [--isa auto|avx512|avx2|scalar]
- *                [THREADS [STEPS]]
+ *                [--precision fp32|bf16|fp16] [THREADS [STEPS]]
  *       (default: cpu, both networks, all cores, 10 timed steps) */
 #include "config.h"
 
@@ -103,9 +109,10 @@ static struct tb_node *basic_block(struct tb_graph *g, struct tb_node *x, int ou
     return tb_relu(g, tb_add(g, y, shortcut));
 }
 
-static struct tb_graph *build_resnet18(void)
+static struct tb_graph *build_resnet18(enum tb_dtype precision)
 {
     struct tb_graph *g = tb_graph_new(true);
+    tb_graph_set_precision(g, precision);
     struct tb_node *x = tb_input(g, "image", TB_F32, (struct tb_shape){ BATCH, 3, SIDE, SIDE });
     struct tb_node *labels = tb_input(g, "labels", TB_U8, (struct tb_shape){ BATCH, 1, SIDE, SIDE });
     x = conv_bn(g, "stem", x, 64, 7, 2, true);
@@ -128,7 +135,7 @@ static int bench_resnet18(struct bench_backend *b, const struct opts *o)
     struct tb_err err;
     tb_err_clear(&err);
     struct tb_engine e;
-    struct tb_graph *g = build_resnet18();
+    struct tb_graph *g = build_resnet18(o->precision);
     struct tb_exec *x = NULL;
     int rc = tb_engine_init(&e, b->h->p, b->ctx, 0, 1, &err);
     if (rc) {
@@ -196,7 +203,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: bench/step [--backend cpu|cuda] [--set KEY=VALUE]... [--model resnet18|gscnn]\n"
             "                  [--size quickstart|reference] [--batch B] [--crop N] [--no-torch] [--trace FILE]\n"
-            "                  [--isa auto|avx512|avx2|scalar]\n"
+            "                  [--isa auto|avx512|avx2|scalar] [--precision fp32|bf16|fp16]\n"
             "                  [--torch-format channels_last|contiguous] [THREADS [STEPS]]\n");
     return 2;
 }
@@ -228,7 +235,7 @@ int main(int argc, char **argv)
     int threads = omp_get_num_procs(), steps = 10, npos = 0, batch = 0, crop = 0;
     bool torch = true, tf32 = false;
     const char *isa = NULL; /* --isa: the cpu backend's [backend] isa, and the twin's caps */
-    const char *trace = NULL;
+    const char *trace = NULL, *precision = "fp32";
     char keys[2048] = "", shown[2048] = "";
     size_t nkeys = 0;
     for (int i = 1; i < argc; i++) {
@@ -257,6 +264,8 @@ int main(int argc, char **argv)
             trace = argv[++i];
         else if (strcmp(a, "--isa") == 0 && next)
             isa = argv[++i];
+        else if (strcmp(a, "--precision") == 0 && next)
+            precision = argv[++i];
         else if (strcmp(a, "--set") == 0 && next && strchr(next, '=')) {
             /* KEY=VALUE as a line of the [backend] section */
             const char *eq = strchr(next, '=');
@@ -282,6 +291,12 @@ int main(int argc, char **argv)
         return usage();
     if (crop && crop < 16)
         return usage();
+    const enum tb_dtype dtype = !strcmp(precision, "fp32")   ? TB_F32
+                                : !strcmp(precision, "bf16") ? TB_BF16
+                                : !strcmp(precision, "fp16") ? TB_F16
+                                                             : 0;
+    if (!dtype)
+        return usage();
     if (isa && (cuda || (strcmp(isa, "auto") && strcmp(isa, "avx512") && strcmp(isa, "avx2") && strcmp(isa, "scalar"))))
         return usage();
     setenv("TRAINBIG_LOG", "warn", 0);
@@ -295,14 +310,16 @@ int main(int argc, char **argv)
         setenv("ATEN_CPU_CAPABILITY", "default", 0);
     }
 
-    struct opts o = { .cuda = cuda, .threads = threads, .steps = steps, .torch = torch, .trace = trace };
+    struct opts o = {
+        .cuda = cuda, .threads = threads, .steps = steps, .torch = torch, .trace = trace, .precision = dtype
+    };
     o.size = reference ? gscnn_reference : gscnn_quickstart;
     if (batch)
         o.size.batch = batch;
     if (crop)
         o.size.side = crop;
-    snprintf(o.torch_args, sizeof o.torch_args, "%s%s%s", cuda ? " --device cuda" : "", tf32 ? " --tf32" : "",
-             strcmp(format, "contiguous") == 0 ? " --format contiguous" : "");
+    snprintf(o.torch_args, sizeof o.torch_args, "%s%s%s --precision %s", cuda ? " --device cuda" : "",
+             tf32 ? " --tf32" : "", strcmp(format, "contiguous") == 0 ? " --format contiguous" : "", precision);
 
     /* The cpu backend gets the threads; the cuda backend has no such key. */
     char all_keys[2200];

@@ -199,6 +199,7 @@ int bench_gscnn(struct bench_backend *b, const struct opts *o)
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
     }
+    tb_graph_set_precision(g, o->precision);
     const struct tb_model_input in = { z->batch, 3, z->side, z->side, GSCNN_CLASSES, GSCNN_IGNORE };
     struct tb_engine e;
     struct tb_exec *x = NULL;

@@ -33,6 +33,7 @@ struct opts {
     char torch_args[256]; /* to both twins, after their own: " --device cuda --tf32" */
     struct gscnn_size size;
     const char *trace; /* --trace FILE: a Chrome trace of one more step (the sim's calibration) */
+    enum tb_dtype precision; /* --precision: what the graphs' autocast casts to ([train] precision) */
 };
 
 /* 2 warm-up steps, then `steps` timed training steps (forward, backward, SGD); the median

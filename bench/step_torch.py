@@ -1,12 +1,15 @@
-"""bench/step_torch.py THREADS STEPS [--device cuda] [--tf32] [--format contiguous]: the
-network of bench/step.c in PyTorch, timed the same way (median ms of STEPS training steps
-after 2 warm-up steps), channels_last unless --format says otherwise.
+"""bench/step_torch.py THREADS STEPS [--device cuda] [--tf32] [--format contiguous]
+[--precision fp32|bf16|fp16]: the network of bench/step.c in PyTorch, timed the same way
+(median ms of STEPS training steps after 2 warm-up steps), channels_last unless --format
+says otherwise; at bf16 (fp16: a GPU only, with a GradScaler) its forward runs under
+torch.autocast and the loss in fp32.
 
 On --device cuda: cudnn.benchmark (cuDNN times its algorithms, as the cuda backend's
 conv_algo = find does), TF32 off for matmul and cuDNN unless --tf32 (as the backend's
 tf32 = no), and every timed step ends with torch.cuda.synchronize().
 Prints 'torch-ms-per-step X' for bench/step to read."""
 import argparse
+import contextlib
 import sys
 import time
 import warnings
@@ -80,7 +83,11 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in convolutions and matmuls (cuda)")
     ap.add_argument("--format", choices=("channels_last", "contiguous"), default="channels_last")
+    ap.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     a = ap.parse_args()
+    if a.precision == "fp16" and not a.device.startswith("cuda"):
+        ap.error("--precision fp16 needs --device cuda: PyTorch's CPU autocast runs bf16 only")
+    half = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
     threads, steps = a.threads, a.steps
     fmt = torch.channels_last if a.format == "channels_last" else torch.contiguous_format
     torch.set_num_threads(threads)
@@ -93,15 +100,23 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     image = (torch.rand(BATCH, 3, SIDE, SIDE) - 0.5).to(dev, memory_format=fmt)
     labels = torch.randint(0, CLASSES, (BATCH, SIDE, SIDE)).to(dev)
+    scaler = torch.cuda.amp.GradScaler() if a.precision == "fp16" else None
     times = []
     for i in range(steps + 2):
         if cuda:
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(image), labels, ignore_index=255)
-        loss.backward()
-        opt.step()
+        with torch.autocast(device_type=dev.type, dtype=half) if half is not None else contextlib.nullcontext():
+            logits = net(image)
+        loss = F.cross_entropy(logits.float(), labels, ignore_index=255)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         if cuda:
             torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
@@ -109,11 +124,12 @@ def main():
             times.append(dt * 1e3)
     times.sort()
     if cuda:
-        print(f"torch {torch.__version__}, {what}, {a.format}, loss {loss.item():.4f}, "
+        print(f"torch {torch.__version__}, {what}, {a.format}, {a.precision}, loss {loss.item():.4f}, "
               f"peak memory {torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB")
     else:
         nchw = ", contiguous" if a.format == "contiguous" else ""
-        print(f"torch {torch.__version__}, {threads} threads{nchw}, loss {loss.item():.4f}")
+        amp = f", autocast {a.precision}" if half is not None else ""
+        print(f"torch {torch.__version__}, {threads} threads{nchw}{amp}, loss {loss.item():.4f}")
     print(f"torch-ms-per-step {times[len(times) // 2]:.3f}")
 
 

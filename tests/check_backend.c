@@ -507,6 +507,12 @@ START_TEST(tensor_layout_nhwc_or_blocked)
 }
 END_TEST
 
+/* A 16-bit float's value. */
+static double pc_half(uint16_t h, enum tb_dtype d)
+{
+    return d == TB_BF16 ? (double)tb_f32_from_bf16(h) : (double)tb_f32_from_f16(h);
+}
+
 START_TEST(fill_and_accumulate)
 {
     struct tb_tensor a = test_tensor(&b, test_desc(TB_F32, 1, 4, 3, 3));
@@ -520,10 +526,51 @@ START_TEST(fill_and_accumulate)
     for (int i = 0; i < 36; i++)
         ck_assert_float_eq(((float *)a.data)[i], 0.5f);
     ck_assert_int_eq(b.ops.backend->tensor_accumulate(b.ctx, &a, &other, 1.0f, &err), TB_ERR_RUNTIME);
-    ck_assert_contains(err.msg, "one shape");
+    ck_assert_contains(err.msg, "f32 1x4x3x2 into f32 1x4x3x3; it takes float tensors of one dtype and one shape");
     test_tensor_free(&b, &a);
     test_tensor_free(&b, &c);
     test_tensor_free(&b, &other);
+}
+END_TEST
+
+/* At 16 bits, where the backend lists them: the fill is the value rounded; the sum is
+ * taken in f32 and rounded once (1 + 2^-8 is a bf16 tie, 1 + 2^-11 an f16 one: both go to
+ * the even 1; 1 + 3 * 2^-8 rounds up). Another dtype is refused, naming both. */
+START_TEST(fill_and_accumulate_sixteen_bit)
+{
+    const struct tb_backend_ops *o = b.ops.backend;
+    const uint32_t dtypes = o->dtypes ? o->dtypes(b.ctx, 0) : 0;
+    static const enum tb_dtype dts[] = { TB_BF16, TB_F16 };
+    for (int k = 0; k < 2; k++) {
+        const enum tb_dtype d = dts[k];
+        if (!(dtypes >> d & 1u))
+            continue;
+        const float tie = d == TB_BF16 ? 0x1p-8f : 0x1p-11f;
+        struct tb_tensor a = test_tensor(&b, test_desc(d, 1, 16, 3, 3));
+        struct tb_tensor c = test_tensor(&b, test_desc(d, 1, 16, 3, 3));
+        struct tb_tensor f = test_tensor(&b, test_desc(TB_F32, 1, 16, 3, 3));
+        struct tb_err err;
+        tb_err_clear(&err);
+        uint16_t got[144];
+        ck_assert_int_eq(o->tensor_fill(b.ctx, &a, 1.0f, &err), TB_OK);
+        ck_assert_int_eq(o->tensor_fill(b.ctx, &c, tie, &err), TB_OK);
+        test_download(&b, &c, got);
+        for (int i = 0; i < 144; i++)
+            ck_assert_float_eq((float)pc_half(got[i], d), tie);
+        ck_assert_int_eq(o->tensor_accumulate(b.ctx, &a, &c, 1.0f, &err), TB_OK);
+        test_download(&b, &a, got);
+        for (int i = 0; i < 144; i++)
+            ck_assert_float_eq((float)pc_half(got[i], d), 1.0f);
+        ck_assert_int_eq(o->tensor_accumulate(b.ctx, &a, &c, 3.0f, &err), TB_OK);
+        test_download(&b, &a, got);
+        for (int i = 0; i < 144; i++)
+            ck_assert_float_eq((float)pc_half(got[i], d), 1.0f + 4 * tie);
+        ck_assert_int_eq(o->tensor_accumulate(b.ctx, &a, &f, 1.0f, &err), TB_ERR_RUNTIME);
+        ck_assert_contains(err.msg, "tensor_accumulate: f32 1x16x3x3 into ");
+        test_tensor_free(&b, &a);
+        test_tensor_free(&b, &c);
+        test_tensor_free(&b, &f);
+    }
 }
 END_TEST
 
@@ -834,6 +881,7 @@ int main(void)
     tcase_add_checked_fixture(tc, open_uncapped, close_backend);
     tcase_add_test(tc, tensor_layout_nhwc_or_blocked);
     tcase_add_test(tc, fill_and_accumulate);
+    tcase_add_test(tc, fill_and_accumulate_sixteen_bit);
     tcase_add_test(tc, sgd_matches_pytorch_semantics);
     tcase_add_test(tc, unknown_op_refused_at_prepare);
     tcase_add_test(tc, op_breaking_the_contract_refused_by_every_backend);

@@ -772,7 +772,9 @@ static struct tb_graph *every_kind_net(void)
     struct tb_node *d1 = tb_dropout(g, u1, 0.3f, false);
     struct tb_node *gate = tb_sigmoid(g, tb_conv2d(g, "gate", img, 8, 1, 1, 0, 1, true));
     struct tb_node *a1 = tb_add(g, tb_mul(g, d1, gate), r1);
-    struct tb_node *ctx = tb_resize(g, tb_global_avgpool(g, a1), 12, 10, false);
+    /* the context at bf16, and back (casts, and 16-bit ops, rebuilt too) */
+    struct tb_node *ctx =
+        tb_cast(g, tb_resize(g, tb_global_avgpool(g, tb_cast(g, a1, TB_BF16)), 12, 10, false), TB_F32);
     struct tb_node *both[2] = { a1, ctx };
     struct tb_node *cat = tb_concat(g, 2, both);
     struct tb_node *logits = tb_conv2d(g, "head", cat, 3, 1, 1, 0, 1, true);
@@ -1366,7 +1368,40 @@ START_TEST(broken_graph_refused)
     struct tb_err err;
     tb_err_clear(&err);
     ck_assert_int_eq(tb_exec_create(&e, g, &x, &err), TB_ERR_RUNTIME);
-    ck_assert_contains(err.msg, "the graph is broken: relu0 (inputs labels): relu: input 0 is u8, expected f32");
+    ck_assert_contains(err.msg, "the graph is broken: relu0 (inputs labels): relu: input 0 is u8, expected a float (f32, bf16 or f16)");
+    tb_graph_free(g);
+}
+END_TEST
+
+/* A graph with a 16-bit tensor on a backend whose dtypes lack it (one of ABI 2.1, without
+ * the member) is refused before any op is prepared, naming the op, the dtype and the
+ * backend; the backend as it is runs it where it lists bf16. */
+START_TEST(sixteen_bit_graph_needs_the_backends_dtype)
+{
+    struct tb_graph *g = tb_graph_new(false);
+    struct tb_node *x = tb_cast(g, tb_input(g, "image", TB_F32, shape(1, 3, 4, 4)), TB_BF16);
+    tb_graph_output(g, "y", tb_relu(g, x));
+    ck_assert_msg(!tb_graph_error(g), "%s", tb_graph_error(g));
+    struct tb_exec *xe;
+    struct tb_err err;
+    tb_err_clear(&err);
+    const struct tb_backend_ops *o = b.h->p->ops.backend;
+    if (o->dtypes && (o->dtypes(b.ctx, 0) >> TB_BF16 & 1u)) {
+        ck_assert_msg(tb_exec_create(&e, g, &xe, &err) == TB_OK, "%s", err.msg);
+        tb_exec_free(xe);
+    }
+    static struct tb_backend_ops f32_only;
+    static struct tb_plugin f32_backend;
+    f32_only = *o;
+    f32_only.dtypes = NULL;
+    f32_backend = *b.h->p;
+    f32_backend.ops.backend = &f32_only;
+    struct tb_engine e2;
+    ck_assert_msg(tb_engine_init(&e2, &f32_backend, b.ctx, 0, 7, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_eq(tb_exec_create(&e2, g, &xe, &err), TB_ERR_CONFIG);
+    ck_assert_contains(err.msg, "cast0 (cast) has a bf16 tensor, and backend '");
+    ck_assert_contains(err.msg, "' runs its ops in f32 only (its dtypes member)");
+    tb_engine_fini(&e2);
     tb_graph_free(g);
 }
 END_TEST
@@ -1458,6 +1493,7 @@ int main(void)
     tcase_add_checked_fixture(tc, open_engine, close_engine);
     tcase_add_test(tc, activations_freed_at_last_use);
     tcase_add_test(tc, broken_graph_refused);
+    tcase_add_test(tc, sixteen_bit_graph_needs_the_backends_dtype);
     tcase_add_test(tc, a_tensor_asked_back_while_moving_out_stays);
     if (all) {
         tcase_add_test(tc, lr_policies);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <trainbig/trainbig.h>
@@ -153,7 +154,7 @@ START_TEST(each_op_checks_its_inputs)
         { "softmax_ce0 (inputs a, lab): softmax_ce: labels 2x1x8x9 must be 2x1x8x8 to match logits 2x3x8x8" },
         { "dropout0 (inputs a): dropout: p = 1; allowed: 0 <= p < 1" },
         { "maxpool0 (inputs a): maxpool: x 2x3x8x8, kernel 3, stride 1, padding 2: the window does not fit" },
-        { "relu0 (inputs lab): relu: input 0 is u8, expected f32" },
+        { "relu0 (inputs lab): relu: input 0 is u8, expected a float (f32, bf16 or f16)" },
         { "bce_logits0 (inputs a, lab): bce_logits: logits 2x3x8x8 and targets 2x1x8x9 must both be Nx1xHxW" },
         { "loss l: a is 2x3x8x8; a loss is 1x1x1x1" },
         { "concat: 1 inputs; between 2 and 8 are allowed" },
@@ -363,6 +364,10 @@ U(int n, int c, int h, int w) {
     return (struct tb_tensor_desc){ TB_U8, { n, c, h, w } };
 }
 
+static struct tb_tensor_desc B(int n, int c, int h, int w) {
+    return (struct tb_tensor_desc){ TB_BF16, { n, c, h, w } };
+}
+
 /* One case of the contract: an op's inputs and parameters, and either the outputs the rule
  * must give or the start of its refusal. Every kind has a case that passes and one that
  * breaks its rule; adding a kind adds its cases here. */
@@ -375,7 +380,7 @@ struct contract_case {
 
 START_TEST(op_contract_cases)
 {
-    struct contract_case cases[40];
+    struct contract_case cases[64];
     size_t n = 0;
 #define ACCEPT(OP, NOUT, ...) (cases[n++] = (struct contract_case){ (OP), (NOUT), { __VA_ARGS__ }, NULL })
 #define REFUSE(OP, WHY) (cases[n++] = (struct contract_case){ (OP), 0, { { 0, { 0, 0, 0, 0 } } }, (WHY) })
@@ -392,6 +397,12 @@ START_TEST(op_contract_cases)
     op.in[1] = F(5, 3, 3, 3);
     op.p.conv.dil_h = op.p.conv.dil_w = 2000000000;
     REFUSE(op, "the kernel does not fit the padded input");
+    /* at bf16: every float input bf16, and so is y; a weight left f32 is refused */
+    op = test_op(TB_OP_CONV2D, 3, (struct tb_tensor_desc[]){ B(2, 3, 9, 8), B(5, 3, 3, 3), B(1, 5, 1, 1) });
+    op.p.conv = (struct tb_conv2d_params){ 3, 3, 2, 2, 1, 1, 1, 1, 1 };
+    ACCEPT(op, 1, B(2, 5, 5, 4));
+    op.in[1] = F(5, 3, 3, 3);
+    REFUSE(op, "conv2d: input 1 is f32, expected bf16 as input 0 (one float dtype per op)");
     /* batchnorm */
     op =
         test_op(TB_OP_BATCHNORM, 5,
@@ -400,11 +411,19 @@ START_TEST(op_contract_cases)
     ACCEPT(op, 3, F(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1));
     op.in[3] = F(1, 3, 1, 1);
     REFUSE(op, "batchnorm: running_mean 1x3x1x1 must be 1x4x1x1");
+    /* a bf16 x: y bf16, the statistics and parameters f32 */
+    op.in[0] = B(2, 4, 3, 3);
+    op.in[3] = F(1, 4, 1, 1);
+    ACCEPT(op, 3, B(2, 4, 3, 3), F(1, 4, 1, 1), F(1, 4, 1, 1));
+    op.in[1] = B(1, 4, 1, 1);
+    REFUSE(op, "batchnorm: input 1 is bf16, expected f32");
     /* relu, sigmoid */
     op = test_op(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ F(1, 2, 3, 4) });
     ACCEPT(op, 1, F(1, 2, 3, 4));
     op = test_op(TB_OP_SIGMOID, 1, (struct tb_tensor_desc[]){ U(1, 2, 3, 4) });
     REFUSE(op, "sigmoid: input 0 is u8, expected f32");
+    op = test_op(TB_OP_RELU, 1, (struct tb_tensor_desc[]){ U(1, 2, 3, 4) });
+    REFUSE(op, "relu: input 0 is u8, expected a float (f32, bf16 or f16)");
     /* maxpool: 3, stride 2, pad 1 */
     op = test_op(TB_OP_MAXPOOL, 1, (struct tb_tensor_desc[]){ F(1, 2, 7, 6) });
     op.p.pool = (struct tb_pool_params){ 3, 2, 1 };
@@ -427,6 +446,8 @@ START_TEST(op_contract_cases)
     /* add, mul */
     op = test_op(TB_OP_ADD, 2, (struct tb_tensor_desc[]){ F(1, 2, 3, 4), F(1, 2, 3, 5) });
     REFUSE(op, "add: a 1x2x3x4 and b 1x2x3x5 differ in shape");
+    op = test_op(TB_OP_ADD, 2, (struct tb_tensor_desc[]){ F(1, 2, 3, 4), B(1, 2, 3, 4) });
+    REFUSE(op, "add: input 1 is bf16, expected f32 as input 0");
     op = test_op(TB_OP_MUL, 2, (struct tb_tensor_desc[]){ F(2, 3, 5, 7), F(2, 1, 5, 7) });
     ACCEPT(op, 1, F(2, 3, 5, 7));
     op.in[1] = F(2, 2, 5, 7);
@@ -437,12 +458,20 @@ START_TEST(op_contract_cases)
     ACCEPT(op, 2, F(2, 3, 5, 7), U(2, 3, 1, 1));
     op.p.dropout.p = 1.0f;
     REFUSE(op, "dropout: p = 1; allowed: 0 <= p < 1");
+    /* cast: to any float dtype, nothing else */
+    op = test_op(TB_OP_CAST, 1, (struct tb_tensor_desc[]){ F(2, 3, 5, 7) });
+    op.p.cast.dtype = TB_BF16;
+    ACCEPT(op, 1, B(2, 3, 5, 7));
+    op.p.cast.dtype = TB_U8;
+    REFUSE(op, "cast: to dtype 2 (u8): allowed f32, bf16, f16");
     /* softmax_ce, weighted */
     op = test_op(TB_OP_SOFTMAX_CE, 3, (struct tb_tensor_desc[]){ F(2, 4, 3, 3), U(2, 1, 3, 3), F(2, 4, 1, 1) });
     op.p.ce = (struct tb_ce_params){ 255, 1, 0 };
     ACCEPT(op, 1, F(1, 1, 1, 1));
     op.in[1] = U(2, 1, 3, 4);
     REFUSE(op, "softmax_ce: labels 2x1x3x4 must be 2x1x3x3 to match logits 2x4x3x3");
+    op.in[0] = B(2, 4, 3, 3); /* the losses take f32 logits only */
+    REFUSE(op, "softmax_ce: input 0 is bf16, expected f32");
     /* bce_logits */
     op = test_op(TB_OP_BCE_LOGITS, 2, (struct tb_tensor_desc[]){ F(2, 1, 3, 3), U(2, 1, 3, 3) });
     ACCEPT(op, 1, F(1, 1, 1, 1));
@@ -619,6 +648,108 @@ START_TEST(every_op_kind_has_its_row)
 }
 END_TEST
 
+/* The op of graph gr whose output is node y. */
+static const struct tb_op *producer(const struct tb_graph *gr, const struct tb_node *y)
+{
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_ge(y->producer, 0);
+    return &gr->ops[y->producer].op;
+}
+
+/* [train] precision = bf16 (tb_graph_set_precision): each op's float inputs cast by its
+ * kind's autocast class (op_kinds.c): a convolution's input, weight and bias to bf16, the
+ * parameters themselves still f32; batch norm and relu follow their input; a gate's
+ * sigmoid and the loss cast back to f32; a product of bf16 and f32 runs in f32; an output
+ * the core reads is f32. At fp32 the same network has no cast at all. */
+START_TEST(autocast_policy)
+{
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        struct tb_graph *gr = tb_graph_new(true);
+        tb_graph_set_precision(gr, bf16 ? TB_BF16 : TB_F32);
+        struct tb_node *img = tb_input(gr, "image", TB_F32, (struct tb_shape){ 2, 3, 8, 8 });
+        struct tb_node *lab = tb_input(gr, "labels", TB_U8, (struct tb_shape){ 2, 1, 8, 8 });
+        struct tb_node *conv = tb_conv2d(gr, "conv1", img, 16, 3, 1, -1, 1, true);
+        struct tb_node *bn = tb_batchnorm(gr, "bn1", conv);
+        struct tb_node *r = tb_relu(gr, bn);
+        struct tb_node *gate = tb_sigmoid(gr, tb_conv2d(gr, "gate", r, 1, 1, 1, 0, 1, true));
+        struct tb_node *m = tb_mul(gr, r, gate);
+        struct tb_node *logits = tb_conv2d(gr, "head", m, 4, 1, 1, 0, 1, false);
+        struct tb_node *loss = tb_softmax_ce(gr, logits, lab, NULL, 255, false);
+        tb_graph_loss(gr, "seg", loss, 1.0f);
+        tb_graph_output(gr, "pred", logits);
+        ck_assert_msg(!tb_graph_error(gr), "%s", tb_graph_error(gr));
+        const enum tb_dtype low = bf16 ? TB_BF16 : TB_F32;
+        size_t casts = 0;
+        for (size_t k = 0; k < gr->nops; k++) {
+            const struct tb_op *op = &gr->ops[k].op;
+            casts += op->kind == TB_OP_CAST;
+            if (op->kind == TB_OP_CONV2D)
+                for (uint32_t i = 0; i < op->nin; i++)
+                    ck_assert_msg(op->in[i].dtype == low, "%s: input %u is %s", gr->ops[k].name, i,
+                                  tb_dtype_name(op->in[i].dtype));
+        }
+        ck_assert_uint_eq(casts, bf16 ? 11 : 0); /* 3 inputs, 5 parameters, r up, logits down twice */
+        ck_assert_int_eq(producer(gr, bn)->in[0].dtype, low);
+        ck_assert_int_eq(bn->desc.dtype, low);
+        ck_assert_int_eq(producer(gr, bn)->in[1].dtype, TB_F32); /* gamma */
+        ck_assert_int_eq(r->desc.dtype, low);
+        ck_assert_int_eq(producer(gr, gate)->in[0].dtype, TB_F32);
+        ck_assert_int_eq(producer(gr, m)->in[0].dtype, TB_F32);
+        ck_assert_int_eq(m->desc.dtype, TB_F32);
+        ck_assert_int_eq(producer(gr, loss)->in[0].dtype, TB_F32);
+        ck_assert_int_eq(gr->outputs[0].x->desc.dtype, TB_F32);
+        for (size_t i = 0; i < gr->nnodes; i++)
+            if (gr->nodes[i]->kind == TB_NODE_PARAM || gr->nodes[i]->kind == TB_NODE_BUFFER)
+                ck_assert_int_eq(gr->nodes[i]->desc.dtype, TB_F32);
+        /* every op's id is its place, after the casts moved them */
+        for (size_t k = 0; k < gr->nops; k++)
+            ck_assert_uint_eq(gr->ops[k].op.id, k);
+        tb_graph_free(gr);
+    }
+}
+END_TEST
+
+/* trainbig.ini(5)'s [train] precision lists each op kind (in bold) under its autocast
+ * class, as its row in op_kinds.c gives it, and under no other. */
+START_TEST(autocast_classes_documented)
+{
+    const char *src = getenv("TB_SRCDIR");
+    ck_assert_msg(src, "run through make check (TB_SRCDIR unset)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/doc/trainbig.ini.5", src);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "%s", path);
+    static char man[1 << 20];
+    const size_t n = fread(man, 1, sizeof man - 1, f);
+    fclose(f);
+    man[n] = '\0';
+    static const char *const heads[3] = { "\n.B follows\n", "\n.B 16\\-bit\n", "\n.B f32\n" };
+    char *part[3];
+    for (int c = 0; c < 3; c++) {
+        char *at = strstr(man, heads[c]);
+        ck_assert_msg(at, "%s: no %s class under [train] precision", path, heads[c] + 1);
+        const char *end = strstr(at + 1, "\n.TP");
+        const char *re = strstr(at + 1, "\n.RE");
+        if (!end || (re && re < end))
+            end = re;
+        ck_assert_ptr_nonnull(end);
+        part[c] = strndup(at, (size_t)(end - at));
+    }
+    for (int kind = 1; kind < TB_OP_KIND_COUNT; kind++) {
+        const struct tb_op_row *k = tb_op_row((enum tb_op_kind)kind);
+        for (int c = 0; c < 3; c++) {
+            char word[64]; /* each kind in bold: \fBname\fP */
+            snprintf(word, sizeof word, "\\fB%s\\fP", k->name);
+            const bool found = strstr(part[c], word) != NULL;
+            ck_assert_msg(found == ((int)k->autocast == c), "%s: %s %s listed under %s", path, k->name,
+                          found ? "wrongly" : "not", heads[c] + 4);
+        }
+    }
+    for (int c = 0; c < 3; c++)
+        free(part[c]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("graph");
@@ -636,6 +767,8 @@ int main(void)
     tcase_add_test(tc, op_contract_cases);
     tcase_add_test(tc, op_cost_from_shapes);
     tcase_add_test(tc, every_op_kind_has_its_row);
+    tcase_add_test(tc, autocast_policy);
+    tcase_add_test(tc, autocast_classes_documented);
     suite_add_tcase(s, tc);
     tc = tcase_create("schedule");
     tcase_add_checked_fixture(tc, new_training_graph, free_graph);

@@ -1897,8 +1897,11 @@ static void assert_kept(const struct pcase *pc, const struct result *r, float ju
         if (!(pc->keeps_out >> j & 1))
             continue;
         for (size_t e = 0; e < elems(pc->op.out[j]); e++) {
-            bool kept = pc->op.out[j].dtype == TB_F32 ? ((const float *)r->out[j])[e] == junk
-                                                      : ((const uint8_t *)r->out[j])[e] == junk_u8;
+            const enum tb_dtype d = pc->op.out[j].dtype;
+            bool kept = d == TB_F32    ? ((const float *)r->out[j])[e] == junk
+                        : d == TB_U8   ? ((const uint8_t *)r->out[j])[e] == junk_u8
+                        : d == TB_BF16 ? ((const uint16_t *)r->out[j])[e] == tb_bf16_from_f32(junk)
+                                       : ((const uint16_t *)r->out[j])[e] == tb_f16_from_f32(junk);
             ck_assert_msg(kept, "%s: output %u [%zu] was written; the op leaves it alone here", pc->name, j, e);
         }
     }
@@ -1958,6 +1961,160 @@ START_TEST(deterministic_across_thread_counts)
     for (size_t k = 0; k < count; k++)
         result_free(&ref[k]);
     free(ref);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ 16-bit dtypes */
+
+/* A 16-bit run's tensor against its f32 twin's (u8: exactly): within the case's f32
+ * tolerance t plus one ulp of the 16-bit dtype (rounding once, and a sum in another order
+ * may land on the other neighbour), and f16's subnormal spacing. */
+static void compare_narrow(const struct pcase *pc, const char *what, uint32_t k, struct tb_tensor_desc d,
+                           const void *got, const void *want, struct tol t)
+{
+    const size_t n = elems(d);
+    if (d.dtype == TB_U8) {
+        ck_assert_msg(memcmp(got, want, n) == 0, "%s: %s %u: the u8 elements differ from f32's", pc->name, what, k);
+        return;
+    }
+    const double ulp = d.dtype == TB_BF16 ? 0x1p-7 : d.dtype == TB_F16 ? 0x1p-10 : 0;
+    const double tiny = d.dtype == TB_F16 ? 0x1p-24 : 0;
+    double max = 0;
+    for (size_t i = 0; i < n; i++)
+        max = fmax(max, fabs((double)((const float *)want)[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double g = pc_value(got, d.dtype, i), w = (double)((const float *)want)[i];
+        ck_assert_msg(fabs(g - w) <= (t.rel + ulp) * fabs(w) + t.rel_max * max + tiny,
+                      "%s: %s %u [%zu]: %.9g, its f32 twin %.9g (tolerance %.3g + one %s ulp of |f32|, %.3g of max "
+                      "%.4g)",
+                      pc->name, what, k, i, g, w, t.rel, tb_dtype_name(d.dtype), t.rel_max, max);
+    }
+}
+
+/* Every case of a kind with a float class at bf16 and at f16, on the backend's own path
+ * (cpu_widen.c where a kernel takes f32 only), against the same case at f32 on the same
+ * rounded values: ops.h's rule for 16-bit ops. check_ops runs on every ISA path
+ * (isa-*.test), so each path's 16-bit ops are checked. */
+START_TEST(sixteen_bit_op_cases)
+{
+    static const enum tb_dtype dts[] = { TB_BF16, TB_F16 };
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    size_t ran = 0;
+    for (size_t k = 0; k < op_case_count(); k++)
+        for (size_t d = 0; d < 2; d++) {
+            struct pcase pc, ref;
+            op_case_make(k, &pc);
+            if (!pc_narrow(&pc, dts[d], &ref)) {
+                pc_free(&pc);
+                continue;
+            }
+            struct result rn, rf;
+            op_case_run(&b, &pc, 7.0f, 0x77, &rn);
+            op_case_run(&b, &ref, 7.0f, 0x77, &rf);
+            const struct tb_op *op = &pc.op;
+            for (uint32_t j = 0; j < op->nout; j++)
+                if (!(pc.keeps_out >> j & 1))
+                    compare_narrow(&pc, "output", j, op->out[j], rn.out[j], rf.out[j], pc.out[j]);
+            for (uint32_t i = 0; i < op->nin; i++) {
+                compare_narrow(&pc, "input after the run", i, op->in[i], rn.in_after[i], rf.in_after[i],
+                               pc.in_after[i]);
+                ck_assert(!rn.din[i] == !rf.din[i]);
+                if (rn.din[i])
+                    compare_narrow(&pc, "input gradient", i, op->in[i], rn.din[i], rf.din[i], pc.din[i]);
+            }
+            ran++;
+            result_free(&rn);
+            result_free(&rf);
+            pc_free(&pc);
+            pc_free(&ref);
+        }
+    ck_assert_uint_gt(ran, 80); /* every kind with a float class, twice */
+    test_backend_close(&b);
+}
+END_TEST
+
+/* The cast op: each element rounded exactly as trainbig/half.h does (ties to even,
+ * overflow to infinity, f16 subnormals, NaN kept), between each pair of float dtypes, in a
+ * blocked and an NHWC layout; and its backward is dy converted to x's dtype, bit for bit. */
+START_TEST(cast_rounds_as_half_h)
+{
+    static const float special[] = { 0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f /* 1 + 2^-8: a bf16 tie */,
+                                     1.01171875f /* 1 + 3 * 2^-8 */, 65504.0f, 65519.0f, 65520.0f, 1e-8f,
+                                     0x1p-25f, 0x1.8p-25f, 0x1p-14f, 1e-40f /* a float subnormal */, 3.0e38f,
+                                     INFINITY, -INFINITY, NAN, 1.00048828125f /* 1 + 2^-11: an f16 tie */ };
+    const size_t ns = sizeof special / sizeof special[0];
+    static const enum tb_dtype dts[] = { TB_F32, TB_BF16, TB_F16 };
+    struct test_backend b;
+    test_backend_open(&b, "cpu", THREADS);
+    for (int c = 16; c <= 19; c += 3)
+        for (size_t f = 0; f < 3; f++)
+            for (size_t t = 0; t < 3; t++) {
+                if (f == t)
+                    continue;
+                const enum tb_dtype from = dts[f], to = dts[t];
+                struct tb_op op = new_op(TB_OP_CAST, 61, 1, 1);
+                op.in[0] = test_desc(from, 2, c, 5, 7);
+                op.out[0] = test_desc(to, 2, c, 5, 7);
+                op.p.cast.dtype = to;
+                const size_t n = elems(op.in[0]);
+                float *x = op_frand(n, 1400 + (uint64_t)c, -4.0f, 4.0f);
+                for (size_t i = 0; i < n; i += 3)
+                    x[i] = special[i / 3 % ns] * (i % 2 ? -1.0f : 1.0f);
+                uint16_t *h = malloc(2 * n + 2), *gy16 = malloc(2 * n + 2);
+                float *gy = op_frand(n, 1500 + (uint64_t)c, -2.0f, 2.0f);
+                ck_assert(h && gy16);
+                for (size_t i = 0; i < n; i++) {
+                    h[i] = from == TB_BF16 ? tb_bf16_from_f32(x[i]) : tb_f16_from_f32(x[i]);
+                    gy16[i] = to == TB_BF16 ? tb_bf16_from_f32(gy[i]) : tb_f16_from_f32(gy[i]);
+                }
+                struct opcheck oc;
+                opcheck_init(&oc, &b, &op);
+                opcheck_set_input(&oc, 0, from == TB_F32 ? (void *)x : (void *)h);
+                opcheck_forward(&oc, 0);
+                void *y = malloc(4 * n + 4), *dx = malloc(4 * n + 4);
+                ck_assert(y && dx);
+                opcheck_get_output(&oc, 0, y);
+                test_upload(&b, &oc.dout[0], to == TB_F32 ? (void *)gy : (void *)gy16);
+                struct tb_err err;
+                tb_err_clear(&err);
+                ck_assert_msg(b.ops.backend->op_backward(b.ctx, &oc.op, oc.state, oc.in, oc.out, oc.dout, oc.din,
+                                                         &err) == TB_OK,
+                              "%s", err.msg);
+                test_download(&b, &oc.din[0], dx);
+                for (size_t i = 0; i < n; i++) {
+                    /* the exact value of the input, rounded once to the output's dtype */
+                    const float v = from == TB_F32 ? x[i] : (float)pc_value(h, from, i);
+                    const float g = to == TB_F32 ? gy[i] : (float)pc_value(gy16, to, i);
+                    uint32_t want_y, got_y, want_dx, got_dx;
+                    if (to == TB_F32) {
+                        want_y = tb_float_bits(v);
+                        got_y = tb_float_bits(((float *)y)[i]);
+                    } else {
+                        want_y = to == TB_BF16 ? tb_bf16_from_f32(v) : tb_f16_from_f32(v);
+                        got_y = ((uint16_t *)y)[i];
+                    }
+                    if (from == TB_F32) {
+                        want_dx = tb_float_bits(g);
+                        got_dx = tb_float_bits(((float *)dx)[i]);
+                    } else {
+                        want_dx = from == TB_BF16 ? tb_bf16_from_f32(g) : tb_f16_from_f32(g);
+                        got_dx = ((uint16_t *)dx)[i];
+                    }
+                    ck_assert_msg(got_y == want_y, "cast %s to %s, %d channels, [%zu] = %.9g: 0x%x, want 0x%x",
+                                  tb_dtype_name(from), tb_dtype_name(to), c, i, (double)v, got_y, want_y);
+                    ck_assert_msg(got_dx == want_dx, "cast %s to %s backward, [%zu]: 0x%x, want 0x%x",
+                                  tb_dtype_name(from), tb_dtype_name(to), i, got_dx, want_dx);
+                }
+                opcheck_fini(&oc);
+                free(x);
+                free(h);
+                free(gy);
+                free(gy16);
+                free(y);
+                free(dx);
+            }
+    test_backend_close(&b);
 }
 END_TEST
 
@@ -2028,6 +2185,8 @@ int main(void)
     tcase_add_test(tc, op_case_gradients);
     tcase_add_test(tc, deterministic_twice);
     tcase_add_test(tc, deterministic_across_thread_counts);
+    tcase_add_test(tc, sixteen_bit_op_cases);
+    tcase_add_test(tc, cast_rounds_as_half_h);
     suite_add_tcase(s, tc);
 
     return test_run_suite(s);

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -585,6 +586,54 @@ START_TEST(capped_swapping_is_bit_identical)
 }
 END_TEST
 
+/* The same at [train] precision = bf16, whose activations are bf16 tensors (half the
+ * bytes to move) and whose ops run widened or on oneDNN's bf16 convolutions: capped under
+ * lru (swapping) and hybrid (recomputing), the weights, buffers and momentum end bit for
+ * bit as uncapped; and the precision took effect (the losses are not fp32's). */
+START_TEST(capped_bf16_is_bit_identical)
+{
+    static const char *const free_run[] = { "dataset.width=160", "dataset.height=160", "train.precision=bf16", NULL };
+    static const char *const fp32_run[] = { "dataset.width=160", "dataset.height=160", NULL };
+    static const char *const lru_run[] = { "dataset.width=160",         "dataset.height=160", "train.precision=bf16",
+                                           "backend.device_memory=56M", "swap.plugin=lru",    "swap.min_size=64K",
+                                           NULL };
+    static const char *const hybrid_run[] = { "dataset.width=160",         "dataset.height=160",
+                                              "train.precision=bf16",      "backend.device_memory=56M",
+                                              "swap.plugin=hybrid",        "swap.min_size=64K",
+                                              "platform.plugin=x86-pcie",  "platform.h2d_gbps=0.1",
+                                              "platform.d2h_gbps=0.1",     "platform.duplex_gbps=0",
+                                              NULL };
+    char *a = test_path("bf16"), *f = test_path("fp32"), *ea = NULL, *csv = NULL, *csv32 = NULL;
+    struct tb_err err;
+    ck_assert_msg(train(a, free_run, NULL, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_msg(train(f, fp32_run, NULL, false, &err) == TB_OK, "%s", err.msg);
+    ck_assert_int_ge(asprintf(&ea, "%s/run/epoch-0002.safetensors", a), 0);
+    ck_assert_int_ge(asprintf(&csv, "%s/run/epochs.csv", a), 0);
+    ck_assert_int_ge(asprintf(&csv32, "%s/run/epochs.csv", f), 0);
+    const double loss = csv_column_sum(csv, "loss"), loss32 = csv_column_sum(csv32, "loss");
+    ck_assert_msg(isfinite(loss) && loss != loss32, "bf16 losses %g, fp32's %g", loss, loss32);
+    const char *const *runs[2] = { lru_run, hybrid_run };
+    static const char *const names[2] = { "bf16-lru", "bf16-hybrid" };
+    static const char *const column[2] = { "swaps_out", "recomputes" };
+    for (int k = 0; k < 2; k++) {
+        char *b = test_path(names[k]), *eb = NULL, *cb = NULL;
+        ck_assert_msg(train(b, runs[k], NULL, false, &err) == TB_OK, "%s: %s", b, err.msg);
+        ck_assert_int_ge(asprintf(&eb, "%s/run/epoch-0002.safetensors", b), 0);
+        assert_same_tensors(ea, eb);
+        ck_assert_int_ge(asprintf(&cb, "%s/run/epochs.csv", b), 0);
+        ck_assert_msg(csv_column_sum(cb, column[k]) > 0, "the capped %s run had no %s", names[k], column[k]);
+        free(cb);
+        free(eb);
+        free(b);
+    }
+    free(a);
+    free(f);
+    free(ea);
+    free(csv);
+    free(csv32);
+}
+END_TEST
+
 /* The manual's word for a column: the name as a whole word of text. */
 static bool has_word(const char *text, const char *word)
 {
@@ -679,6 +728,7 @@ static Suite *trainer_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, capped_swapping_is_bit_identical);
+    tcase_add_test(tc, capped_bf16_is_bit_identical);
     suite_add_tcase(s, tc);
     tc = tcase_create("reports");
     tcase_add_test(tc, report_columns_documented);

@@ -20,8 +20,10 @@
 #include "testutil.h"
 #include "opcheck.h"
 #include "op_cases.h"
-/* tb_op_grad_inputs and tb_op_grad_outputs: the executor's reading of ops.h's "no grad". */
+/* tb_op_grad_inputs and tb_op_grad_outputs: the executor's reading of ops.h's "no grad";
+ * each kind's row (its float class). */
 #include "core/engine/graph_internal.h"
+#include "core/engine/op_kinds_internal.h"
 
 /* Elements of each input the finite differences perturb, spread over it (check_ops' and
  * check_conv's own tests compare every element with a double reference; here the
@@ -76,12 +78,46 @@ static const char *shape_str(struct tb_shape s)
 
 bool in_has_grad(const struct tb_op *op, uint32_t i)
 {
-    return op->in[i].dtype == TB_F32 && (tb_op_grad_inputs(op) >> i & 1);
+    return tb_dtype_is_float(op->in[i].dtype) && (tb_op_grad_inputs(op) >> i & 1);
 }
 
 bool out_has_grad(const struct tb_op *op, uint32_t j)
 {
-    return op->out[j].dtype == TB_F32 && (tb_op_grad_outputs(op) >> j & 1);
+    return tb_dtype_is_float(op->out[j].dtype) && (tb_op_grad_outputs(op) >> j & 1);
+}
+
+double pc_value(const void *host, enum tb_dtype d, size_t i)
+{
+    const uint16_t *h = host;
+    return d == TB_F32    ? (double)((const float *)host)[i]
+           : d == TB_BF16 ? (double)tb_f32_from_bf16(h[i])
+                          : (double)tb_f32_from_f16(h[i]);
+}
+
+/* n f32 values rounded to dt: as dt bits (narrow) or as the floats they stand for. */
+static void *round_to(const float *x, size_t n, enum tb_dtype dt, bool narrow)
+{
+    void *out = malloc(n * (narrow ? 2 : 4) + 1);
+    ck_assert_ptr_nonnull(out);
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t h = dt == TB_BF16 ? tb_bf16_from_f32(x[i]) : tb_f16_from_f32(x[i]);
+        if (narrow)
+            ((uint16_t *)out)[i] = h;
+        else
+            ((float *)out)[i] = dt == TB_BF16 ? tb_f32_from_bf16(h) : tb_f32_from_f16(h);
+    }
+    return out;
+}
+
+/* Random floats in [-1, 1) from seed, in dtype d (f32, or rounded to a 16-bit one). */
+static void *frand_as(enum tb_dtype d, size_t n, uint64_t seed)
+{
+    float *x = op_frand(n, seed, -1.0f, 1.0f);
+    if (d == TB_F32)
+        return x;
+    void *h = round_to(x, n, d, true);
+    free(x);
+    return h;
 }
 
 /* ------------------------------------------------------------------ building a case */
@@ -95,8 +131,8 @@ void pc_init(struct pcase *pc, const char *name, const struct tb_op *op, uint64_
     pc->op = *op;
     pc->forwards = 1;
     for (uint32_t i = 0; i < op->nin; i++) {
-        if (op->in[i].dtype == TB_F32) {
-            pc->in[i] = op_frand(elems(op->in[i]), seed + i, -1.0f, 1.0f);
+        if (tb_dtype_is_float(op->in[i].dtype)) {
+            pc->in[i] = frand_as(op->in[i].dtype, elems(op->in[i]), seed + i);
         } else {
             pc->in[i] = calloc(1, elems(op->in[i]) + 1);
             ck_assert_ptr_nonnull(pc->in[i]);
@@ -105,7 +141,7 @@ void pc_init(struct pcase *pc, const char *name, const struct tb_op *op, uint64_
     }
     for (uint32_t j = 0; j < op->nout; j++)
         if (out_has_grad(op, j))
-            pc->dy[j] = op_frand(elems(op->out[j]), seed + 100 + j, -1.0f, 1.0f);
+            pc->dy[j] = frand_as(op->out[j].dtype, elems(op->out[j]), seed + 100 + j);
     /* eps 1e-2 on O(1) inputs. For an op linear in each input only rounding matters: an
      * ulp (6e-8) of each output that moves, over 2 eps, ~1e-5 for a few outputs. */
     pc->fd = (struct fd_spec){ 1e-2f, 2e-4, 1e-3, FD_SAMPLES, NULL, NULL };
@@ -133,6 +169,61 @@ void pc_free(struct pcase *pc)
         free(pc->in[i]);
     for (int j = 0; j < TB_OP_MAX_OUT; j++)
         free(pc->dy[j]);
+}
+
+bool pc_narrow(struct pcase *pc, enum tb_dtype dt, struct pcase *ref)
+{
+    const struct tb_op_row *row = tb_op_row(pc->op.kind);
+    ck_assert_ptr_nonnull(row);
+    if (pc->op.kind == TB_OP_CAST)
+        return false;
+    struct tb_op op = pc->op;
+    bool any = false;
+    for (uint32_t i = 0; i < op.nin; i++)
+        if (tb_op_row_dtype(row, i) == TB_OP_FLOAT) {
+            op.in[i].dtype = dt;
+            any = true;
+        }
+    if (!any)
+        return false;
+    char why[600];
+    ck_assert_msg(tb_op_outputs(&op, op.out, &op.nout, why, sizeof why) == 0, "%s at %s: %s", pc->name,
+                  tb_dtype_name(dt), why);
+    *ref = *pc; /* takes over pc's arrays; pc gets new ones */
+    snprintf(pc->name + strlen(pc->name), sizeof pc->name - strlen(pc->name), " at %s", tb_dtype_name(dt));
+    for (uint32_t i = 0; i < op.nin; i++) {
+        if (op.in[i].dtype != dt)
+            continue;
+        pc->in[i] = round_to(ref->in[i], elems(op.in[i]), dt, true);
+        void *wide = round_to(ref->in[i], elems(op.in[i]), dt, false);
+        free(ref->in[i]);
+        ref->in[i] = wide;
+    }
+    for (uint32_t i = 0; i < op.nin; i++)
+        if (op.in[i].dtype != dt) { /* the others: a copy each */
+            const size_t bytes = opcheck_bytes(op.in[i]);
+            pc->in[i] = malloc(bytes + 1);
+            ck_assert_ptr_nonnull(pc->in[i]);
+            memcpy(pc->in[i], ref->in[i], bytes);
+        }
+    for (uint32_t j = 0; j < op.nout; j++) {
+        pc->dy[j] = NULL;
+        if (!ref->dy[j])
+            continue;
+        if (op.out[j].dtype == dt) {
+            pc->dy[j] = round_to(ref->dy[j], elems(op.out[j]), dt, true);
+            void *wide = round_to(ref->dy[j], elems(op.out[j]), dt, false);
+            free(ref->dy[j]);
+            ref->dy[j] = wide;
+        } else { /* an f32 output's gradient stays as it is */
+            pc->dy[j] = malloc(opcheck_bytes(op.out[j]) + 1);
+            ck_assert_ptr_nonnull(pc->dy[j]);
+            memcpy(pc->dy[j], ref->dy[j], opcheck_bytes(op.out[j]));
+        }
+    }
+    pc->op = op;
+    pc->fd.skip = "a 16-bit case: its f32 twin is checked by finite differences";
+    return true;
 }
 
 static void fd_tol(struct pcase *pc, float eps, double atol, double rtol)
@@ -175,7 +266,7 @@ void op_case_run(struct test_backend *b, const struct pcase *pc, float junk, uin
             ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.din[i], junk, &err), TB_OK);
     }
     for (uint32_t j = 0; j < op->nout; j++) {
-        if (op->out[j].dtype == TB_F32) {
+        if (tb_dtype_is_float(op->out[j].dtype)) {
             ck_assert_int_eq(b->ops.backend->tensor_fill(b->ctx, &oc.out[j], junk, &err), TB_OK);
         } else {
             uint8_t *fill = host_buf(op->out[j]);
@@ -614,7 +705,7 @@ static void ce_case(struct pcase *pc, int W, int weighted, int per_image, uint64
     pc_set(pc, 1, l);
     if (weighted)
         pc_set(pc, 2, op_frand(elems(op.in[2]), seed + 3, 0.25f, 2.0f));
-    pc->dy[0][0] = 0.7f; /* dloss */
+    ((float *)pc->dy[0])[0] = 0.7f; /* dloss */
     pc->out[0] = TOL_LOSS;
     pc->din[0] = TOL_LOSS_GRAD;
     /* an ulp of the float loss (<= 5e-7) over 2 eps = 2.5e-5, against gradients of ~1e-3 */
@@ -651,7 +742,7 @@ static void bce_cases(struct pcase *pc, size_t i)
         uint64_t r = op_next_rand(&s) % 24;
         t[e] = r < 4 ? 1 : r == 4 ? 255 : r == 5 ? 7 : 0;
     }
-    pc->dy[0][0] = 1.3f;
+    ((float *)pc->dy[0])[0] = 1.3f;
     pc->out[0] = TOL_LOSS;
     pc->din[0] = TOL_LOSS_GRAD;
     /* the loss is ~0.3: an ulp (3e-8) over 2 eps = 1.5e-6, against gradients of ~1e-4 */
@@ -726,7 +817,7 @@ static void dual_cases(struct pcase *pc, size_t i)
     pc->step = (uint64_t)d[4];
     pc_set(pc, 0, op_frand(elems(op.in[0]), seed + 1, -2.0f, 2.0f));
     pc_set(pc, 1, op_labels(elems(op.in[1]), d[1], 5, seed + 2));
-    pc->dy[0][0] = 0.9f; /* dloss */
+    ((float *)pc->dy[0])[0] = 0.9f; /* dloss */
     /* the sample: expf and logf of the noise (a few ulps); the loss: per-element float terms
      * summed in double; the gradient: a chain of float sums of up to 81 smoothing taps */
     pc->out[0] = TOL_LOSS;
@@ -736,6 +827,33 @@ static void dual_cases(struct pcase *pc, size_t i)
      * L1 and the maximum have kinks, and a difference quotient that straddles one is off
      * by up to ~1e-5 (check_ops compares every element with a sharper reference) */
     fd_tol(pc, 1e-2f, 1.5e-5, 2e-2);
+}
+
+/* ------------------------------------------------------------------ cast */
+
+/* Between every pair of dtypes the graph builder makes (f32 to and from each 16-bit one)
+ * and between the 16-bit ones, blocked on the CPU's vector paths (16 channels) and not. */
+static const struct {
+    enum tb_dtype from, to;
+    int n, c, h, w;
+} cast_specs[] = {
+    { TB_F32, TB_BF16, 2, 16, 17, 13 }, { TB_BF16, TB_F32, 2, 5, 17, 13 }, { TB_F32, TB_F16, 1, 19, 9, 11 },
+    { TB_F16, TB_F32, 2, 16, 9, 7 },    { TB_F16, TB_BF16, 2, 16, 9, 7 },
+};
+
+static void cast_cases(struct pcase *pc, size_t i)
+{
+    struct tb_op op = new_op(TB_OP_CAST, 60, 1, 1);
+    op.in[0] = test_desc(cast_specs[i].from, cast_specs[i].n, cast_specs[i].c, cast_specs[i].h, cast_specs[i].w);
+    op.out[0] = (struct tb_tensor_desc){ cast_specs[i].to, op.in[0].shape };
+    op.p.cast.dtype = cast_specs[i].to;
+    char name[128];
+    snprintf(name, sizeof name, "cast %s to %s %s", tb_dtype_name(cast_specs[i].from), tb_dtype_name(cast_specs[i].to),
+             shape_str(op.in[0].shape));
+    pc_init(pc, name, &op, 1300 + 10 * i);
+    /* a value per element, rounded as trainbig/half.h does, on every backend */
+    pc_tol(pc, TOL_EXACT, TOL_EXACT);
+    pc->fd.skip = "a cast's forward is a step function at 16 bits; check_ops compares its gradient with dy converted";
 }
 
 /* ------------------------------------------------------------------ the list */
@@ -762,6 +880,7 @@ static const struct {
     { class_weights_cases, 1 },
     { mask_labels_cases, 1 },
     { dual_cases, LEN(dual_specs) },
+    { cast_cases, LEN(cast_specs) },
 };
 
 size_t op_case_count(void)

@@ -92,8 +92,8 @@ struct fd_spec {
 struct pcase {
     char name[128];
     struct tb_op op;
-    void *in[TB_OP_MAX_IN];   /* NCHW host inputs, owned */
-    float *dy[TB_OP_MAX_OUT]; /* output gradients of the outputs that carry one, owned */
+    void *in[TB_OP_MAX_IN];   /* NCHW host inputs in their dtypes, owned */
+    void *dy[TB_OP_MAX_OUT];  /* output gradients of the outputs that carry one, owned */
     uint32_t no_din;          /* bit i: din[i] not wanted (data NULL), as for a network's first layer */
     uint32_t keeps_out;       /* bit j: output j is left as it was (inference: batch norm's save_*, dropout's mask) */
     uint32_t din_by_threads;  /* bit i: on the cpu backend din[i] depends on the thread count (how a sum is split) */
@@ -108,8 +108,9 @@ struct pcase {
 size_t op_case_count(void);
 void op_case_make(size_t k, struct pcase *pc);
 
-/* Building a case. pc_init: f32 inputs uniform in [-1, 1), u8 inputs 0 (the caller sets
- * them), output gradients uniform in [-1, 1); one forward then a backward when any input
+/* Building a case. pc_init: float inputs uniform in [-1, 1) (rounded to 16-bit ones'
+ * dtypes), u8 inputs 0 (the caller sets them), output gradients uniform in [-1, 1); one
+ * forward then a backward when any input
  * carries a gradient; every parity tolerance exact and the finite differences at their
  * defaults until the caller says otherwise. pc_set: input i becomes `host` (taken over).
  * pc_tol: every output's tolerance, and every input gradient's. */
@@ -117,6 +118,14 @@ void pc_init(struct pcase *pc, const char *name, const struct tb_op *op, uint64_
 void pc_set(struct pcase *pc, uint32_t i, void *host);
 void pc_tol(struct pcase *pc, struct tol out, struct tol din);
 void pc_free(struct pcase *pc);
+/* The case at a 16-bit float dtype: every input of its kind's float class (trainbig/ops.h,
+ * "float") and every output gradient rounded to dt and made a dt tensor, the outputs as
+ * the contract gives them; *ref: the case at f32 on the same (rounded) values, which the
+ * 16-bit run must match within ops.h's rule. False (both untouched) for a kind with no
+ * float class or with a dtype of its own (cast). */
+bool pc_narrow(struct pcase *pc, enum tb_dtype dt, struct pcase *ref);
+/* A float value of a host tensor of dtype d (f32, bf16, f16), element i. */
+double pc_value(const void *host, enum tb_dtype d, size_t i);
 
 /* The builders check_cuda's own tests use besides the list. */
 struct conv_spec {

@@ -150,12 +150,12 @@ static inline void opcheck_init(struct opcheck *oc, struct test_backend *b, cons
         oc->host_in[i] = calloc(1, opcheck_bytes(op->in[i]) + 1);
         ck_assert_ptr_nonnull(oc->host_in[i]);
         test_upload(b, &oc->in[i], oc->host_in[i]);
-        if (op->in[i].dtype == TB_F32)
+        if (tb_dtype_is_float(op->in[i].dtype))
             oc->din[i] = test_tensor(b, op->in[i]);
     }
     for (uint32_t j = 0; j < op->nout; j++) {
         oc->out[j] = test_tensor(b, op->out[j]);
-        if (op->out[j].dtype == TB_F32)
+        if (tb_dtype_is_float(op->out[j].dtype))
             oc->dout[j] = test_tensor(b, op->out[j]);
     }
     struct tb_err err;

@@ -45,6 +45,9 @@ const struct tb_binding tb_run_bindings[] = { RUN_SETTINGS(BIND_RUN) TB_BINDINGS
       "exponent of the poly schedule: lr * (1 - iteration/iterations)^power")                                         \
     S("momentum", FLOAT, "0.9", "0..1", momentum, "SGD momentum")                                                     \
     S("weight_decay", FLOAT, "1e-4", "0..", weight_decay, "L2 weight decay")                                          \
+    S("precision", ENUM, "fp32", "fp32|bf16|fp16", precision,                                                        \
+      "arithmetic: fp32; or bf16 / fp16 mixed precision: convolutions and what carries their outputs in 16 bits, "   \
+      "losses and parameters (master weights) in fp32 (trainbig.ini(5), PRECISION)")                                 \
     S("val_every", INT, "1", "0.." INT_TOP, val_every, "validate every N epochs and after the last; 0 = never")       \
     S("val_at_start", BOOL, "no", NULL, val_at_start, "validate once before the first step: the untrained baseline")  \
     S("target_miou", FLOAT, "0", "0..1", target_miou,                                                                 \

@@ -114,13 +114,13 @@ static int check_descriptor(const struct tb_plugin *p, const char *path, int wan
 }
 
 /* Where a kind's vtable grew within this major: a plugin built for an ABI minor below
- * `minor` has a vtable that ends at `end`. In order of minor within a kind; ended by kind 0.
- * Nothing has grown since 2.0. */
+ * `minor` has a vtable that ends at `end`. In order of minor within a kind; ended by kind 0. */
 static const struct {
     int kind;
     uint32_t minor;
     size_t end;
 } vtable_growth[] = {
+    { TB_KIND_BACKEND, 2, offsetof(struct tb_backend_ops, dtypes) },
     { 0, 0, 0 },
 };
 

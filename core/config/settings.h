@@ -11,6 +11,8 @@
 #include "core/data/dataloader.h"
 
 enum { TB_LR_POLY = 0, TB_LR_CONSTANT = 1 };                    /* [train] lr_policy */
+/* [train] precision, in the key's order; tb_precision_dtype gives each one's dtype. */
+enum { TB_PRECISION_FP32 = 0, TB_PRECISION_BF16 = 1, TB_PRECISION_FP16 = 2 };
 enum { TB_PROGRESS_AUTO = 0, TB_PROGRESS_YES, TB_PROGRESS_NO }; /* [report] progress */
 
 struct tb_run_settings {
@@ -20,7 +22,7 @@ struct tb_run_settings {
 };
 
 struct tb_train_settings {
-    int batch, val_batch, val_every, checkpoint_every, keep, replica_check, lr_policy;
+    int batch, val_batch, val_every, checkpoint_every, keep, replica_check, lr_policy, precision;
     double lr, lr_power, momentum, weight_decay;
     double target_miou; /* 0 = none */
     bool val_at_start;

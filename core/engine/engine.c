@@ -36,6 +36,8 @@ int tb_engine_init(struct tb_engine *e, const struct tb_plugin *backend, void *c
     e->reorder_stats = o->reorder_stats;
     e->now = o->now;
     e->op_scratch_bytes = o->op_scratch_bytes;
+    e->dtypes = (o->dtypes ? o->dtypes(ctx, device) : 0) | 1u << TB_F32;
+    snprintf(e->backend_name, sizeof e->backend_name, "%s", backend->name);
     if (o->device_info) {
         struct tb_device_info info;
         memset(&info, 0, sizeof info);

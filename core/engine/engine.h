@@ -41,6 +41,10 @@ struct tb_engine {
     bool modelled;
     /* An op pass's own device memory, for traces (NULL: not known). */
     uint64_t (*op_scratch_bytes)(void *ctx, const void *state, bool backward);
+    /* The float dtypes its ops take (backend dtypes; f32 only without it), and its name for
+     * the message that refuses a graph with another. */
+    uint32_t dtypes;
+    char backend_name[64];
     int device;
     uint64_t seed;            /* initialises parameters */
     struct tb_param **params; /* each allocated on its own: executors keep pointers to them */

@@ -236,6 +236,26 @@ static int bind_leaves(struct tb_exec *x, struct tb_err *err)
     return TB_OK;
 }
 
+
+/* Every float tensor of the graph in a dtype the backend's ops take (backend dtypes):
+ * refused before any op is prepared, naming the op, the dtype and the backend. */
+static int check_dtypes(const struct tb_engine *e, const struct tb_graph *g, struct tb_err *err)
+{
+    for (size_t k = 0; k < g->nops; k++) {
+        const struct tb_op *op = &g->ops[k].op;
+        for (uint32_t t = 0; t < op->nin + op->nout; t++) {
+            const enum tb_dtype d = t < op->nin ? op->in[t].dtype : op->out[t - op->nin].dtype;
+            if (tb_dtype_is_float(d) && !(e->dtypes >> d & 1u))
+                return tb_err_set(err, TB_ERR_CONFIG,
+                                  "%s (%s) has a %s tensor, and backend '%s' runs its ops in f32%s%s only "
+                                  "(its dtypes member)",
+                                  g->ops[k].name, tb_op_kind_name(op->kind), tb_dtype_name(d), e->backend_name,
+                                  e->dtypes >> TB_BF16 & 1u ? ", bf16" : "", e->dtypes >> TB_F16 & 1u ? ", f16" : "");
+        }
+    }
+    return TB_OK;
+}
+
 int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out, struct tb_err *err)
 {
     *out = NULL;
@@ -268,6 +288,9 @@ int tb_exec_create(struct tb_engine *e, struct tb_graph *g, struct tb_exec **out
     rc = bind_leaves(x, err);
     if (!rc)
         rc = alloc_param_grads(x, err);
+    if (rc)
+        goto fail;
+    rc = check_dtypes(e, g, err);
     if (rc)
         goto fail;
     for (size_t k = 0; k < g->nops; k++) {

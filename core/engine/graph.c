@@ -13,9 +13,16 @@
 struct tb_graph *tb_graph_new(bool training)
 {
     struct tb_graph *g = calloc(1, sizeof *g);
-    if (g)
+    if (g) {
         g->training = training;
+        g->precision = TB_F32;
+    }
     return g;
+}
+
+void tb_graph_set_precision(struct tb_graph *g, enum tb_dtype precision)
+{
+    g->precision = precision;
 }
 
 void tb_graph_free(struct tb_graph *g)
@@ -250,6 +257,9 @@ void tb_graph_loss(struct tb_graph *g, const char *name, struct tb_node *x, floa
 
 void tb_graph_output(struct tb_graph *g, const char *name, struct tb_node *x)
 {
+    /* the core reads outputs as f32 (predictions, loss terms) */
+    if (x && tb_dtype_is_float(x->desc.dtype))
+        x = tb_cast(g, x, TB_F32);
     add_named(g, &g->outputs, &g->noutputs, "output", name, x, 0);
 }
 

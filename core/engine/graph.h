@@ -12,6 +12,11 @@
 struct tb_graph *tb_graph_new(bool training);
 void tb_graph_free(struct tb_graph *g);
 
+/* The precision the builder casts to ([train] precision: TB_F32, TB_BF16 or TB_F16), set
+ * before the model builds: where a kind's autocast class says so (core/engine/op_kinds.c),
+ * its inputs are cast to it; TB_F32 (the default) casts nothing to 16 bits. */
+void tb_graph_set_precision(struct tb_graph *g, enum tb_dtype precision);
+
 /* Whether g has the output `name` (tb_graph_output in trainbig/graph.h). */
 bool tb_graph_has_output(const struct tb_graph *g, const char *name);
 

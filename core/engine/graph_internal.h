@@ -55,6 +55,7 @@ struct tb_graph {
     int depth;
     char error[1024]; /* empty while fine */
     bool sync_bn;     /* training batch norms synchronise over ranks ([model] sync_bn) */
+    enum tb_dtype precision; /* what autocast casts to (tb_graph_set_precision) */
 };
 
 /* For the op builders (graph_ops.c), from graph.c: whether an error is recorded; record

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "core/engine/graph_internal.h"
+#include "core/engine/op_kinds_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,7 @@ static struct tb_node *commit(struct tb_graph *g, struct tb_gop *o, uint32_t nou
         }
         y->producer = (int32_t)g->nops;
         y->out_index = j;
-        y->requires_grad = grad && (gout >> j & 1) && outs[j].dtype == TB_F32;
+        y->requires_grad = grad && (gout >> j & 1) && tb_dtype_is_float(outs[j].dtype);
         o->out[j] = y;
         o->op.out[j] = outs[j];
     }
@@ -98,10 +99,67 @@ static bool usable(struct tb_graph *g, const char *op, struct tb_node *x)
     return true;
 }
 
+/* The dtype autocast gives input i of o, or o's own dtype when it stays (op_kinds_internal.h,
+ * enum tb_autocast): an f32 input stays f32 where the row says F32; float-class inputs go to
+ * the graph's precision for a LOW kind, else stay unless they differ (then all go to f32). */
+static enum tb_dtype autocast_to(const struct tb_graph *g, const struct tb_gop *o, uint32_t i)
+{
+    const struct tb_op_row *k = tb_op_row(o->op.kind);
+    const enum tb_dtype d = o->in[i]->desc.dtype;
+    if (!k || !tb_dtype_is_float(d) || o->op.kind == TB_OP_CAST)
+        return d;
+    if (tb_op_row_dtype(k, i) != TB_OP_FLOAT)
+        return tb_op_row_dtype(k, i) == TB_F32 ? TB_F32 : d;
+    if (k->autocast == TB_AUTOCAST_LOW && g->precision != TB_F32)
+        return g->precision;
+    for (uint32_t j = 0; j < o->op.nin; j++)
+        if (tb_op_row_dtype(k, j) == TB_OP_FLOAT && o->in[j]->desc.dtype != d)
+            return TB_F32;
+    return d;
+}
+
+/* Applies autocast to o, which sits in the slot past the graph's last op: the casts it
+ * needs are made first (taking that slot), then o goes to the slot after them. Returns o
+ * where it now is, or NULL after an error. */
+static struct tb_gop *autocast(struct tb_graph *g, struct tb_gop *o)
+{
+    enum tb_dtype to[TB_OP_MAX_IN];
+    bool any = false;
+    for (uint32_t i = 0; i < o->op.nin; i++) {
+        to[i] = autocast_to(g, o, i);
+        any |= to[i] != o->in[i]->desc.dtype;
+    }
+    if (!any)
+        return o;
+    struct tb_gop saved = *o;
+    for (uint32_t i = 0; i < saved.op.nin; i++) {
+        if (to[i] == saved.in[i]->desc.dtype)
+            continue;
+        struct tb_node *c = tb_cast(g, saved.in[i], to[i]);
+        if (!c) {
+            free(saved.name);
+            return NULL;
+        }
+        saved.in[i] = c;
+        saved.op.in[i] = c->desc;
+    }
+    struct tb_gop *slot = new_op(g, saved.op.kind, "slot");
+    if (!slot) {
+        free(saved.name);
+        return NULL;
+    }
+    free(slot->name);
+    saved.op.id = slot->op.id;
+    *slot = saved;
+    return slot;
+}
+
 /* Makes o's outputs by the op contract and commits it; returns output 0. An op the
  * contract refuses fails the graph, naming the op and its inputs. */
 static struct tb_node *finish(struct tb_graph *g, struct tb_gop *o)
 {
+    if (!(o = autocast(g, o)))
+        return NULL;
     struct tb_tensor_desc outs[TB_OP_MAX_OUT];
     uint32_t n;
     char why[600];
@@ -144,6 +202,19 @@ struct tb_node *tb_relu(struct tb_graph *g, struct tb_node *x)
 struct tb_node *tb_sigmoid(struct tb_graph *g, struct tb_node *x)
 {
     return unary(g, TB_OP_SIGMOID, x);
+}
+
+struct tb_node *tb_cast(struct tb_graph *g, struct tb_node *x, enum tb_dtype dtype)
+{
+    if (!usable(g, "cast", x))
+        return NULL;
+    if (x->desc.dtype == dtype)
+        return x;
+    struct tb_gop *o = one_input(g, TB_OP_CAST, x);
+    if (!o)
+        return NULL;
+    o->op.p.cast.dtype = (int32_t)dtype;
+    return finish(g, o);
 }
 
 /* Makes leaf `suffix` of op o (o's name, then ".suffix"), named in full outside the scope:

@@ -36,7 +36,7 @@ static bool wanted(uint32_t grads, uint32_t i)
     return (grads >> i) & 1u;
 }
 
-/* The inputs' gradients that are wanted, written once each (f32, as their inputs). */
+/* The inputs' gradients that are wanted, written once each (at their inputs' dtypes). */
 static double grad_bytes(const struct tb_op *op, uint32_t grads)
 {
     double b = 0;
@@ -167,6 +167,12 @@ static void dual_task_cost(const struct tb_op *op, uint32_t grads, struct tb_op_
     c->bwd_bytes = 4 * 2 * bx + grad_bytes(op, grads);
 }
 
+static void cast_cost(const struct tb_op *op, uint32_t grads, struct tb_op_cost *c)
+{
+    c->fwd_flops = c->bwd_flops = nx_of(op); /* a rounding per element */
+    c->bwd_bytes = bytes(&op->out[0]) + grad_bytes(op, grads);
+}
+
 /* ------------------------------------------------------------------ signature parameters */
 
 static void conv2d_params(const struct tb_op *op, char *buf, size_t size)
@@ -197,6 +203,11 @@ static void dropout_params(const struct tb_op *op, char *buf, size_t size)
              op->p.dropout.training ? 1 : 0);
 }
 
+static void cast_params(const struct tb_op *op, char *buf, size_t size)
+{
+    snprintf(buf, size, " to=%s", tb_dtype_name((enum tb_dtype)op->p.cast.dtype));
+}
+
 static void softmax_ce_params(const struct tb_op *op, char *buf, size_t size)
 {
     snprintf(buf, size, " weighted=%d per_image=%d", op->p.ce.weighted ? 1 : 0, op->p.ce.per_image ? 1 : 0);
@@ -206,66 +217,72 @@ static void softmax_ce_params(const struct tb_op *op, char *buf, size_t size)
 
 #define U8 TB_U8
 #define F32 TB_F32
+#define FL TB_OP_FLOAT
 #define ALL TB_OP_ALL
+#define AC_LOW TB_AUTOCAST_LOW
+#define AC_FOLLOW TB_AUTOCAST_FOLLOW
+#define AC_F32 TB_AUTOCAST_F32
 
-/* name, inputs min..max, their dtypes, gradients in and out, what backward reads of the
- * inputs and outputs, shape rule, cost, signature parameters. */
+/* name, inputs min..max, their dtypes (FL: the op's float dtype), gradients in and out, what backward reads of the
+ * inputs and outputs, shape rule, cost, signature parameters, autocast class. */
 static const struct tb_op_row kinds[TB_OP_KIND_COUNT] = {
     /* backward reads x and the weight; every input has a gradient */
     [TB_OP_CONV2D] = { "conv2d",
                        2,
                        3,
-                       { F32, F32, F32 },
+                       { FL, FL, FL },
                        ALL,
                        0x1,
                        0x3,
                        0,
                        tb_op_shape_conv2d,
                        conv2d_cost,
-                       conv2d_params },
+                       conv2d_params, AC_LOW },
     /* gradients for x, gamma, beta, not the running statistics; backward reads x, gamma
      * and the saved mean and inverse deviation */
     [TB_OP_BATCHNORM] = { "batchnorm",
                           5,
                           5,
-                          { F32, F32, F32, F32, F32 },
+                          { FL, F32, F32, F32, F32 },
                           0x7,
                           0x1,
                           0x3,
                           0x6,
                           tb_op_shape_batchnorm,
                           batchnorm_cost,
-                          batchnorm_params },
-    [TB_OP_RELU] = { "relu", 1, 1, { F32 }, 0x1, 0x1, 0, 0x1, tb_op_shape_same_as_x, relu_cost, NULL },
-    [TB_OP_SIGMOID] = { "sigmoid", 1, 1, { F32 }, 0x1, 0x1, 0, 0x1, tb_op_shape_same_as_x, sigmoid_cost, NULL },
+                          batchnorm_params, AC_FOLLOW },
+    [TB_OP_RELU] = { "relu", 1, 1, { FL }, 0x1, 0x1, 0, 0x1, tb_op_shape_same_as_x, relu_cost, NULL, AC_FOLLOW },
+    /* f32 only: its backward reads y, and y * (1 - y) from a 16-bit y is coarse where y
+     * nears 1 (the autocast policies keep it in f32 too) */
+    [TB_OP_SIGMOID] = { "sigmoid", 1, 1, { F32 }, 0x1, 0x1, 0, 0x1, tb_op_shape_same_as_x, sigmoid_cost, NULL, AC_F32 },
     [TB_OP_MAXPOOL] = { "maxpool",
                         1,
                         1,
-                        { F32 },
+                        { FL },
                         0x1,
                         0x1,
                         0x1,
                         0x1,
                         tb_op_shape_maxpool,
                         maxpool_cost,
-                        maxpool_params },
+                        maxpool_params, AC_FOLLOW },
     [TB_OP_GLOBAL_AVGPOOL] = { "global_avgpool",
                                1,
                                1,
-                               { F32 },
+                               { FL },
                                0x1,
                                0x1,
                                0,
                                0,
                                tb_op_shape_global_avgpool,
                                global_avgpool_cost,
-                               NULL },
-    [TB_OP_RESIZE] = { "resize", 1, 1, { F32 }, 0x1, 0x1, 0, 0, tb_op_shape_resize, resize_cost, resize_params },
-    [TB_OP_CONCAT] = { "concat", 2, TB_OP_MAX_IN, { F32 }, ALL, 0x1, 0, 0, tb_op_shape_concat, concat_cost, NULL },
-    [TB_OP_ADD] = { "add", 2, 2, { F32, F32 }, ALL, 0x1, 0, 0, tb_op_shape_add, add_cost, NULL },
-    [TB_OP_MUL] = { "mul", 2, 2, { F32, F32 }, ALL, 0x1, 0x3, 0, tb_op_shape_mul, mul_cost, NULL },
+                               NULL, AC_FOLLOW },
+    [TB_OP_RESIZE] = { "resize", 1, 1, { FL }, 0x1, 0x1, 0, 0, tb_op_shape_resize, resize_cost, resize_params, AC_FOLLOW },
+    [TB_OP_CONCAT] = { "concat", 2, TB_OP_MAX_IN, { FL }, ALL, 0x1, 0, 0, tb_op_shape_concat, concat_cost, NULL, AC_FOLLOW },
+    [TB_OP_ADD] = { "add", 2, 2, { FL, FL }, ALL, 0x1, 0, 0, tb_op_shape_add, add_cost, NULL, AC_FOLLOW },
+    [TB_OP_MUL] = { "mul", 2, 2, { FL, FL }, ALL, 0x1, 0x3, 0, tb_op_shape_mul, mul_cost, NULL, AC_FOLLOW },
     /* backward reads the mask */
-    [TB_OP_DROPOUT] = { "dropout", 1, 1, { F32 }, 0x1, 0x1, 0, 0x2, tb_op_shape_dropout, dropout_cost, dropout_params },
+    [TB_OP_DROPOUT] = { "dropout", 1, 1, { FL }, 0x1, 0x1, 0, 0x2, tb_op_shape_dropout, dropout_cost, dropout_params, AC_FOLLOW },
     /* gradient for the logits only; backward reads logits, labels and the weights */
     [TB_OP_SOFTMAX_CE] = { "softmax_ce",
                            2,
@@ -277,8 +294,8 @@ static const struct tb_op_row kinds[TB_OP_KIND_COUNT] = {
                            0,
                            tb_op_shape_softmax_ce,
                            loss_cost,
-                           softmax_ce_params },
-    [TB_OP_BCE_LOGITS] = { "bce_logits", 2, 2, { F32, U8 }, 0x1, 0x1, 0x3, 0, tb_op_shape_bce_logits, loss_cost, NULL },
+                           softmax_ce_params, AC_F32 },
+    [TB_OP_BCE_LOGITS] = { "bce_logits", 2, 2, { F32, U8 }, 0x1, 0x1, 0x3, 0, tb_op_shape_bce_logits, loss_cost, NULL, AC_F32 },
     /* not differentiable: no backward */
     [TB_OP_CLASS_WEIGHTS] = { "class_weights",
                               1,
@@ -290,7 +307,7 @@ static const struct tb_op_row kinds[TB_OP_KIND_COUNT] = {
                               0,
                               tb_op_shape_class_weights,
                               labels_cost,
-                              NULL },
+                              NULL, AC_F32 },
     [TB_OP_MASK_LABELS] = { "mask_labels",
                             2,
                             2,
@@ -301,7 +318,7 @@ static const struct tb_op_row kinds[TB_OP_KIND_COUNT] = {
                             0,
                             tb_op_shape_mask_labels,
                             labels_cost,
-                            NULL },
+                            NULL, AC_F32 },
     /* backward reads the labels and the sample */
     [TB_OP_DUAL_TASK] = { "dual_task",
                           2,
@@ -313,7 +330,9 @@ static const struct tb_op_row kinds[TB_OP_KIND_COUNT] = {
                           0x2,
                           tb_op_shape_dual_task,
                           dual_task_cost,
-                          NULL },
+                          NULL, AC_F32 },
+    /* backward reads nothing: dx is dy converted */
+    [TB_OP_CAST] = { "cast", 1, 1, { FL }, 0x1, 0x1, 0, 0, tb_op_shape_cast, cast_cost, cast_params, AC_FOLLOW },
 };
 
 const struct tb_op_row *tb_op_row(enum tb_op_kind kind)
@@ -384,8 +403,7 @@ static int bad(const struct tb_op_row *k, char *why, size_t size, const char *fm
     return -1;
 }
 
-/* The dtype of input i; inputs past the list take the last one listed (concat's). */
-static enum tb_dtype dtype_of(const struct tb_op_row *k, uint32_t i)
+enum tb_dtype tb_op_row_dtype(const struct tb_op_row *k, uint32_t i)
 {
     uint32_t listed = 0;
     while (listed < TB_OP_DTYPES && k->dtype[listed])
@@ -404,10 +422,20 @@ int tb_op_outputs(const struct tb_op *op, struct tb_tensor_desc out[TB_OP_MAX_OU
     }
     if (op->nin < k->min_in || op->nin > k->max_in)
         return bad(k, why, why_size, "%u inputs; it takes %u to %u", op->nin, k->min_in, k->max_in);
+    uint32_t first_float = UINT32_MAX; /* the input whose dtype is the op's float dtype */
     for (uint32_t i = 0; i < op->nin; i++) {
-        if (op->in[i].dtype != dtype_of(k, i))
-            return bad(k, why, why_size, "input %u is %s, expected %s", i, tb_dtype_name(op->in[i].dtype),
-                       tb_dtype_name(dtype_of(k, i)));
+        const enum tb_dtype want = tb_op_row_dtype(k, i), got = op->in[i].dtype;
+        if (want == TB_OP_FLOAT && first_float == UINT32_MAX) {
+            if (!tb_dtype_is_float(got))
+                return bad(k, why, why_size, "input %u is %s, expected a float (f32, bf16 or f16)", i,
+                           tb_dtype_name(got));
+            first_float = i;
+        } else if (want == TB_OP_FLOAT && got != op->in[first_float].dtype) {
+            return bad(k, why, why_size, "input %u is %s, expected %s as input %u (one float dtype per op)", i,
+                       tb_dtype_name(got), tb_dtype_name(op->in[first_float].dtype), first_float);
+        } else if (want != TB_OP_FLOAT && got != want) {
+            return bad(k, why, why_size, "input %u is %s, expected %s", i, tb_dtype_name(got), tb_dtype_name(want));
+        }
         if (!tb_op_shape_positive(op->in[i].shape))
             return bad(k, why, why_size, "input %u has shape %s: every dimension must be >= 1", i,
                        tb_op_dims(op->in[i].shape));

@@ -40,6 +40,12 @@ static struct tb_tensor_desc f32(int n, int c, int h, int w)
     return (struct tb_tensor_desc){ TB_F32, { n, c, h, w } };
 }
 
+/* An output of x's float dtype (the op's float class: op_kinds_internal.h). */
+static struct tb_tensor_desc like_x(const struct tb_op *op, int n, int c, int h, int w)
+{
+    return (struct tb_tensor_desc){ op->in[0].dtype, { n, c, h, w } };
+}
+
 bool tb_op_shape_positive(struct tb_shape s)
 {
     return s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0;
@@ -71,7 +77,7 @@ int tb_op_shape_conv2d(const struct tb_op *op, struct tb_tensor_desc *out, char 
                    "x %s with kernel %dx%d, stride %d, padding %d, dilation %d: the kernel does not fit the padded "
                    "input",
                    tb_op_dims(x), p->kh, p->kw, p->stride_h, p->pad_h, p->dil_h);
-    out[0] = f32(x.n, w.n, (int)((ph - eh) / p->stride_h + 1), (int)((pw - ew) / p->stride_w + 1));
+    out[0] = like_x(op, x.n, w.n, (int)((ph - eh) / p->stride_h + 1), (int)((pw - ew) / p->stride_w + 1));
     return 1;
 }
 
@@ -107,14 +113,14 @@ int tb_op_shape_maxpool(const struct tb_op *op, struct tb_tensor_desc *out, char
         (int64_t)x.w + 2 * p->pad < p->k)
         return bad(op, why, size, "x %s, kernel %d, stride %d, padding %d: the window does not fit", tb_op_dims(x),
                    p->k, p->stride, p->pad);
-    out[0] = f32(x.n, x.c, (x.h + 2 * p->pad - p->k) / p->stride + 1, (x.w + 2 * p->pad - p->k) / p->stride + 1);
+    out[0] = like_x(op, x.n, x.c, (x.h + 2 * p->pad - p->k) / p->stride + 1, (x.w + 2 * p->pad - p->k) / p->stride + 1);
     return 1;
 }
 
 int tb_op_shape_global_avgpool(const struct tb_op *op, struct tb_tensor_desc *out, char *why, size_t size)
 {
     (void)why, (void)size;
-    out[0] = f32(op->in[0].shape.n, op->in[0].shape.c, 1, 1);
+    out[0] = like_x(op, op->in[0].shape.n, op->in[0].shape.c, 1, 1);
     return 1;
 }
 
@@ -124,7 +130,7 @@ int tb_op_shape_resize(const struct tb_op *op, struct tb_tensor_desc *out, char 
     if (op->p.resize.out_h < 1 || op->p.resize.out_w < 1)
         return bad(op, why, size, "x %s to %dx%d: the output needs a side >= 1", tb_op_dims(x), op->p.resize.out_h,
                    op->p.resize.out_w);
-    out[0] = f32(x.n, x.c, op->p.resize.out_h, op->p.resize.out_w);
+    out[0] = like_x(op, x.n, x.c, op->p.resize.out_h, op->p.resize.out_w);
     return 1;
 }
 
@@ -139,7 +145,7 @@ int tb_op_shape_concat(const struct tb_op *op, struct tb_tensor_desc *out, char 
                        tb_op_dims(a));
         c += b.c;
     }
-    out[0] = f32(a.n, c, a.h, a.w);
+    out[0] = like_x(op, a.n, c, a.h, a.w);
     return 1;
 }
 
@@ -230,4 +236,14 @@ int tb_op_shape_dual_task(const struct tb_op *op, struct tb_tensor_desc *out, ch
     out[0] = f32(1, 1, 1, 1);
     out[1] = op->in[0];
     return 2;
+}
+
+int tb_op_shape_cast(const struct tb_op *op, struct tb_tensor_desc *out, char *why, size_t size)
+{
+    const enum tb_dtype to = (enum tb_dtype)op->p.cast.dtype;
+    if (!tb_dtype_is_float(to))
+        return bad(op, why, size, "to dtype %d (%s): allowed f32, bf16, f16", (int)op->p.cast.dtype,
+                   tb_dtype_name(to));
+    out[0] = (struct tb_tensor_desc){ to, op->in[0].shape };
+    return 1;
 }

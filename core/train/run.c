@@ -116,6 +116,18 @@ int tb_run_build(struct tb_run *r, bool training, const struct tb_model_input *i
     if (!*g)
         return tb_err_set(err, TB_ERR_NOMEM, "out of memory");
     (*g)->sync_bn = training && r->engine.comm && r->s->settings.sync_bn;
+    static const enum tb_dtype precision_dtype[] = { [TB_PRECISION_FP32] = TB_F32, [TB_PRECISION_BF16] = TB_BF16,
+                                                     [TB_PRECISION_FP16] = TB_F16 };
+    const int precision = r->s->settings.train.precision;
+    if (training && precision == TB_PRECISION_FP16) {
+        tb_graph_free(*g);
+        *g = NULL;
+        /* fp16 gradients underflow without it; bf16 has f32's range and needs none */
+        return tb_err_set(err, TB_ERR_CONFIG,
+                          "[train] precision = fp16: training at fp16 needs dynamic loss scaling, which trainbig "
+                          "does not have yet; allowed today: fp32, bf16");
+    }
+    tb_graph_set_precision(*g, precision_dtype[precision]);
     int rc = r->model->ops.model->build(r->model_ctx, *g, in, err);
     if (rc == TB_OK && tb_graph_error(*g))
         rc = tb_err_set(err, TB_ERR_RUNTIME, "%s", tb_graph_error(*g));

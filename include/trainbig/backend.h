@@ -276,6 +276,13 @@ struct tb_backend_ops {
      * is op_prepare's. The core writes it into traces beside the op's time, so a modelled
      * device calibrated from the trace takes that memory too. NULL: not known. */
     uint64_t (*op_scratch_bytes)(void *ctx, const void *state, bool backward);
+
+    /* ---- ABI 2.2: element types ---- */
+    /* Optional. The float dtypes the backend's ops take (trainbig/ops.h, "float"), as bits
+     * 1u << TB_F32 | 1u << TB_BF16 ...; f32's bit is always set. tensor_fill,
+     * tensor_accumulate and copies take every dtype listed; sgd_update is f32 only. NULL:
+     * f32 only (a plugin of ABI 2.1 or older). */
+    uint32_t (*dtypes)(void *ctx, int device);
 };
 
 #ifdef __cplusplus

@@ -73,6 +73,8 @@ struct tb_node *tb_conv2d(struct tb_graph *g, const char *name, struct tb_node *
 struct tb_node *tb_batchnorm(struct tb_graph *g, const char *name, struct tb_node *x);
 struct tb_node *tb_relu(struct tb_graph *g, struct tb_node *x);
 struct tb_node *tb_sigmoid(struct tb_graph *g, struct tb_node *x);
+/* x converted to a float dtype (f32, bf16, f16); x itself when it has that dtype. */
+struct tb_node *tb_cast(struct tb_graph *g, struct tb_node *x, enum tb_dtype dtype);
 struct tb_node *tb_maxpool(struct tb_graph *g, struct tb_node *x, int kernel, int stride, int padding);
 struct tb_node *tb_global_avgpool(struct tb_graph *g, struct tb_node *x);
 struct tb_node *tb_resize(struct tb_graph *g, struct tb_node *x, int out_h, int out_w, bool align_corners);

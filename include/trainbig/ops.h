@@ -1,4 +1,4 @@
-/* trainbig/ops.h: the operators every backend implements, forward and backward, float32.
+/* trainbig/ops.h: the operators every backend implements, forward and backward.
  *
  * An op is described by a struct tb_op: its kind, the descriptions of its inputs and
  * outputs, and its parameters. The graph builder fills it; a backend prepares it once
@@ -10,7 +10,15 @@
  * rest at their last forward use; swap policies plan on this). In backward, din[i] is the
  * gradient of input i, written (not accumulated) by the op, or has data == NULL when it is
  * not wanted; dout[j] is the gradient of output j, data == NULL for outputs that carry no
- * gradient (marked "no grad").
+ * gradient (marked "no grad"). A gradient has its tensor's description, dtype included.
+ *
+ * Dtypes. A tensor not marked otherwise is f32. Those marked "float" are f32, bf16 or f16:
+ * all of one op's "float" tensors have one dtype (the op's float dtype; the graph builder
+ * inserts casts where a network mixes them). An op of a 16-bit float dtype computes as
+ * its f32 definition on its inputs' exact values, accumulating in f32, and rounds each
+ * result it writes to its dtype once (nearest, ties to even; trainbig/half.h): a backend
+ * may sum in another order, as at f32. A backend says which float dtypes its ops take
+ * (tb_backend_ops.dtypes); every backend takes f32.
  *
  * Numerics follow PyTorch's definitions, so a network here and its PyTorch twin agree. */
 #ifndef TRAINBIG_OPS_H
@@ -26,41 +34,43 @@ extern "C" {
 #endif
 
 enum tb_op_kind {
-    /* in: x (N,C,H,W), weight (O,C,KH,KW), [bias (1,O,1,1) when has_bias]
-     * out: y (N,O,OH,OW), OH = (H + 2*pad_h - dil_h*(KH-1) - 1) / stride_h + 1 (same for W)
+    /* in: x (N,C,H,W), weight (O,C,KH,KW), [bias (1,O,1,1) when has_bias]; all float
+     * out: y (N,O,OH,OW) float, OH = (H + 2*pad_h - dil_h*(KH-1) - 1) / stride_h + 1 (same for W)
      * backward reads: x, weight */
     TB_OP_CONV2D = 1,
-    /* in: x (N,C,H,W), gamma (1,C,1,1), beta (1,C,1,1), running_mean (1,C,1,1) no grad,
-     *     running_var (1,C,1,1) no grad
-     * out: y (N,C,H,W), save_mean (1,C,1,1) no grad, save_invstd (1,C,1,1) no grad
+    /* in: x (N,C,H,W) float, gamma (1,C,1,1), beta (1,C,1,1), running_mean (1,C,1,1) no
+     *     grad, running_var (1,C,1,1) no grad
+     * out: y (N,C,H,W) float, save_mean (1,C,1,1) no grad, save_invstd (1,C,1,1) no grad
      * training: normalises with the batch statistics (biased variance), writes them to
      * save_mean and save_invstd = 1/sqrt(var + eps), and updates the running statistics in
      * place: r = (1 - momentum) * r + momentum * batch (unbiased variance for running_var).
      * inference: normalises with the running statistics; save_* are left untouched.
      * backward (training only) reads: x, gamma, save_mean, save_invstd */
     TB_OP_BATCHNORM,
-    /* in: x; out: y = max(x, 0); backward reads: y */
+    /* in: x float; out: y = max(x, 0) float; backward reads: y */
     TB_OP_RELU,
-    /* in: x; out: y = 1 / (1 + exp(-x)); backward reads: y */
+    /* in: x; out: y = 1 / (1 + exp(-x)); backward reads: y (f32 only: y * (1 - y) from a
+     * 16-bit y would lose the gradient where y nears 1) */
     TB_OP_SIGMOID,
-    /* in: x (N,C,H,W); out: y (N,C,OH,OW) with padding that never wins (as -inf);
+    /* in: x (N,C,H,W) float; out: y (N,C,OH,OW) float with padding that never wins (as -inf);
      * OH = (H + 2*pad - k) / stride + 1, floor; backward reads: x, y
      * (the gradient goes to the first maximum in row-major window order) */
     TB_OP_MAXPOOL,
-    /* in: x (N,C,H,W); out: y (N,C,1,1), the mean over H and W; backward reads: nothing */
+    /* in: x (N,C,H,W) float; out: y (N,C,1,1) float, the mean over H and W; backward reads: nothing */
     TB_OP_GLOBAL_AVGPOOL,
-    /* in: x (N,C,H,W); out: y (N,C,out_h,out_w), bilinear; align_corners as in PyTorch's
+    /* in: x (N,C,H,W) float; out: y (N,C,out_h,out_w) float, bilinear; align_corners as in PyTorch's
      * F.interpolate; backward reads: nothing */
     TB_OP_RESIZE,
-    /* in: x0..x(k-1), k >= 2, equal N, H, W; out: y with C = sum of their C, in order;
+    /* in: x0..x(k-1) float, k >= 2, equal N, H, W; out: y float with C = sum of their C, in order;
      * backward reads: nothing */
     TB_OP_CONCAT,
-    /* in: a, b of equal shape; out: y = a + b; backward reads: nothing */
+    /* in: a, b float of equal shape; out: y = a + b float; backward reads: nothing */
     TB_OP_ADD,
-    /* in: x (N,C,H,W), g (N,C,H,W) or (N,1,H,W) broadcast over C; out: y = x * g;
+    /* in: x (N,C,H,W), g (N,C,H,W) or (N,1,H,W) broadcast over C, both float;
+     * out: y = x * g float;
      * backward reads: x, g */
     TB_OP_MUL,
-    /* in: x (N,C,H,W); out: y (N,C,H,W), mask (N,C,1,1) u8 when channelwise (whole feature
+    /* in: x (N,C,H,W) float; out: y (N,C,H,W) float, mask (N,C,1,1) u8 when channelwise (whole feature
      * maps dropped), else (N,C,H,W) u8; no grad.
      * training: mask = 1 with probability 1-p, y = x * mask / (1-p); the mask is a pure
      * function of (seed, step, element index), so runs are reproducible.
@@ -117,6 +127,10 @@ enum tb_op_kind {
      * ignored. Labels >= K other than ignore_label are an error.
      * backward reads: labels, sample */
     TB_OP_DUAL_TASK,
+    /* in: x float; out: y, x converted to the float dtype p.cast.dtype (nearest, ties to
+     * even, overflow to infinity, NaN kept: trainbig/half.h; to x's own dtype, a copy).
+     * backward: dx = dy converted to x's dtype; backward reads: nothing */
+    TB_OP_CAST,
     TB_OP_KIND_COUNT
 };
 
@@ -170,6 +184,10 @@ struct tb_label_params {
     int32_t classes;      /* class_weights: K, the weights' channels */
 };
 
+struct tb_cast_params {
+    int32_t dtype; /* enum tb_dtype of the output: TB_F32, TB_BF16 or TB_F16 */
+};
+
 struct tb_dual_params {
     float tau;            /* the Gumbel-softmax temperature, > 0 (the reference's 0.5) */
     int32_t ignore_label; /* usually 255 */
@@ -191,6 +209,7 @@ struct tb_op {
         struct tb_ce_params ce;
         struct tb_label_params label;
         struct tb_dual_params dual;
+        struct tb_cast_params cast;
     } p;
 };
 

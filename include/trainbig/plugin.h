@@ -45,9 +45,13 @@ extern "C" {
  *        "From ABI 1 to 2", says what to change in a plugin.
  *   2.1  struct tb_accel ends with pair_bytes_per_s (a ring over two GPUs joined
  *        directly), which a platform of 2.0 leaves 0 (none); tb_accel_ring_hop gives the
- *        hop a ring over n GPUs runs at. */
+ *        hop a ring over n GPUs runs at.
+ *   2.2  ops take bf16 and f16 tensors where trainbig/ops.h says "float", and the op
+ *        kind TB_OP_CAST converts between float dtypes; struct tb_backend_ops ends with
+ *        dtypes (the float dtypes a backend's ops take), which a backend of 2.1 lacks
+ *        (f32 only). */
 #define TB_ABI_MAJOR 2
-#define TB_ABI_MINOR 1
+#define TB_ABI_MINOR 2
 
 /* The name of the one exported symbol. */
 #define TB_PLUGIN_ENTRY "trainbig_plugin"

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Element types. The 16-bit floats are uint16_t bit patterns (trainbig/half.h converts
- * them); today they are what checkpoints may store, and no op takes them yet (ops.h). */
+ * them); which ops take them, trainbig/ops.h says ("float"). */
 enum tb_dtype {
     TB_F32 = 1,  /* float: activations, weights, gradients */
     TB_U8 = 2,   /* uint8_t: label maps (255 = ignore), dropout masks */

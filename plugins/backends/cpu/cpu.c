@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <trainbig/half.h>
+
 #include "cpu_shared.h"
 
 static const struct tb_key cpu_keys[] = {
@@ -400,28 +402,59 @@ static int cpu_tensor_read(void *ctx, const struct tb_tensor *t, void *host, str
 static int cpu_tensor_fill(void *ctx, const struct tb_tensor *t, float value, struct tb_err *err)
 {
     (void)ctx;
-    if (t->desc.dtype != TB_F32)
-        return tb_err_set(err, TB_ERR_RUNTIME, "tensor_fill: only f32 tensors");
-    float *p = t->data;
-    size_t n = tb_shape_elems(t->desc.shape);
+    const enum tb_dtype d = t->desc.dtype;
+    if (!tb_dtype_is_float(d))
+        return tb_err_set(err, TB_ERR_RUNTIME, "tensor_fill: a %s tensor; it fills f32, bf16 and f16 ones",
+                          tb_dtype_name(d));
+    const size_t n = tb_shape_elems(t->desc.shape);
+    if (d == TB_F32) {
+        float *p = t->data;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            p[i] = value;
+        return TB_OK;
+    }
+    const uint16_t h = d == TB_BF16 ? tb_bf16_from_f32(value) : tb_f16_from_f32(value);
+    uint16_t *p = t->data;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++)
-        p[i] = value;
+        p[i] = h;
     return TB_OK;
 }
 
+/* dst += alpha * src in f32, each sum rounded once to dst's dtype. */
 static int cpu_tensor_accumulate(void *ctx, const struct tb_tensor *dst, const struct tb_tensor *src, float alpha,
                                  struct tb_err *err)
 {
     (void)ctx;
-    if (dst->desc.dtype != TB_F32 || src->desc.dtype != TB_F32 || !tb_shape_eq(dst->desc.shape, src->desc.shape))
-        return tb_err_set(err, TB_ERR_RUNTIME, "tensor_accumulate: f32 tensors of one shape only");
-    float *d = dst->data;
-    const float *s = src->data;
-    size_t n = tb_shape_elems(dst->desc.shape);
+    const enum tb_dtype d = dst->desc.dtype;
+    if (d != src->desc.dtype || !tb_dtype_is_float(d) || !tb_shape_eq(dst->desc.shape, src->desc.shape))
+        return tb_err_set(err, TB_ERR_RUNTIME,
+                          "tensor_accumulate: %s %dx%dx%dx%d into %s %dx%dx%dx%d; it takes float tensors of one "
+                          "dtype and one shape",
+                          tb_dtype_name(src->desc.dtype), src->desc.shape.n, src->desc.shape.c, src->desc.shape.h,
+                          src->desc.shape.w, tb_dtype_name(d), dst->desc.shape.n, dst->desc.shape.c,
+                          dst->desc.shape.h, dst->desc.shape.w);
+    const size_t n = tb_shape_elems(dst->desc.shape);
+    if (d == TB_F32) {
+        float *a = dst->data;
+        const float *b = src->data;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        d[i] += alpha * s[i];
+        for (size_t i = 0; i < n; i++)
+            a[i] += alpha * b[i];
+    } else if (d == TB_BF16) {
+        uint16_t *a = dst->data;
+        const uint16_t *b = src->data;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a[i] = tb_bf16_from_f32(tb_f32_from_bf16(a[i]) + alpha * tb_f32_from_bf16(b[i]));
+    } else {
+        uint16_t *a = dst->data;
+        const uint16_t *b = src->data;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a[i] = tb_f16_from_f32(tb_f32_from_f16(a[i]) + alpha * tb_f32_from_f16(b[i]));
+    }
     return TB_OK;
 }
 
@@ -431,6 +464,8 @@ static int cpu_sgd_update(void *ctx, const struct tb_tensor *param, const struct
     (void)ctx;
     if (!tb_shape_eq(param->desc.shape, grad->desc.shape) || !tb_shape_eq(param->desc.shape, mom->desc.shape))
         return tb_err_set(err, TB_ERR_RUNTIME, "sgd_update: parameter, gradient and momentum differ in shape");
+    if (param->desc.dtype != TB_F32 || grad->desc.dtype != TB_F32 || mom->desc.dtype != TB_F32)
+        return tb_err_set(err, TB_ERR_RUNTIME, "sgd_update: f32 parameters, gradients and momentum only");
     float *p = param->data, *m = mom->data;
     const float *g = grad->data;
     size_t n = tb_shape_elems(param->desc.shape);
@@ -490,6 +525,13 @@ static int cpu_op_backward(void *ctx, const struct tb_op *op, void *state, const
     return tb_cpu_op_backward(ctx, op, state, in, out, dout, din, err);
 }
 
+/* Every float dtype, on every ISA path: kernels without a 16-bit form run widened. */
+static uint32_t cpu_dtypes(void *ctx, int device)
+{
+    (void)ctx, (void)device;
+    return 1u << TB_F32 | 1u << TB_BF16 | 1u << TB_F16;
+}
+
 static uint64_t cpu_op_scratch_bytes(void *ctx, const void *state, bool backward)
 {
     (void)ctx;
@@ -537,6 +579,7 @@ static const struct tb_backend_ops cpu_ops = {
     .op_recompute = cpu_op_recompute,
     .mem_blocks = cpu_mem_blocks,
     .op_scratch_bytes = cpu_op_scratch_bytes,
+    .dtypes = cpu_dtypes,
 };
 
 TB_PLUGIN_EXPORT const struct tb_plugin trainbig_plugin = {

@@ -126,42 +126,42 @@ static int reorder(const struct conv_state *s, struct tb_cpu *cpu, const struct 
  * phase batch: n*dh*dw images of c x ph_h x ph_w in the same block, phase image
  * (i*dh + py)*dw + px holding the pixels (dh*Y + py, dw*X + px) of image i, and zeros where
  * those fall past the edge. ap is scratch: every element is written. */
-static void phase_gather(const struct conv_state *s, const float *a, float *ap, int n, int c)
+static void phase_gather(const struct conv_state *s, const char *a, char *ap, int n, int c)
 {
-    const size_t B = (size_t)s->blk, H = (size_t)s->x.h, W = (size_t)s->x.w, CB = (size_t)c / B;
+    const size_t es = s->es, B = (size_t)s->blk, H = (size_t)s->x.h, W = (size_t)s->x.w, CB = (size_t)c / B;
     const size_t dh = (size_t)s->ph_dh, dw = (size_t)s->ph_dw, Hp = (size_t)s->ph_h, Wp = (size_t)s->ph_w;
     const long rows = (long)((size_t)n * dh * dw * CB * Hp);
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
         const size_t hp = (size_t)r % Hp, t = (size_t)r / Hp, cb = t % CB, nn = t / CB;
         const size_t px = nn % dw, py = nn / dw % dh, i = nn / (dw * dh), h = hp * dh + py;
-        float *dst = ap + (size_t)r * Wp * B;
+        char *dst = ap + (size_t)r * Wp * B * es;
         if (h >= H) {
-            memset(dst, 0, Wp * B * sizeof *dst);
+            memset(dst, 0, Wp * B * es);
             continue;
         }
-        const float *src = a + (((i * CB + cb) * H + h) * W + px) * B;
+        const char *src = a + (((i * CB + cb) * H + h) * W + px) * B * es;
         size_t wp = 0;
         for (; wp * dw + px < W; wp++)
-            memcpy(dst + wp * B, src + wp * dw * B, B * sizeof *dst);
+            memcpy(dst + wp * B * es, src + wp * dw * B * es, B * es);
         if (wp < Wp)
-            memset(dst + wp * B, 0, (Wp - wp) * B * sizeof *dst);
+            memset(dst + wp * B * es, 0, (Wp - wp) * B * es);
     }
 }
 
 /* The inverse of phase_gather, for the pixels inside the image. */
-static void phase_scatter(const struct conv_state *s, const float *ap, float *a, int n, int c)
+static void phase_scatter(const struct conv_state *s, const char *ap, char *a, int n, int c)
 {
-    const size_t B = (size_t)s->blk, H = (size_t)s->x.h, W = (size_t)s->x.w, CB = (size_t)c / B;
+    const size_t es = s->es, B = (size_t)s->blk, H = (size_t)s->x.h, W = (size_t)s->x.w, CB = (size_t)c / B;
     const size_t dh = (size_t)s->ph_dh, dw = (size_t)s->ph_dw, Hp = (size_t)s->ph_h, Wp = (size_t)s->ph_w;
     const long rows = (long)((size_t)n * CB * H);
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
         const size_t h = (size_t)r % H, t = (size_t)r / H, cb = t % CB, i = t / CB, py = h % dh, hp = h / dh;
-        float *dst = a + (size_t)r * W * B;
+        char *dst = a + (size_t)r * W * B * es;
         for (size_t w = 0; w < W; w++) {
             const size_t nn = (i * dh + py) * dw + w % dw;
-            memcpy(dst + w * B, ap + (((nn * CB + cb) * Hp + hp) * Wp + w / dw) * B, B * sizeof *dst);
+            memcpy(dst + w * B * es, ap + (((nn * CB + cb) * Hp + hp) * Wp + w / dw) * B * es, B * es);
         }
     }
 }
@@ -200,7 +200,7 @@ static int operand_in(struct conv_state *s, struct tb_cpu *cpu, struct operand *
     if ((rc = set_handle(s, o->mem, slot, err)))
         return rc;
     if (!o->to.p) { /* phases */
-        phase_gather(s, data, (float *)slot, images, channels);
+        phase_gather(s, data, slot, images, channels);
         s->counts->acts++;
         s->counts->act_bytes += md_bytes(&o->md);
         return TB_OK;
@@ -217,7 +217,7 @@ static int operand_out(struct conv_state *s, struct tb_cpu *cpu, struct operand 
     if (!o->moved)
         return TB_OK;
     if (!o->from.p) {
-        phase_scatter(s, (const float *)slot, data, images, channels);
+        phase_scatter(s, slot, data, images, channels);
         s->counts->acts++;
         s->counts->act_bytes += md_bytes(&o->md);
         return TB_OK;
@@ -292,7 +292,7 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
         const bool db_sink = s->has_bias && !want_db;
         size_t total = 0;
         const size_t dw_at = dw_in_scratch ? carve(&total, md_bytes(&ps->w_md)) : 0;
-        const size_t db_at = db_sink ? carve(&total, (size_t)op->in[1].shape.n * sizeof(float)) : 0;
+        const size_t db_at = db_sink ? carve(&total, (size_t)op->in[1].shape.n * s->es) : 0;
         const struct slots sl = pass_slots(ps, total, false);
         char *scratch = tb_cpu_scratch(cpu, sl.total, err);
         if (!scratch)
@@ -346,9 +346,11 @@ static int conv_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     return operand_out(s, cpu, &ps->b, s->x_mem, din[0].data, scratch + sl.b, s->x.c, s->x.n, spad, err);
 }
 
+/* 16-bit too, where oneDNN has a kernel for it on this path (else prepare says widen). */
 const struct tb_cpu_kernel tb_cpu_conv2d_kernel = {
     .prepare = tb_cpu_conv_prepare,
     .release = tb_cpu_conv_release,
     .forward = conv_forward,
     .backward = conv_backward,
+    .dtypes = 1u << TB_BF16 | 1u << TB_F16,
 };

@@ -60,6 +60,7 @@ struct conv_state {
     size_t w_bytes;
     /* Phases: x and y shapes, dilation, phase image size, the phase batch (nChwBc). */
     struct tb_shape x, y;
+    size_t es; /* bytes of an element: the op's float dtype (f32, bf16, f16) */
     int blk, ph_dh, ph_dw, ph_h, ph_w;
     dnnl_memory_desc_t ph_x_md, ph_y_md;
     struct tb_cpu_reorders *counts; /* the backend's counters */

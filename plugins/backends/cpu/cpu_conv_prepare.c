@@ -105,13 +105,19 @@ static bool is_ref(const_dnnl_primitive_desc_t pd)
     return !pd || strstr(impl_of(pd), "ref") != NULL;
 }
 
+/* oneDNN's data type of a float dtype. */
+static dnnl_data_type_t dnnl_type(enum tb_dtype d)
+{
+    return d == TB_BF16 ? dnnl_bf16 : d == TB_F16 ? dnnl_f16 : dnnl_f32;
+}
+
 /* The stored layout of a tensor of this description (see cpu_shared.h). */
 static dnnl_status_t stored_md(const struct tb_cpu *cpu, const struct tb_tensor_desc *d, dnnl_memory_desc_t *md)
 {
     const dnnl_dims_t dims = { d->shape.n, d->shape.c, d->shape.h, d->shape.w };
     const int b = tb_cpu_blk(cpu, d);
     const dnnl_format_tag_t tag = b == 16 ? dnnl_aBcd16b : b == 8 ? dnnl_aBcd8b : dnnl_acdb;
-    return dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag);
+    return dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_type(d->dtype), tag);
 }
 
 /* The geometry of one variant of the convolution. */
@@ -270,8 +276,9 @@ static dnnl_status_t phase_layouts(const struct tb_cpu *cpu, const struct tb_op 
     const dnnl_dim_t pn = (dnnl_dim_t)x.n * p->dil_h * p->dil_w;
     const dnnl_dims_t pxd = { pn, x.c, s->ph_h, s->ph_w }, pyd = { pn, y.c, s->ph_h, s->ph_w };
     const dnnl_format_tag_t tag = xb == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&s->ph_x_md, 4, pxd, dnnl_f32, tag);
-    return st != dnnl_success ? st : dnnl_memory_desc_init_by_tag(&s->ph_y_md, 4, pyd, dnnl_f32, tag);
+    const dnnl_data_type_t dt = dnnl_type(op->in[0].dtype);
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&s->ph_x_md, 4, pxd, dt, tag);
+    return st != dnnl_success ? st : dnnl_memory_desc_init_by_tag(&s->ph_y_md, 4, pyd, dt, tag);
 }
 
 /* The layouts: x, y and the weights as stored (the weights' centre slice where only the
@@ -295,7 +302,7 @@ static dnnl_status_t layouts(const struct tb_cpu *cpu, const struct tb_op *op, s
     LTRY(stored_md(cpu, &op->in[0], &s->x_md), "src descriptor");
     LTRY(stored_md(cpu, &op->out[0], &s->y_md), "dst descriptor");
     LTRY(stored_md(cpu, &op->in[1], &s->w_user_md), "weights descriptor");
-    s->w_bytes = tb_shape_elems(w) * sizeof(float);
+    s->w_bytes = tb_shape_elems(w) * s->es;
     s->centre = centre_only(p, x);
     if (s->centre) {
         const dnnl_dims_t one = { w.n, w.c, 1, 1 }, at = { 0, 0, (p->kh - 1) / 2, (p->kw - 1) / 2 };
@@ -303,10 +310,11 @@ static dnnl_status_t layouts(const struct tb_cpu *cpu, const struct tb_op *op, s
         LTRY(dnnl_memory_desc_init_submemory(&s->w_user_md, &whole, one, at), "weights centre descriptor");
     }
     const dnnl_dims_t w_pass_dims = { w.n, w.c, s->centre ? 1 : w.h, s->centre ? 1 : w.w };
-    LTRY(dnnl_memory_desc_init_by_tag(x_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any), "src descriptor");
-    LTRY(dnnl_memory_desc_init_by_tag(y_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any), "dst descriptor");
-    LTRY(dnnl_memory_desc_init_by_tag(w_any, 4, w_pass_dims, dnnl_f32, dnnl_format_tag_any), "weights descriptor");
-    LTRY(dnnl_memory_desc_init_by_tag(b_md, 1, b_dims, dnnl_f32, dnnl_x), "bias descriptor");
+    const dnnl_data_type_t dt = dnnl_type(op->in[0].dtype); /* the op's one float dtype */
+    LTRY(dnnl_memory_desc_init_by_tag(x_any, 4, src_dims, dt, dnnl_format_tag_any), "src descriptor");
+    LTRY(dnnl_memory_desc_init_by_tag(y_any, 4, dst_dims, dt, dnnl_format_tag_any), "dst descriptor");
+    LTRY(dnnl_memory_desc_init_by_tag(w_any, 4, w_pass_dims, dt, dnnl_format_tag_any), "weights descriptor");
+    LTRY(dnnl_memory_desc_init_by_tag(b_md, 1, b_dims, dt, dnnl_x), "bias descriptor");
 #undef LTRY
     return dnnl_success;
 }
@@ -325,6 +333,7 @@ int tb_cpu_conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
     s->counts = &cpu->reorders;
     s->x = x;
     s->y = y;
+    s->es = tb_dtype_size(op->in[0].dtype);
 
     dnnl_engine_t eng = cpu->dnnl_engine;
     dnnl_primitive_attr_t attr = NULL;
@@ -375,6 +384,12 @@ int tb_cpu_conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
     for (int k = 0; k < PASSES; k++)
         if ((st = init_pass(s, &vs, (enum pass_kind)k, &pds[k], &what)) != dnnl_success)
             goto dnnl_fail;
+    if (op->in[0].dtype != TB_F32)
+        for (int k = 0; k < PASSES; k++)
+            if (is_ref(pds[k])) { /* no 16-bit kernel here: f32's, on converted copies, is faster */
+                rc = TB_CPU_WIDEN;
+                goto done;
+            }
 
     TRY(dnnl_memory_create(&s->x_mem, &s->x_md, eng, DNNL_MEMORY_NONE), "src memory");
     TRY(dnnl_memory_create(&s->y_mem, &s->y_md, eng, DNNL_MEMORY_NONE), "dst memory");
@@ -390,7 +405,10 @@ int tb_cpu_conv_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state
     goto done;
 
 dnnl_fail:
-    rc = tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): oneDNN: %s: %s", op->id, what, tb_cpu_conv_status(st));
+    /* oneDNN has no kernel for a 16-bit dtype here (f16 without AVX512-FP16): f32's, widened */
+    rc = op->in[0].dtype != TB_F32 && st == dnnl_unimplemented
+             ? TB_CPU_WIDEN
+             : tb_err_set(err, TB_ERR_RUNTIME, "op %u (conv2d): oneDNN: %s: %s", op->id, what, tb_cpu_conv_status(st));
 done:
 #undef TRY
     for (int k = BWD_DATA; k < PASSES; k++) /* pds[FWD] is one of fwd_of[] */

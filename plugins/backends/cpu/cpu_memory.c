@@ -219,14 +219,23 @@ void tb_cpu_memory_reset_peak(struct tb_cpu_memory *m)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* The op scratch space of the instance, grown on demand from its device memory. */
+/* The op scratch space of the instance, grown on demand from its device memory; past the
+ * prefix a widened op holds there (cpu_widen.c), which a growth would move: then it does
+ * not grow, and says so in scratch_short. */
 void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err)
 {
     cpu->scratch_handed++;
-    if (bytes > cpu->scratch_asked)
-        cpu->scratch_asked = bytes;
-    if (bytes <= cpu->scratch_bytes && cpu->scratch)
-        return cpu->scratch;
+    const size_t pre = cpu->scratch_prefix, want = pre + bytes;
+    if (want > cpu->scratch_asked)
+        cpu->scratch_asked = want;
+    if (want <= cpu->scratch_bytes && cpu->scratch)
+        return (char *)cpu->scratch + pre;
+    if (pre) {
+        cpu->scratch_short = true;
+        tb_err_set(err, TB_ERR_NOMEM, "cpu backend: op scratch space of %zu bytes is short of %zu", cpu->scratch_bytes,
+                   want);
+        return NULL;
+    }
     if (cpu->scratch)
         tb_cpu_memory_free(&cpu->memory, cpu->scratch);
     cpu->scratch = tb_cpu_memory_alloc(&cpu->memory, bytes ? bytes : 64);

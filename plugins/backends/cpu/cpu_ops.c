@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_shared.h"
 #include "../op_dispatch.h"
@@ -20,7 +21,7 @@
         [TB_OP_BCE_LOGITS] = &TB_CPU_KERNEL_OF(bce_logits, isa),                                                     \
         [TB_OP_CLASS_WEIGHTS] = &TB_CPU_KERNEL_OF(class_weights, isa),                                               \
         [TB_OP_MASK_LABELS] = &TB_CPU_KERNEL_OF(mask_labels, isa),                                                   \
-        [TB_OP_DUAL_TASK] = &TB_CPU_KERNEL_OF(dual_task, isa),                                                       \
+        [TB_OP_DUAL_TASK] = &TB_CPU_KERNEL_OF(dual_task, isa), [TB_OP_CAST] = &TB_CPU_KERNEL_OF(cast, isa),                   \
     }
 
 static const struct tb_cpu_kernel *const kernels[TB_CPU_ISAS][TB_OP_KIND_COUNT] = {
@@ -34,9 +35,23 @@ static const struct tb_cpu_kernel *const kernels[TB_CPU_ISAS][TB_OP_KIND_COUNT] 
 #endif
 };
 
-static const struct tb_cpu_kernel *kernel_of(enum tb_cpu_isa isa, enum tb_op_kind kind)
+void tb_cpu_convert(const struct tb_cpu *cpu, void *dst, enum tb_dtype to, const void *src, enum tb_dtype from,
+                    size_t n)
 {
-    return (unsigned)kind < TB_OP_KIND_COUNT && (unsigned)isa < TB_CPU_ISAS ? kernels[isa][kind] : NULL;
+#ifdef HAVE_X86_ISAS
+    if (cpu->isa == TB_CPU_ISA_AVX512)
+        return TB_CPU_ISA_FN_OF(convert, avx512)(dst, to, src, from, n);
+    if (cpu->isa == TB_CPU_ISA_AVX2)
+        return TB_CPU_ISA_FN_OF(convert, avx2)(dst, to, src, from, n);
+#else
+    (void)cpu;
+#endif
+    TB_CPU_ISA_FN_OF(convert, scalar)(dst, to, src, from, n);
+}
+
+const struct tb_cpu_kernel *tb_cpu_kernel_of(const struct tb_cpu *cpu, enum tb_op_kind kind)
+{
+    return (unsigned)kind < TB_OP_KIND_COUNT && (unsigned)cpu->isa < TB_CPU_ISAS ? kernels[cpu->isa][kind] : NULL;
 }
 
 /* The kernel's own prepare and release, as the shared dispatcher calls them. */
@@ -75,7 +90,14 @@ uint64_t tb_cpu_op_scratch_bytes(const void *state, bool backward)
 
 int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err)
 {
-    const struct tb_cpu_kernel *k = kernel_of(cpu->isa, op->kind);
+    const struct tb_cpu_kernel *k = tb_cpu_kernel_of(cpu, op->kind);
+    if (k && k->forward && !tb_cpu_widen_needed(k, op)) {
+        const int rc = tb_op_dispatch_prepare(&dispatch, cpu, k, op, state, err);
+        if (rc != TB_CPU_WIDEN)
+            return rc;
+    }
+    if (k && k->forward)
+        k = &tb_cpu_widen_kernel; /* it prepares k for the op at f32 */
     return tb_op_dispatch_prepare(&dispatch, cpu, k && k->forward ? k : NULL, op, state, err);
 }
 
@@ -90,10 +112,17 @@ void tb_cpu_op_describe(const struct tb_cpu *cpu, const void *state, char *buf, 
     if (!size)
         return;
     buf[0] = '\0';
-    if (s && s->kernel == &tb_cpu_conv2d_kernel)
-        tb_cpu_conv_describe(cpu, s->inner, buf, size);
+    const bool widened = s && s->kernel == &tb_cpu_widen_kernel;
+    const void *kernel = widened ? tb_cpu_widened_kernel(s->inner) : s ? s->kernel : NULL;
+    const void *inner = widened ? tb_cpu_widened_inner(s->inner) : s ? s->inner : NULL;
+    size_t len = 0;
+    if (kernel == &tb_cpu_conv2d_kernel)
+        tb_cpu_conv_describe(cpu, inner, buf, size);
     else
         snprintf(buf, size, "%s", tb_cpu_isa_name(cpu->isa));
+    len = strlen(buf);
+    if (widened && len + 1 < size)
+        snprintf(buf + len, size - len, ", on f32 copies of its 16-bit tensors");
 }
 
 int tb_cpu_op_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,

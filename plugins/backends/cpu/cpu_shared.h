@@ -135,6 +135,10 @@ struct tb_cpu {
      * taken from device memory so it is accounted like a GPU's workspace. */
     void *scratch;
     size_t scratch_bytes;
+    /* A widened op's f32 copies (cpu_widen.c) lie at the scratch's start: its kernel's
+     * tb_cpu_scratch gets the space past them, and finds it short rather than moving them. */
+    size_t scratch_prefix;
+    bool scratch_short;
     uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
     size_t scratch_asked;  /* the most the running op pass asked of tb_cpu_scratch (op_scratch_bytes) */
     uint64_t scratch_handed; /* tb_cpu_scratch's calls so far: while unchanged, what an op left
@@ -159,7 +163,8 @@ int tb_cpu_dnnl_init(struct tb_cpu *cpu, struct tb_err *err);
 void tb_cpu_dnnl_fini(struct tb_cpu *cpu);
 
 /* A scratch buffer of at least `bytes` bytes, 64-byte aligned, valid until the next call
- * (grown from device memory; NULL with err filled when that is exhausted). */
+ * (grown from device memory; NULL with err filled when that is exhausted, or when a
+ * widened op's prefix is there and it would have to grow: scratch_short). */
 void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err);
 
 /* ------------------------------------------------------------------ ops (cpu_ops.c and kernels)
@@ -167,6 +172,10 @@ void *tb_cpu_scratch(struct tb_cpu *cpu, size_t bytes, struct tb_err *err);
  * Each op kind has a row of functions; prepare and release may be NULL (no state). The
  * arguments are those of tb_backend_ops.op_* (trainbig/backend.h), with the backend. */
 typedef int (*tb_cpu_prepare_fn)(struct tb_cpu *cpu, const struct tb_op *op, void **state, struct tb_err *err);
+/* What a prepare returns, err untouched and nothing kept, for a 16-bit op it takes in
+ * principle (its dtypes) but has no fast way to run on this path: cpu_ops.c then
+ * prepares it widened (cpu_widen.c). */
+#define TB_CPU_WIDEN 1
 typedef void (*tb_cpu_release_fn)(void *state);
 typedef int (*tb_cpu_forward_fn)(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                                  const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err);
@@ -182,6 +191,9 @@ struct tb_cpu_kernel {
     /* The backend's op_recompute (trainbig/backend.h); NULL: forward, which for this kind
      * changes nothing but its outputs. */
     tb_cpu_forward_fn recompute;
+    /* The 16-bit float dtypes it takes itself (bits 1u << TB_BF16 ...); an op of another
+     * runs through cpu_widen.c on f32 copies. 0: f32 only. */
+    uint32_t dtypes;
 };
 
 /* The kernels, one row per op kind. Convolutions are oneDNN's, whatever the ISA
@@ -190,12 +202,28 @@ struct tb_cpu_kernel {
  * compiler flags), so each table's names end in its ISA: TB_CPU_KERNEL(relu) is
  * tb_cpu_relu_kernel_avx2 in the AVX2 build. cpu_ops.c picks the table of cpu->isa. */
 extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;
+/* cpu_widen.c: any kind's kernel run on f32 copies of an op's 16-bit tensors; needed when
+ * the kernel k does not take one of op's dtypes itself. The wrapped kernel and its state. */
+extern const struct tb_cpu_kernel tb_cpu_widen_kernel;
+bool tb_cpu_widen_needed(const struct tb_cpu_kernel *k, const struct tb_op *op);
+const struct tb_cpu_kernel *tb_cpu_widened_kernel(const void *state);
+void *tb_cpu_widened_inner(const void *state);
+/* The kernel of kind on the backend's ISA (cpu_ops.c); NULL: none. */
+const struct tb_cpu_kernel *tb_cpu_kernel_of(const struct tb_cpu *cpu, enum tb_op_kind kind);
+/* n elements converted between float dtypes (cpu_cast.c, the backend's ISA's build):
+ * rounded as trainbig/half.h, OpenMP threads over large n; the same dtype is a copy. dst
+ * and src do not overlap. */
+void tb_cpu_convert(const struct tb_cpu *cpu, void *dst, enum tb_dtype to, const void *src, enum tb_dtype from,
+                    size_t n);
 
 #define TB_CPU_CAT3_(a, b, c) a##b##c
 #define TB_CPU_CAT3(a, b, c) TB_CPU_CAT3_(a, b, c)
 #define TB_CPU_KERNEL_OF(name, isa) TB_CPU_CAT3(tb_cpu_##name, _kernel_, isa)
+#define TB_CPU_ISA_FN_OF(name, isa) TB_CPU_CAT3(tb_cpu_##name, _, isa)
 #ifdef TB_CPU_KERNEL_ISA
 #define TB_CPU_KERNEL(name) TB_CPU_KERNEL_OF(name, TB_CPU_KERNEL_ISA)
+/* A function of one ISA's build: tb_cpu_convert_avx2 in the AVX2 build. */
+#define TB_CPU_ISA_FN(name) TB_CPU_ISA_FN_OF(name, TB_CPU_KERNEL_ISA)
 #endif
 /* X(name, isa) for every kernel of one ISA's build. */
 #define TB_CPU_KERNELS(X, isa)                                                                            \
@@ -203,11 +231,17 @@ extern const struct tb_cpu_kernel tb_cpu_conv2d_kernel;
     X(relu, isa)                                                                                          \
     X(sigmoid, isa)                                                                                       \
     X(add, isa) X(mul, isa) X(dropout, isa) X(maxpool, isa) X(avgpool, isa) X(resize, isa) X(concat, isa) \
-        X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa) X(dual_task, isa)
+        X(softmax_ce, isa) X(bce_logits, isa) X(class_weights, isa) X(mask_labels, isa) X(dual_task, isa)  \
+            X(cast, isa)
 #define TB_CPU_DECLARE_KERNEL(name, isa) extern const struct tb_cpu_kernel TB_CPU_KERNEL_OF(name, isa);
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, scalar)
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx2)
 TB_CPU_KERNELS(TB_CPU_DECLARE_KERNEL, avx512)
+#define TB_CPU_DECLARE_CONVERT(isa) \
+    void TB_CPU_ISA_FN_OF(convert, isa)(void *dst, enum tb_dtype to, const void *src, enum tb_dtype from, size_t n);
+TB_CPU_DECLARE_CONVERT(scalar)
+TB_CPU_DECLARE_CONVERT(avx2)
+TB_CPU_DECLARE_CONVERT(avx512)
 
 /* A line describing how an op runs (cpu_conv_prepare.c: each pass's oneDNN implementation and
  * the reorders around it; other kernels: ""). */
