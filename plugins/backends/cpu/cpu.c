@@ -445,13 +445,13 @@ static int cpu_tensor_accumulate(void *ctx, const struct tb_tensor *dst, const s
     } else if (d == TB_BF16) {
         uint16_t *a = dst->data;
         const uint16_t *b = src->data;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++)
             a[i] = tb_bf16_from_f32(tb_f32_from_bf16(a[i]) + alpha * tb_f32_from_bf16(b[i]));
     } else {
         uint16_t *a = dst->data;
         const uint16_t *b = src->data;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++)
             a[i] = tb_f16_from_f32(tb_f32_from_f16(a[i]) + alpha * tb_f32_from_f16(b[i]));
     }

@@ -20,6 +20,11 @@
  * (the first pixel's value), which keeps sum(x^2) - sum(x)^2/P from cancelling when the
  * mean is large against the spread.
  *
+ * 16 bits (bf16, f16: x, y and their gradients; the statistics, gamma and beta are f32):
+ * the loops walk spans of whole pixels (or of one pixel's channels where a pixel has more
+ * than SPAN), converted to float SPAN elements at a time, computed as at f32, and y or dx
+ * rounded once: ops.h's rule, the sums in the same order as at f32.
+ *
  * Synchronised (op->p.bn.sync, more than one rank): the statistics are over every rank's
  * batch, reduced through the attached comm (cpu_comm.c) in double: first the sums of x
  * (the global mean), then the sums of deviations from that mean; backward reduces its two
@@ -37,6 +42,65 @@
  * MAX_BLOCKS * C * 16 bytes. */
 #define BLOCK_ELEMS 16384
 #define MAX_BLOCKS 128
+/* Elements converted at a time at 16 bits: whole pixels, or runs of a wider pixel. */
+#define SPAN 1024
+
+/* The pixels of a span starting at pixel px of [.., end): as many whole pixels as SPAN
+ * holds, or one pixel (walked in runs of SPAN channels) when cv is wider. */
+static inline size_t span_pixels(size_t cv, size_t px, size_t end)
+{
+    const size_t fit = cv <= SPAN ? SPAN / cv : 1;
+    return end - px < fit ? end - px : fit;
+}
+
+/* Elements [off, off + n) of a float tensor of dtype d as floats, n <= SPAN: its own memory
+ * at f32, else converted into buf. */
+static inline const float *row_in(const void *base, enum tb_dtype d, size_t off, size_t n, float *buf)
+{
+    if (d == TB_F32)
+        return (const float *)base + off;
+    const uint16_t *h = (const uint16_t *)base + off;
+    if (d == TB_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            buf[i] = tb_f32_from_bf16(h[i]);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            buf[i] = tb_f32_from_f16(h[i]);
+    }
+    return buf;
+}
+
+/* Where a row of results goes: the tensor itself at f32, else buf (row_out rounds it in). */
+static inline float *row_at(void *base, enum tb_dtype d, size_t off, float *buf)
+{
+    return d == TB_F32 ? (float *)base + off : buf;
+}
+
+static inline void row_out(void *base, enum tb_dtype d, size_t off, size_t n, const float *v)
+{
+    if (d == TB_F32)
+        return;
+    uint16_t *h = (uint16_t *)base + off;
+    if (d == TB_BF16) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            h[i] = tb_bf16_from_f32(v[i]);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            h[i] = tb_f16_from_f32(v[i]);
+    }
+}
+
+/* Element i of a float tensor of dtype d. */
+static inline float value_at(const void *base, enum tb_dtype d, size_t i)
+{
+    return d == TB_F32 ? ((const float *)base)[i]
+           : d == TB_BF16 ? tb_f32_from_bf16(((const uint16_t *)base)[i])
+                          : tb_f32_from_f16(((const uint16_t *)base)[i]);
+}
 
 /* The split of P pixels into blocks: block b covers pixels [b * per, min(P, (b+1) * per)). */
 struct blocks {
@@ -99,8 +163,8 @@ static inline size_t base_of(const struct walk *wk, size_t q)
  *   s1[c] = sum_p (a[p,c] - ka[c]),  s2[c] = sum_p (a[p,c] - ka[c]) * (b[p,c] - kb[c])
  * with b == NULL meaning s2 = sum (a - ka)^2. Sums in double, in the fixed block order;
  * `part` holds blocks.count * 2 * C doubles of partial sums (scratch). */
-static void channel_sums(const float *a, const double *ka, const float *b, const double *kb, const struct walk *wk,
-                         size_t C, double *part, double *s1, double *s2)
+static void channel_sums(const void *a, const double *ka, const void *b, const double *kb, enum tb_dtype dt,
+                         const struct walk *wk, size_t C, double *part, double *s1, double *s2)
 {
     const size_t P = wk->P, cv = wk->cv;
     const struct blocks bl = split(P, cv);
@@ -108,29 +172,38 @@ static void channel_sums(const float *a, const double *ka, const float *b, const
     for (size_t blk = 0; blk < bl.count; blk++) {
         double *p1 = part + blk * 2 * C, *p2 = p1 + C;
         memset(p1, 0, 2 * C * sizeof *p1);
+        float abuf[SPAN], bbuf[SPAN];
         size_t end = (blk + 1) * bl.per < P ? (blk + 1) * bl.per : P;
-        for (size_t px = blk * bl.per; px < end; px++) {
-            const float *ar = a + px * cv;
-            const size_t c0 = base_of(wk, px);
-            const double *kac = ka + c0;
-            double *q1 = p1 + c0, *q2 = p2 + c0;
-            if (b) {
-                const float *br = b + px * cv;
-                const double *kbc = kb + c0;
+        for (size_t px = blk * bl.per; px < end;) {
+            const size_t np = span_pixels(cv, px, end);
+            for (size_t r0 = 0; r0 < cv; r0 += SPAN) {
+                const size_t w = cv - r0 < SPAN ? cv - r0 : SPAN, off = px * cv + r0, len = np > 1 ? np * cv : w;
+                const float *A = row_in(a, dt, off, len, abuf), *B = b ? row_in(b, dt, off, len, bbuf) : NULL;
+                for (size_t q = 0; q < np; q++) {
+                    const float *ar = A + q * cv;
+                    const size_t c0 = base_of(wk, px + q) + r0;
+                    const double *kac = ka + c0;
+                    double *q1 = p1 + c0, *q2 = p2 + c0;
+                    if (B) {
+                        const float *br = B + q * cv;
+                        const double *kbc = kb + c0;
 #pragma omp simd
-                for (size_t c = 0; c < cv; c++) {
-                    double da = (double)ar[c] - kac[c];
-                    q1[c] += da;
-                    q2[c] += da * ((double)br[c] - kbc[c]);
-                }
-            } else {
+                        for (size_t c = 0; c < w; c++) {
+                            double da = (double)ar[c] - kac[c];
+                            q1[c] += da;
+                            q2[c] += da * ((double)br[c] - kbc[c]);
+                        }
+                    } else {
 #pragma omp simd
-                for (size_t c = 0; c < cv; c++) {
-                    double da = (double)ar[c] - kac[c];
-                    q1[c] += da;
-                    q2[c] += da * da;
+                        for (size_t c = 0; c < w; c++) {
+                            double da = (double)ar[c] - kac[c];
+                            q1[c] += da;
+                            q2[c] += da * da;
+                        }
+                    }
                 }
             }
+            px += np;
         }
     }
     /* Each channel adds its blocks' partial sums in block order. */
@@ -148,19 +221,33 @@ static void channel_sums(const float *a, const double *ka, const float *b, const
 /* y = (x - center[c]) * scale[c] + shift[c] over the walk. Centering first (rather than
  * folding the mean into the shift, x * scale + (beta - mean * scale)) avoids cancellation
  * when |mean| is large against the spread. */
-static void affine(const float *x, float *y, const float *center, const float *scale, const float *shift,
-                   const struct walk *wk)
+static void affine(const void *x, void *y, enum tb_dtype dt, const float *center, const float *scale,
+                   const float *shift, const struct walk *wk)
 {
     const size_t cv = wk->cv;
 #pragma omp parallel for schedule(static)
-    for (size_t px = 0; px < wk->P; px++) {
-        const float *xr = x + px * cv;
-        float *yr = y + px * cv;
-        const size_t c0 = base_of(wk, px);
-        const float *ce = center + c0, *sc = scale + c0, *sh = shift + c0;
+    for (size_t blk = 0; blk < (wk->P + SPAN - 1) / SPAN; blk++) { /* SPAN pixels a task */
+        float xbuf[SPAN], ybuf[SPAN];
+        const size_t end = (blk + 1) * SPAN < wk->P ? (blk + 1) * SPAN : wk->P;
+        for (size_t px = blk * SPAN; px < end;) {
+            const size_t np = span_pixels(cv, px, end);
+            for (size_t r0 = 0; r0 < cv; r0 += SPAN) {
+                const size_t w = cv - r0 < SPAN ? cv - r0 : SPAN, off = px * cv + r0, len = np > 1 ? np * cv : w;
+                const float *X = row_in(x, dt, off, len, xbuf);
+                float *Y = row_at(y, dt, off, ybuf);
+                for (size_t q = 0; q < np; q++) {
+                    const float *xr = X + q * cv;
+                    float *yr = Y + q * cv;
+                    const size_t c0 = base_of(wk, px + q) + r0;
+                    const float *ce = center + c0, *sc = scale + c0, *sh = shift + c0;
 #pragma omp simd
-        for (size_t c = 0; c < cv; c++)
-            yr[c] = (xr[c] - ce[c]) * sc[c] + sh[c];
+                    for (size_t c = 0; c < w; c++)
+                        yr[c] = (xr[c] - ce[c]) * sc[c] + sh[c];
+                }
+                row_out(y, dt, off, len, Y);
+            }
+            px += np;
+        }
     }
 }
 
@@ -193,9 +280,11 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     const struct tb_shape s = op->in[0].shape;
     const size_t C = (size_t)s.c, P = (size_t)s.n * (size_t)s.h * (size_t)s.w;
     const double eps = op->p.bn.eps, mom = op->p.bn.momentum;
-    const float *x = in[0].data, *gamma = in[1].data, *beta = in[2].data;
+    const enum tb_dtype dt = op->in[0].dtype;
+    const void *x = in[0].data;
+    const float *gamma = in[1].data, *beta = in[2].data;
     float *rmean = in[3].data, *rvar = in[4].data;
-    float *y = out[0].data;
+    void *y = out[0].data;
     if (C == 0 || P == 0)
         return TB_OK;
     const struct walk wk = walk_of(cpu, op);
@@ -208,7 +297,7 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
     if (!op->p.bn.training) {
         for (size_t c = 0; c < C; c++)
             scale[c] = (float)(gamma[c] / sqrt((double)rvar[c] + eps));
-        affine(x, y, rmean, scale, beta, &wk);
+        affine(x, y, dt, rmean, scale, beta, &wk);
         return TB_OK;
     }
 
@@ -222,12 +311,12 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         for (size_t c = 0; c < C; c++)
             zero[c] = 0;
         count *= (double)cpu->world->size;
-        channel_sums(x, zero, NULL, NULL, &wk, C, w.part, s1, s2);
+        channel_sums(x, zero, NULL, NULL, dt, &wk, C, w.part, s1, s2);
         rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, s1, C, TB_COMM_F64, TB_COMM_SUM, err);
         for (size_t c = 0; c < C && !rc; c++)
             k[c] = s1[c] / count;
         if (!rc)
-            channel_sums(x, k, NULL, NULL, &wk, C, w.part, s1, s2);
+            channel_sums(x, k, NULL, NULL, dt, &wk, C, w.part, s1, s2);
         if (!rc) /* s1 and s2 are adjacent */
             rc = cpu->world->allreduce(cpu->world, TB_CHANNEL_MAIN, s1, 2 * C, TB_COMM_F64, TB_COMM_SUM, err);
         if (rc)
@@ -236,8 +325,8 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         /* Shift by the first pixel's values (see the top of the file). */
         const int blk = tb_cpu_blk(cpu, &op->in[0]);
         for (size_t c = 0; c < C; c++)
-            k[c] = x[tb_cpu_offset(s, blk, 0, (int)c, 0, 0)];
-        channel_sums(x, k, NULL, NULL, &wk, C, w.part, s1, s2);
+            k[c] = value_at(x, dt, tb_cpu_offset(s, blk, 0, (int)c, 0, 0));
+        channel_sums(x, k, NULL, NULL, dt, &wk, C, w.part, s1, s2);
     }
     float *save_mean = out[1].data, *save_invstd = out[2].data;
     for (size_t c = 0; c < C; c++) {
@@ -255,7 +344,7 @@ static int bn_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, u
         rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * var * count / (count - 1));
     }
     /* save_mean is the float mean: y is centred on exactly what backward will see. */
-    affine(x, y, save_mean, scale, beta, &wk);
+    affine(x, y, dt, save_mean, scale, beta, &wk);
     return TB_OK;
 }
 
@@ -279,7 +368,7 @@ static int bn_recompute(struct tb_cpu *cpu, const struct tb_op *op, void *state,
         return rc;
     for (size_t c = 0; c < C; c++)
         w.f[c] = (float)(gamma[c] * (double)save_invstd[c]);
-    affine(in[0].data, out[0].data, save_mean, w.f, in[2].data, &wk);
+    affine(in[0].data, out[0].data, op->in[0].dtype, save_mean, w.f, in[2].data, &wk);
     return TB_OK;
 }
 
@@ -290,7 +379,9 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     (void)state;
     const struct tb_shape s = op->in[0].shape;
     const size_t C = (size_t)s.c, P = (size_t)s.n * (size_t)s.h * (size_t)s.w;
-    float *dx = din[0].data, *dgamma = din[1].data, *dbeta = din[2].data;
+    void *dx = din[0].data;
+    float *dgamma = din[1].data, *dbeta = din[2].data;
+    const enum tb_dtype dt = op->in[0].dtype;
     /* running_mean and running_var carry no gradient: zero whatever buffer was passed, so
      * that it is written rather than left stale. */
     for (uint32_t i = 3; i < 5; i++)
@@ -302,7 +393,8 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
         return tb_err_set(err, TB_ERR_RUNTIME, "op %u (batchnorm): backward without an output gradient", op->id);
     if (C == 0 || P == 0)
         return TB_OK;
-    const float *x = in[0].data, *gamma = in[1].data, *dy = dout[0].data;
+    const void *x = in[0].data, *dy = dout[0].data;
+    const float *gamma = in[1].data;
     /* The statistics the forward normalised with: the saved batch ones in training, the
      * running ones in inference (then y is affine in x: dx = dy * gamma * invstd). */
     const float *mean_f, *invstd_f = NULL, *rvar = NULL;
@@ -328,7 +420,7 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
         zero[c] = 0;
     }
     /* sdy = sum dy, sdyx = sum dy * (x - mean). */
-    channel_sums(dy, zero, x, mean, &wk, C, w.part, sdy, sdyx);
+    channel_sums(dy, zero, x, mean, dt, &wk, C, w.part, sdy, sdyx);
     if (dbeta)
         for (size_t c = 0; c < C; c++)
             dbeta[c] = (float)sdy[c];
@@ -357,14 +449,28 @@ static int bn_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     }
     const size_t cv = wk.cv;
 #pragma omp parallel for schedule(static)
-    for (size_t px = 0; px < wk.P; px++) {
-        const float *dyr = dy + px * cv, *xr = x + px * cv;
-        float *dxr = dx + px * cv;
-        const size_t c0 = base_of(&wk, px);
-        const float *b1 = a1 + c0, *b2 = a2 + c0, *b3 = a3 + c0, *mf = mean_f + c0;
+    for (size_t blk = 0; blk < (wk.P + SPAN - 1) / SPAN; blk++) { /* SPAN pixels a task */
+        float dybuf[SPAN], xbuf[SPAN], dxbuf[SPAN];
+        const size_t end = (blk + 1) * SPAN < wk.P ? (blk + 1) * SPAN : wk.P;
+        for (size_t px = blk * SPAN; px < end;) {
+            const size_t np = span_pixels(cv, px, end);
+            for (size_t r0 = 0; r0 < cv; r0 += SPAN) {
+                const size_t run = cv - r0 < SPAN ? cv - r0 : SPAN, off = px * cv + r0, len = np > 1 ? np * cv : run;
+                const float *DY = row_in(dy, dt, off, len, dybuf), *X = row_in(x, dt, off, len, xbuf);
+                float *DX = row_at(dx, dt, off, dxbuf);
+                for (size_t q = 0; q < np; q++) {
+                    const float *dyr = DY + q * cv, *xr = X + q * cv;
+                    float *dxr = DX + q * cv;
+                    const size_t c0 = base_of(&wk, px + q) + r0;
+                    const float *b1 = a1 + c0, *b2 = a2 + c0, *b3 = a3 + c0, *mf = mean_f + c0;
 #pragma omp simd
-        for (size_t c = 0; c < cv; c++)
-            dxr[c] = b1[c] * dyr[c] + b2[c] * (xr[c] - mf[c]) + b3[c];
+                    for (size_t c = 0; c < run; c++)
+                        dxr[c] = b1[c] * dyr[c] + b2[c] * (xr[c] - mf[c]) + b3[c];
+                }
+                row_out(dx, dt, off, len, DX);
+            }
+            px += np;
+        }
     }
     return TB_OK;
 }
@@ -375,4 +481,5 @@ const struct tb_cpu_kernel TB_CPU_KERNEL(batchnorm) = {
     .forward = bn_forward,
     .backward = bn_backward,
     .recompute = bn_recompute,
+    .dtypes = 1u << TB_BF16 | 1u << TB_F16,
 };

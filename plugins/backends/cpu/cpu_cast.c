@@ -27,32 +27,32 @@ void TB_CPU_ISA_FN(convert)(void *dst, enum tb_dtype to, const void *src, enum t
     if (from == TB_F32 && to == TB_BF16) {
         const float *s = src;
         uint16_t *d = dst;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for simd schedule(static) if (par)
         for (long long i = 0; i < count; i++)
             d[i] = tb_bf16_from_f32(s[i]);
     } else if (from == TB_BF16 && to == TB_F32) {
         const uint16_t *s = src;
         float *d = dst;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for simd schedule(static) if (par)
         for (long long i = 0; i < count; i++)
             d[i] = tb_f32_from_bf16(s[i]);
     } else if (from == TB_F32 && to == TB_F16) {
         const float *s = src;
         uint16_t *d = dst;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for simd schedule(static) if (par)
         for (long long i = 0; i < count; i++)
             d[i] = tb_f16_from_f32(s[i]);
     } else if (from == TB_F16 && to == TB_F32) {
         const uint16_t *s = src;
         float *d = dst;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for simd schedule(static) if (par)
         for (long long i = 0; i < count; i++)
             d[i] = tb_f32_from_f16(s[i]);
     } else { /* between the 16-bit ones: through the exact float, rounded once */
         const uint16_t *s = src;
         uint16_t *d = dst;
         const bool to_f16 = to == TB_F16;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for simd schedule(static) if (par)
         for (long long i = 0; i < count; i++)
             d[i] = to_f16 ? tb_f16_from_f32(tb_f32_from_bf16(s[i])) : tb_bf16_from_f32(tb_f32_from_f16(s[i]));
     }

@@ -4,7 +4,7 @@
  * the other (C0 values, then C1, ...). The inputs and the output may each be NHWC or
  * blocked (their C decides, cpu_shared.h), so a pixel's channels are copied in runs that
  * are contiguous on both sides: all of them between NHWC tensors, up to a block otherwise.
- * Backward copies the slices back out. */
+ * Backward copies the slices back out. Any element size: the 16-bit dtypes too. */
 #include <string.h>
 
 #include "cpu_shared.h"
@@ -33,8 +33,8 @@ static inline size_t pixel_base(const struct pixel_map *m, size_t n, size_t p)
  * [tc, tc + len) of one pixel of `to` (map tm, base tb), in runs contiguous on both sides:
  * forward puts an input's channels at its offset in y (fc = 0), backward takes them back
  * out (tc = 0). */
-static inline void copy_channels(float *to, const struct pixel_map *tm, size_t tb, size_t tc, const float *from,
-                                 const struct pixel_map *fm, size_t fb, size_t fc, size_t len)
+static inline void copy_channels(char *to, const struct pixel_map *tm, size_t tb, size_t tc, const char *from,
+                                 const struct pixel_map *fm, size_t fb, size_t fc, size_t len, size_t es)
 {
     for (size_t c = 0; c < len;) {
         const size_t t = tc + c, f = fc + c;
@@ -43,8 +43,8 @@ static inline void copy_channels(float *to, const struct pixel_map *tm, size_t t
             run = fm->e - f % fm->e;
         if (tm->e - t % tm->e < run)
             run = tm->e - t % tm->e;
-        memcpy(to + tb + t / tm->e * tm->stride + t % tm->e, from + fb + f / fm->e * fm->stride + f % fm->e,
-               run * sizeof *to);
+        memcpy(to + (tb + t / tm->e * tm->stride + t % tm->e) * es,
+               from + (fb + f / fm->e * fm->stride + f % fm->e) * es, run * es);
         c += run;
     }
 }
@@ -56,8 +56,8 @@ static int concat_forward(struct tb_cpu *cpu, const struct tb_op *op, void *stat
     (void)step;
     (void)err;
     struct tb_shape ys = op->out[0].shape;
-    float *y = out[0].data; /* (N, sum Ci, H, W) */
-    const size_t hw = (size_t)ys.h * (size_t)ys.w, pixels = (size_t)ys.n * hw;
+    char *y = out[0].data; /* (N, sum Ci, H, W) */
+    const size_t hw = (size_t)ys.h * (size_t)ys.w, pixels = (size_t)ys.n * hw, es = tb_dtype_size(op->out[0].dtype);
     const uint32_t k = op->nin;
     struct pixel_map ym = pixel_map(cpu, &op->out[0]), xm[TB_OP_MAX_IN];
     for (uint32_t i = 0; i < k; i++)
@@ -68,7 +68,7 @@ static int concat_forward(struct tb_cpu *cpu, const struct tb_op *op, void *stat
         size_t c0 = 0;
         for (uint32_t i = 0; i < k; i++) {
             const size_t ci = (size_t)op->in[i].shape.c;
-            copy_channels(y, &ym, pixel_base(&ym, n, p), c0, in[i].data, &xm[i], pixel_base(&xm[i], n, p), 0, ci);
+            copy_channels(y, &ym, pixel_base(&ym, n, p), c0, in[i].data, &xm[i], pixel_base(&xm[i], n, p), 0, ci, es);
             c0 += ci;
         }
     }
@@ -84,8 +84,8 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
     (void)out;
     (void)err;
     struct tb_shape ys = op->out[0].shape;
-    const float *dy = dout[0].data; /* (N, sum Ci, H, W) */
-    const size_t hw = (size_t)ys.h * (size_t)ys.w, pixels = (size_t)ys.n * hw;
+    const char *dy = dout[0].data; /* (N, sum Ci, H, W) */
+    const size_t hw = (size_t)ys.h * (size_t)ys.w, pixels = (size_t)ys.n * hw, es = tb_dtype_size(op->out[0].dtype);
     const uint32_t k = op->nin;
     struct pixel_map ym = pixel_map(cpu, &op->out[0]), xm[TB_OP_MAX_IN];
     for (uint32_t i = 0; i < k; i++)
@@ -96,9 +96,9 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
         size_t c0 = 0;
         for (uint32_t i = 0; i < k; i++) {
             const size_t ci = (size_t)op->in[i].shape.c;
-            float *dx = din[i].data; /* (N,Ci,H,W), or NULL when not wanted */
+            char *dx = din[i].data; /* (N,Ci,H,W), or NULL when not wanted */
             if (dx)
-                copy_channels(dx, &xm[i], pixel_base(&xm[i], n, p), 0, dy, &ym, pixel_base(&ym, n, p), c0, ci);
+                copy_channels(dx, &xm[i], pixel_base(&xm[i], n, p), 0, dy, &ym, pixel_base(&ym, n, p), c0, ci, es);
             c0 += ci;
         }
     }
@@ -108,4 +108,5 @@ static int concat_backward(struct tb_cpu *cpu, const struct tb_op *op, void *sta
 const struct tb_cpu_kernel TB_CPU_KERNEL(concat) = {
     .forward = concat_forward,
     .backward = concat_backward,
+    .dtypes = 1u << TB_BF16 | 1u << TB_F16,
 };

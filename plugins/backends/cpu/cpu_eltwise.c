@@ -6,8 +6,9 @@
  * broadcast mul and the dropout mask need the pixel/channel structure: they loop over the
  * pixels of the tensor's NHWC view (tb_cpu_view), its channels the contiguous inner loop. No op here reduces across
  * threads: every output element is written by exactly one iteration, so the results do not depend on the thread count.
- */
+ * relu and add take bf16 and f16 themselves (the others run widened, cpu_widen.c). */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "cpu_shared.h"
@@ -17,6 +18,36 @@
 
 /* ------------------------------------------------------------------ relu */
 
+/* The largest magnitude of a 16-bit dtype that is not NaN: its infinity's bits. */
+static inline uint16_t inf_bits(enum tb_dtype d)
+{
+    return d == TB_BF16 ? 0x7f80u : 0x7c00u;
+}
+
+/* Whether a 16-bit value is > 0: sign clear, not zero, not NaN. */
+static inline bool positive16(uint16_t h, uint16_t inf)
+{
+    return !(h & 0x8000u) && h != 0 && h <= inf;
+}
+
+/* At 16 bits on the bits (exact: max(x, 0) is x or 0): a negative value that is not -0 or
+ * NaN becomes +0, as x < 0 ? 0 : x does in float. */
+static void relu16_forward(const uint16_t *x, uint16_t *y, size_t n, uint16_t inf)
+{
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t mag = x[i] & 0x7fffu;
+        y[i] = (x[i] & 0x8000u) && mag != 0 && mag <= inf ? 0 : x[i];
+    }
+}
+
+static void relu16_backward(const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n, uint16_t inf)
+{
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = positive16(y[i], inf) ? dy[i] : 0;
+}
+
 static int relu_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, uint64_t step,
                         const struct tb_tensor *in, const struct tb_tensor *out, struct tb_err *err)
 {
@@ -24,6 +55,10 @@ static int relu_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     (void)state;
     (void)step;
     (void)err;
+    if (op->in[0].dtype != TB_F32) {
+        relu16_forward(in[0].data, out[0].data, tb_shape_elems(op->in[0].shape), inf_bits(op->in[0].dtype));
+        return TB_OK;
+    }
     const float *x = in[0].data; /* (N,C,H,W) */
     float *y = out[0].data;      /* (N,C,H,W) */
     size_t n = tb_shape_elems(op->in[0].shape);
@@ -45,9 +80,13 @@ static int relu_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
     float *dx = din[0].data; /* (N,C,H,W) */
     if (!dx)
         return TB_OK;
+    size_t n = tb_shape_elems(op->in[0].shape);
+    if (op->in[0].dtype != TB_F32) {
+        relu16_backward(out[0].data, dout[0].data, din[0].data, n, inf_bits(op->in[0].dtype));
+        return TB_OK;
+    }
     const float *y = out[0].data;   /* (N,C,H,W) */
     const float *dy = dout[0].data; /* (N,C,H,W) */
-    size_t n = tb_shape_elems(op->in[0].shape);
     /* From y, as PyTorch does: y > 0 exactly where x > 0, so x == 0 gets gradient 0. */
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
@@ -58,6 +97,7 @@ static int relu_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state
 const struct tb_cpu_kernel TB_CPU_KERNEL(relu) = {
     .forward = relu_forward,
     .backward = relu_backward,
+    .dtypes = 1u << TB_BF16 | 1u << TB_F16,
 };
 
 /* ------------------------------------------------------------------ sigmoid */
@@ -113,10 +153,24 @@ static int add_forward(struct tb_cpu *cpu, const struct tb_op *op, void *state, 
     (void)state;
     (void)step;
     (void)err;
+    size_t n = tb_shape_elems(op->in[0].shape);
+    if (op->in[0].dtype != TB_F32) { /* the sum in float, rounded once */
+        const uint16_t *a = in[0].data, *b = in[1].data;
+        uint16_t *y = out[0].data;
+        if (op->in[0].dtype == TB_BF16) {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                y[i] = tb_bf16_from_f32(tb_f32_from_bf16(a[i]) + tb_f32_from_bf16(b[i]));
+        } else {
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                y[i] = tb_f16_from_f32(tb_f32_from_f16(a[i]) + tb_f32_from_f16(b[i]));
+        }
+        return TB_OK;
+    }
     const float *a = in[0].data; /* (N,C,H,W) */
     const float *b = in[1].data; /* (N,C,H,W) */
     float *y = out[0].data;      /* (N,C,H,W) */
-    size_t n = tb_shape_elems(op->in[0].shape);
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
@@ -132,7 +186,7 @@ static int add_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
     (void)in;
     (void)out;
     (void)err;
-    size_t bytes = tb_shape_elems(op->in[0].shape) * sizeof(float);
+    size_t bytes = tb_shape_elems(op->in[0].shape) * tb_dtype_size(op->in[0].dtype);
     /* Both gradients are dy itself. */
     for (int i = 0; i < 2; i++)
         if (din[i].data && din[i].data != dout[0].data) /* (memcpy onto itself is undefined) */
@@ -143,6 +197,7 @@ static int add_backward(struct tb_cpu *cpu, const struct tb_op *op, void *state,
 const struct tb_cpu_kernel TB_CPU_KERNEL(add) = {
     .forward = add_forward,
     .backward = add_backward,
+    .dtypes = 1u << TB_BF16 | 1u << TB_F16,
 };
 
 /* ------------------------------------------------------------------ mul */

@@ -96,8 +96,16 @@ int tb_cpu_op_prepare(struct tb_cpu *cpu, const struct tb_op *op, void **state, 
         if (rc != TB_CPU_WIDEN)
             return rc;
     }
-    if (k && k->forward)
+    if (k && k->forward) {
+        if (op->kind == TB_OP_CONV2D && !cpu->widened_conv_logged) {
+            cpu->widened_conv_logged = true;
+            tb_plog(TB_LOG_WARN,
+                    "%s convolutions: oneDNN has no %s kernel on this path (%s): they run on float copies, slower than "
+                    "at fp32",
+                    tb_dtype_name(op->in[0].dtype), tb_dtype_name(op->in[0].dtype), cpu->dnnl_isa);
+        }
         k = &tb_cpu_widen_kernel; /* it prepares k for the op at f32 */
+    }
     return tb_op_dispatch_prepare(&dispatch, cpu, k && k->forward ? k : NULL, op, state, err);
 }
 

@@ -139,6 +139,7 @@ struct tb_cpu {
      * tb_cpu_scratch gets the space past them, and finds it short rather than moving them. */
     size_t scratch_prefix;
     bool scratch_short;
+    bool widened_conv_logged; /* the log said once that 16-bit convolutions run widened */
     uint64_t failed_bytes; /* the last scratch request that did not fit (alloc_failed_bytes) */
     size_t scratch_asked;  /* the most the running op pass asked of tb_cpu_scratch (op_scratch_bytes) */
     uint64_t scratch_handed; /* tb_cpu_scratch's calls so far: while unchanged, what an op left
