@@ -157,9 +157,11 @@ struct tb_backend_ops {
      * and the tensor's device memory; they wait for the compute stream first. */
     int (*tensor_write)(void *ctx, const struct tb_tensor *t, const void *host_nchw, struct tb_err *err);
     int (*tensor_read)(void *ctx, const struct tb_tensor *t, void *host_nchw, struct tb_err *err);
-    /* Compute stream: every element of t (f32) = value. */
+    /* Compute stream: every element of t = value (rounded to t's dtype: f32, or a 16-bit
+     * dtype the backend lists in dtypes). */
     int (*tensor_fill)(void *ctx, const struct tb_tensor *t, float value, struct tb_err *err);
-    /* Compute stream: dst += alpha * src, equal descriptions (f32). For gradients of
+    /* Compute stream: dst += alpha * src, equal descriptions of a float dtype the backend
+     * lists (the sum in f32, rounded once to a 16-bit dtype). For gradients of
      * tensors used more than once. */
     int (*tensor_accumulate)(void *ctx, const struct tb_tensor *dst, const struct tb_tensor *src, float alpha,
                              struct tb_err *err);
